@@ -1,0 +1,115 @@
+# Config validation and the small named functions the rules use.
+import os
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from genjudge.errors import InputError
+from genjudge.gpu_lease import resolve_inventory
+from genjudge.modelref import check_model
+from genjudge.templates import load_template
+from genjudge.verdicts import compile_pattern
+
+validate(config, workflow.source_path("../config/schemas/config.schema.yaml"), set_default=True)
+
+RUN = config["run"]
+RESULTS = f"results/{RUN}"
+LOGS = f"logs/{RUN}"
+SHARDS = list(range(config["shards"]))
+DEMO_MODEL_DIR = "models"
+
+
+def is_demo_model(name):
+    return os.path.normpath(name).startswith(DEMO_MODEL_DIR + os.sep + "demo-")
+
+
+def check_inputs():
+    """Fail while planning, before any job or model load, with a message naming the culprit."""
+    if not os.path.exists(config["dataset"]["path"]):
+        raise InputError(f"dataset.path: dataset file {config['dataset']['path']!r} not found")
+    for role in ("generator", "judge"):
+        name = config[role]["model"]
+        check_model(name, role, buildable=is_demo_model(name))
+    load_template(config["judge"]["template"], config["judge"]["mode"])
+    try:
+        compile_pattern(config["judge"]["verdict_pattern"])
+    except Exception as exc:
+        raise InputError(f"judge.verdict_pattern: {exc}") from None
+
+
+try:
+    check_inputs()
+except InputError as exc:
+    raise WorkflowError(f"bad input: {exc}") from None
+
+
+GPU_INVENTORY = resolve_inventory(config["gpu_inventory"])
+
+
+def on_slurm():
+    plugin = workflow.executor_plugin
+    return bool(plugin and getattr(plugin, "name", "").startswith("slurm"))
+
+
+def generate_gpus():
+    return config["gpus_per_job"] if (GPU_INVENTORY or on_slurm()) else 0
+
+
+def judge_gpus():
+    """`judge.gpus: all` is every GPU of the machine here, or of one node on SLURM."""
+    if config["judge"]["gpus"] != "all":
+        return config["judge"]["gpus"]
+    return config["slurm"]["gpus_per_node"] if on_slurm() else len(GPU_INVENTORY)
+
+
+def model_input(role):
+    """The demo model's directory when the workflow builds it, so it is built first."""
+    name = config[role]["model"]
+    return [name] if is_demo_model(name) else []
+
+
+def demo_generator(wildcards):
+    return model_input("generator")
+
+
+def demo_judge(wildcards):
+    return model_input("judge")
+
+
+def _res(step, key, attempt):
+    """Memory and runtime grow with each retry of a failed job."""
+    return config["resources"][step][key] * attempt
+
+
+def gen_mem_mb(wildcards, attempt):
+    return _res("generate", "mem_mb", attempt)
+
+
+def gen_runtime(wildcards, attempt):
+    return _res("generate", "runtime", attempt)
+
+
+def judge_mem_mb(wildcards, attempt):
+    return _res("judge", "mem_mb", attempt)
+
+
+def judge_runtime(wildcards, attempt):
+    return _res("judge", "runtime", attempt)
+
+
+def gen_cpus(wildcards):
+    n = generate_gpus()
+    return config["resources"]["generate"]["cpus_per_gpu"] * n if n else config["resources"]["generate"]["cpus"]
+
+
+def judge_cpus(wildcards):
+    n = judge_gpus()
+    return config["resources"]["judge"]["cpus_per_gpu"] * n if n else config["resources"]["judge"]["cpus"]
+
+
+def lease_params():
+    return {"inventory": GPU_INVENTORY, "lock_dir": config["lock_dir"]}
+
+
+def final_outputs():
+    return [f"{RESULTS}/report/summary.json", f"{RESULTS}/report/report.md"]

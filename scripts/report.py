@@ -1,0 +1,9 @@
+"""Write summary.json and report.md (rule report)."""
+
+from genjudge.joblog import job_log
+from genjudge.report import run_report
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+with job_log(sm.log[0], "report"):
+    s = run_report(sm.input.judgments, list(sm.input.gen_meta), sm.input.judge_meta, sm.params.config,
+                   sm.output.summary, sm.output.markdown)

@@ -1,0 +1,78 @@
+"""`batch_size: auto`: the largest batch that fits the job's GPUs.
+
+Grow by powers of two until a batch runs out of memory or its peak use passes
+the safety margin, binary-search between the last good and the first bad size,
+then keep 5% headroom. On CPU there is nothing to probe: a fixed size is used.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from .generation import CPU_AUTO_BATCH, is_oom
+
+log = logging.getLogger(__name__)
+
+HEADROOM = 0.95
+
+
+def search_batch_size(trial: Callable[[int], float], margin: float = 0.9, limit: int = 1024) -> int:
+    """trial(bs) runs a batch and returns its peak memory as a fraction of capacity
+    (the maximum over the job's devices), or raises an out-of-memory error."""
+
+    def fits(bs: int) -> bool:
+        try:
+            used = trial(bs)
+        except Exception as exc:  # noqa: BLE001
+            if not is_oom(exc):
+                raise
+            return False
+        return used <= margin
+
+    good, bad = 0, None
+    bs = 1
+    while bs <= limit:
+        if fits(bs):
+            good = bs
+            bs *= 2
+        else:
+            bad = bs
+            break
+    if good == 0:
+        raise RuntimeError("even a batch of 1 does not fit in GPU memory: use more GPUs or quantization")
+    if bad is None:
+        return max(1, int(good * HEADROOM))
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
+        else:
+            bad = mid
+    return max(1, int(good * HEADROOM))
+
+
+def auto_batch_size(model, probe: Callable[[int], None] | None = None, margin: float = 0.9) -> int:
+    """Probe the GPUs with `probe(bs)` (a worst-case batch); CPU: a fixed size."""
+    import torch
+
+    if not torch.cuda.is_available() or probe is None:
+        log.info("batch_size auto: no GPU to probe, using the fixed CPU batch size %d", CPU_AUTO_BATCH)
+        return CPU_AUTO_BATCH
+
+    def trial(bs: int) -> float:
+        fractions = []
+        for d in range(torch.cuda.device_count()):
+            torch.cuda.reset_peak_memory_stats(d)
+        try:
+            probe(bs)
+        finally:
+            torch.cuda.empty_cache()
+        for d in range(torch.cuda.device_count()):
+            total = torch.cuda.get_device_properties(d).total_memory
+            fractions.append(torch.cuda.max_memory_allocated(d) / total)
+        return max(fractions)
+
+    bs = search_batch_size(trial, margin=margin)
+    log.info("batch_size auto: %d (peak memory under %.0f%% on every GPU, 5%% headroom)", bs, margin * 100)
+    return bs

@@ -1,0 +1,42 @@
+"""One generation job: a shard of items in, one output row per item out."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from . import atomic, meta as jobmeta
+from .inference import PromptSet, complete
+from .itemstore import ItemStore
+from .shardio import read_shard
+
+OUTPUT_COLUMNS = ["id", "prompt_sent", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason", "key"]
+
+
+def run_generate(*, shard: int, shard_path, out_path, meta_path, spec: dict, store_dir, run: str,
+                 lease, log_stream) -> dict:
+    meta = jobmeta.base_meta(lease)
+    meta.update(shard=int(shard), run=run, model=spec["model"], revision=spec.get("revision"))
+    items = read_shard(shard_path)
+    pset = PromptSet(spec, kind="generate")
+    store = ItemStore(store_dir, f"{run}-shard{shard}")
+    ids = items["id"].tolist()
+    c = complete(pset, items["prompt"].tolist(), ids, store, f"shard {shard}", log_stream)
+
+    out = pd.DataFrame(
+        [{"id": i, "prompt_sent": p, "output": r["output"], "n_prompt_tokens": int(r["n_prompt_tokens"]),
+          "n_generated_tokens": int(r["n_generated_tokens"]), "finish_reason": r["finish_reason"], "key": k}
+         for i, p, r, k in zip(ids, c.prompts, c.results, c.keys)],
+        columns=OUTPUT_COLUMNS)
+    atomic.write_parquet(out_path, out)
+    meta.update(n_items=len(out), n_generated_tokens=int(out["n_generated_tokens"].sum()),
+                **completion_meta(c, "generate_seconds"))
+    return jobmeta.finish(meta, meta_path)
+
+
+def completion_meta(c, seconds_name: str) -> dict:
+    return {"model_fingerprint": c.model_fingerprint, "chat_template": c.chat_template,
+            "batch_size": c.batch_size, "load_seconds": round(c.load_seconds, 3),
+            seconds_name: round(c.compute_seconds, 3), "resumed_items": c.resumed,
+            "computed_items": c.computed,
+            "tokens_per_second": round(c.computed_tokens / c.compute_seconds, 1) if c.compute_seconds else None,
+            **c.info}

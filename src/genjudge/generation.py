@@ -1,0 +1,168 @@
+"""Batched generation: length-sorted batches, left padding, OOM backoff.
+
+Items are processed longest prompt first (an out-of-memory error shows up in
+the first batch, and padding within a batch is small); results are handed back
+per batch with their original indices so callers keep the input order.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+CPU_AUTO_BATCH = 16  # `batch_size: auto` on CPU: no memory probe, a fixed size that is fast on small models
+
+
+@dataclass
+class GenParams:
+    max_new_tokens: int = 64
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def as_dict(self) -> dict:
+        return {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample,
+                "temperature": self.temperature if self.do_sample else None,
+                "top_p": self.top_p if self.do_sample else None, "seed": self.seed}
+
+
+def is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+
+
+def _free_cuda_cache():
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def length_sorted(lengths: list[int]) -> list[int]:
+    """Indices, longest first; ties keep input order (stable, deterministic)."""
+    return sorted(range(len(lengths)), key=lambda i: -lengths[i])
+
+
+def run_batches(items_len: list[int], batch_size: int, fn, on_batch=None, progress=None):
+    """Call fn(indices) over length-sorted batches with OOM backoff.
+
+    fn returns one result per index. On an out-of-memory error the batch is
+    halved and the same items are retried, so no item is dropped or repeated.
+    on_batch(indices, results) is called after each successful batch.
+    """
+    order = length_sorted(items_len)
+    results: list = [None] * len(items_len)
+    pos = 0
+    while pos < len(order):
+        idx = order[pos: pos + batch_size]
+        try:
+            out = fn(idx)
+        except Exception as exc:  # noqa: BLE001 - re-raised unless it is an OOM
+            if not is_oom(exc) or batch_size == 1:
+                raise
+            _free_cuda_cache()
+            batch_size = max(1, batch_size // 2)
+            log.warning("out of memory on a batch of %d: retrying the same items with batch size %d",
+                        len(idx), batch_size)
+            continue
+        for i, r in zip(idx, out):
+            results[i] = r
+        if on_batch is not None:
+            on_batch(idx, out)
+        if progress is not None:
+            progress(len(idx), out)
+        pos += len(idx)
+    return results, batch_size
+
+
+class Generator:
+    """Generate completions for prompts-as-sent with one loaded model."""
+
+    def __init__(self, model, tokenizer, params: GenParams, add_special_tokens: bool):
+        self.model = model
+        self.tok = tokenizer
+        self.params = params
+        self.add_special_tokens = add_special_tokens
+
+    def token_lengths(self, prompts: list[str]) -> list[int]:
+        enc = self.tok(prompts, add_special_tokens=self.add_special_tokens)
+        return [len(ids) for ids in enc["input_ids"]]
+
+    def generate(self, prompts: list[str]) -> list[dict]:
+        import torch
+        from .loading import input_device
+
+        enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
+        enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}
+        p = self.params
+        kwargs = {"max_new_tokens": p.max_new_tokens, "do_sample": p.do_sample,
+                  "pad_token_id": self.tok.pad_token_id}
+        if p.do_sample:
+            kwargs.update(temperature=p.temperature, top_p=p.top_p)
+            torch.manual_seed(p.seed)
+        else:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        with torch.inference_mode():
+            out = self.model.generate(**enc, **kwargs)
+        width = enc["input_ids"].shape[1]
+        prompt_tokens = enc["attention_mask"].sum(dim=1).tolist()
+        eos_ids = self._eos_ids()
+        results = []
+        for row, n_prompt in zip(out[:, width:].tolist(), prompt_tokens):
+            n_gen, reason = len(row), "length"
+            for j, tid in enumerate(row):
+                if tid in eos_ids:
+                    n_gen, reason = j + 1, "eos"
+                    break
+            text = self.tok.decode(row[:n_gen], skip_special_tokens=True)
+            results.append({"output": text, "n_prompt_tokens": int(n_prompt),
+                            "n_generated_tokens": int(n_gen), "finish_reason": reason})
+        return results
+
+    def probe(self, prompt: str, batch_size: int) -> None:
+        """A worst-case batch: the longest prompt, every sequence running to max_new_tokens."""
+        import torch
+        from .loading import input_device
+
+        enc = self.tok([prompt] * batch_size, return_tensors="pt", padding=True,
+                       add_special_tokens=self.add_special_tokens)
+        enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}
+        with torch.inference_mode():
+            self.model.generate(**enc, max_new_tokens=self.params.max_new_tokens,
+                                min_new_tokens=self.params.max_new_tokens, do_sample=False,
+                                pad_token_id=self.tok.pad_token_id)
+
+    def _eos_ids(self) -> set[int]:
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tok.eos_token_id
+        ids = set(eos if isinstance(eos, list) else [eos])
+        ids.discard(None)
+        return ids
+
+
+class Throughput:
+    """tqdm progress with tokens/s, written to the job's log."""
+
+    def __init__(self, total: int, desc: str, stream):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, file=stream, unit="item", mininterval=1.0,
+                        dynamic_ncols=False, ncols=100)
+        self.tokens = 0
+        self.t0 = time.monotonic()
+
+    def __call__(self, n_items: int, results: list[dict]):
+        self.tokens += sum(r.get("n_generated_tokens", 0) for r in results)
+        rate = self.tokens / max(time.monotonic() - self.t0, 1e-9)
+        self.bar.set_postfix_str(f"{rate:.0f} tok/s", refresh=False)
+        self.bar.update(n_items)
+
+    def close(self):
+        self.bar.close()

@@ -1,0 +1,114 @@
+"""Complete a list of prompts with one model, resuming from the item store.
+
+Shared by generation and judge jobs: keys, checkpoint lookup, model load only
+when something is left to compute, batched generation, per-batch checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from .generation import Generator, GenParams, Throughput, run_batches
+from .itemstore import ItemStore, item_key
+from .modelref import fingerprint
+from .prompting import render_prompt, uses_chat_template
+
+log = logging.getLogger(__name__)
+
+
+def gen_params(spec: dict) -> GenParams:
+    return GenParams(max_new_tokens=int(spec["max_new_tokens"]), do_sample=bool(spec.get("do_sample", False)),
+                     temperature=float(spec.get("temperature", 1.0)), top_p=float(spec.get("top_p", 1.0)),
+                     seed=int(spec.get("seed", 0)))
+
+
+def resolve_batch_size(spec: dict, model, gen: Generator, prompts: list[str], lengths: list[int]) -> int:
+    """The configured batch size, or for `auto` the largest that fits (probed with the longest prompt)."""
+    if spec["batch_size"] != "auto":
+        return int(spec["batch_size"])
+    from .batchsize import auto_batch_size
+
+    longest = prompts[max(range(len(prompts)), key=lambda i: lengths[i])]
+    return auto_batch_size(model, probe=lambda bs: gen.probe(longest, bs),
+                           margin=float(spec.get("memory_margin", 0.9)))
+
+
+@dataclass
+class Completion:
+    prompts: list[str]  # as sent
+    keys: list[str]
+    results: list[dict]  # output, n_prompt_tokens, n_generated_tokens, finish_reason
+    resumed: int
+    computed: int
+    model_fingerprint: str
+    chat_template: bool
+    load_seconds: float
+    compute_seconds: float
+    batch_size: int | None
+    info: dict = field(default_factory=dict)  # placement, device
+    computed_tokens: int = 0
+
+
+class PromptSet:
+    """A model's tokenizer and the keyed prompts it will complete."""
+
+    def __init__(self, spec: dict, kind: str, extra_key: dict | None = None):
+        from .loading import load_tokenizer
+
+        t0 = time.monotonic()
+        self.spec = spec
+        self.kind = kind
+        self.tok = load_tokenizer(spec["model"], spec.get("revision"))
+        self.chat = uses_chat_template(self.tok, spec.get("use_chat_template", "auto"))
+        self.params = gen_params(spec)
+        self.fp = fingerprint(spec["model"], spec.get("revision"))
+        self.extra_key = extra_key or {}
+        self.setup_seconds = time.monotonic() - t0
+
+    def render(self, texts: list[str]) -> list[str]:
+        return [render_prompt(self.tok, t, self.spec.get("system_prompt"), self.chat) for t in texts]
+
+    def key(self, prompt: str) -> str:
+        return item_key(kind=self.kind, model=self.fp, params=self.params.as_dict(), prompt=prompt,
+                        **self.extra_key)
+
+
+def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore, desc: str,
+             log_stream) -> Completion:
+    prompts = pset.render(texts)
+    keys = [pset.key(p) for p in prompts]
+    done = store.load(set(keys))
+    todo = [i for i, k in enumerate(keys) if k not in done]
+    log.info("%s: %d items, %d already done (checkpoint/cache), %d to compute",
+             desc, len(keys), len(keys) - len(todo), len(todo))
+    t0 = time.monotonic()
+    load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, None, {}, []
+    if todo:
+        from .loading import load_causal_lm
+        from .meta import torch_device_info
+
+        model, placement = load_causal_lm(pset.spec)
+        load_seconds += time.monotonic() - t0
+        info = {"placement": placement, "device": torch_device_info()}
+        gen = Generator(model, pset.tok, pset.params, add_special_tokens=not pset.chat)
+        todo_prompts = [prompts[i] for i in todo]
+        lengths = gen.token_lengths(todo_prompts)
+        batch_size = resolve_batch_size(pset.spec, model, gen, todo_prompts, lengths)
+        bar = Throughput(len(todo), desc, log_stream)
+
+        def checkpoint(idx, results):
+            store.append([{**r, "key": keys[todo[j]], "id": ids[todo[j]]} for j, r in zip(idx, results)])
+
+        t1 = time.monotonic()
+        new, batch_size = run_batches(lengths, batch_size, lambda idx: gen.generate([todo_prompts[j] for j in idx]),
+                                      on_batch=checkpoint, progress=bar)
+        compute_seconds = time.monotonic() - t1
+        bar.close()
+        for j, r in enumerate(new):
+            done[keys[todo[j]]] = r
+    results = [done[k] for k in keys]
+    return Completion(prompts, keys, results, len(keys) - len(todo), len(todo), pset.fp, pset.chat,
+                      load_seconds, compute_seconds, batch_size, info,
+                      sum(r["n_generated_tokens"] for r in new))

@@ -1,0 +1,41 @@
+"""Per-job meta files: where and how a job ran, beside its output."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+
+from . import atomic
+
+
+def base_meta(lease) -> dict:
+    return {
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "gpu_source": lease.source,
+        "gpus": lease.devices,
+        "waited_for_gpus_seconds": round(lease.waited_seconds, 3),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "python": platform.python_version(),
+        "started_at": time.time(),
+    }
+
+
+def finish(meta: dict, path) -> dict:
+    meta["finished_at"] = time.time()
+    atomic.write_json(path, meta)
+    return meta
+
+
+def torch_device_info() -> dict:
+    import torch
+
+    info = {"torch": torch.__version__, "cuda_available": torch.cuda.is_available(), "devices": []}
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            info["devices"].append({"index": i, "name": props.name, "total_memory": props.total_memory})
+    return info

@@ -1,0 +1,24 @@
+"""Normalised exact match (SQuAD-style): case, punctuation, articles and spacing ignored."""
+
+from __future__ import annotations
+
+import re
+import string
+
+_PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalise(text: str | None) -> str:
+    if text is None:
+        return ""
+    text = text.lower()
+    text = _PUNCT.sub(" ", text)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(candidate: str | None, reference: str | None) -> bool | None:
+    if reference is None:
+        return None
+    return normalise(candidate) == normalise(reference) and normalise(reference) != ""
