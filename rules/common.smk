@@ -4,7 +4,9 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from genjudge.dataset import load_items
 from genjudge.errors import InputError
+from genjudge.sharding import shard_bounds
 from genjudge.gpu_lease import resolve_inventory
 from genjudge.modelref import check_model
 from genjudge.templates import load_template
@@ -16,17 +18,20 @@ RUN = config["run"]
 RESULTS = f"results/{RUN}"
 LOGS = f"logs/{RUN}"
 SHARDS = list(range(config["shards"]))
-DEMO_MODEL_DIR = "models"
 
 
 def is_demo_model(name):
-    return os.path.normpath(name).startswith(DEMO_MODEL_DIR + os.sep + "demo-")
+    """models/demo-* are built by rule demo_model when missing."""
+    parts = os.path.normpath(name).split(os.sep)
+    return len(parts) == 2 and parts[0] == "models" and parts[1].startswith("demo-")
 
 
 def check_inputs():
-    """Fail while planning, before any job or model load, with a message naming the culprit."""
-    if not os.path.exists(config["dataset"]["path"]):
-        raise InputError(f"dataset.path: dataset file {config['dataset']['path']!r} not found")
+    """Fail while planning, before any job runs (so no earlier output is touched)
+    and before any model is loaded, with a message naming the culprit."""
+    ds = config["dataset"]
+    n_items = len(load_items(ds["path"], ds["fields"], ds["format"]))
+    shard_bounds(n_items, config["shards"])
     for role in ("generator", "judge"):
         name = config[role]["model"]
         check_model(name, role, buildable=is_demo_model(name))

@@ -110,6 +110,21 @@ def _as_text(value) -> str:
     return str(value)
 
 
+def _optional_text(obj, name):
+    """An optional field's text; absent, null and empty (CSV has no null) are None."""
+    if not name:
+        return None
+    value = _lookup(obj, name)
+    if _is_null(value) or _as_text(value) == "":
+        return None
+    return _as_text(value)
+
+
+def is_missing(value) -> bool:
+    """True for None and the NaN that pandas uses for a missing string."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
 def stable_id(prompt: str, reference: str | None) -> str:
     digest = hashlib.sha256(json.dumps([prompt, reference]).encode("utf-8")).hexdigest()
     return digest[:16]
@@ -143,14 +158,8 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto") -> pd.DataFr
             raise InputError(f"{where}: the prompt field {' + '.join(map(repr, prompt_fields))} is empty")
         prompt = "\n\n".join(parts)
 
-        reference = None
-        if fields.get("reference"):
-            value = _lookup(obj, fields["reference"])
-            reference = None if _is_null(value) else _as_text(value)
-        category = None
-        if fields.get("category"):
-            value = _lookup(obj, fields["category"])
-            category = None if _is_null(value) else _as_text(value)
+        reference = _optional_text(obj, fields.get("reference"))
+        category = _optional_text(obj, fields.get("category"))
 
         if fields.get("id"):
             value = _lookup(obj, fields["id"])

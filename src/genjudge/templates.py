@@ -8,6 +8,7 @@ from __future__ import annotations
 import string
 from pathlib import Path
 
+from .dataset import is_missing
 from .errors import InputError
 
 FIELDS = {"reference": {"question", "reference", "candidate"},
@@ -31,4 +32,4 @@ def load_template(path, mode: str) -> str:
 
 
 def render(template: str, **values) -> str:
-    return template.format(**{k: ("(none)" if v is None else v) for k, v in values.items()})
+    return template.format(**{k: ("(none)" if is_missing(v) else v) for k, v in values.items()})

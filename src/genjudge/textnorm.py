@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 import string
 
+from .dataset import is_missing
+
 _PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
 def normalise(text: str | None) -> str:
-    if text is None:
+    if is_missing(text):
         return ""
     text = text.lower()
     text = _PUNCT.sub(" ", text)
@@ -19,6 +21,6 @@ def normalise(text: str | None) -> str:
 
 
 def exact_match(candidate: str | None, reference: str | None) -> bool | None:
-    if reference is None:
+    if is_missing(reference):
         return None
     return normalise(candidate) == normalise(reference) and normalise(reference) != ""

@@ -1,0 +1,38 @@
+# `make run` sets everything up and runs the demo; `make test` sets everything up and runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+# The CPU build is enough without GPUs; on a GPU machine use e.g. `make setup TORCH=torch`.
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+SNAKEMAKE_ARGS ?=
+
+.PHONY: setup run test test-fast lint bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+run: setup
+	$(BIN)/snakemake $(SNAKEMAKE_ARGS)
+	@$(BIN)/genjudge summary results/$$($(BIN)/python -c "import yaml;print(yaml.safe_load(open('config/config.yaml'))['run'])")
+
+test: setup
+	bash tests/slurm/install.sh
+	$(BIN)/python -m pytest -ra
+
+test-fast: setup
+	$(BIN)/python -m pytest -ra -m "not slurm and not workflow"
+
+lint: setup
+	$(BIN)/snakemake --lint
+
+bench: setup
+	$(BIN)/python bench/run_bench.py
+
+clean:
+	rm -rf results logs .snakemake

@@ -1,0 +1,40 @@
+from genjudge.verdicts import DEFAULT_PATTERN, parse_verdict
+
+
+def test_last_verdict_marker_wins_over_reasoning():
+    text = ("The candidate says 12. If it had said 13 I would write VERDICT: INCORRECT, "
+            "but 12 matches the reference.\nVERDICT: CORRECT")
+    v = parse_verdict(text)
+    assert v.verdict == "correct" and v.reason is None and v.n_markers == 2
+
+
+def test_other_label_mentioned_without_marker_does_not_count():
+    v = parse_verdict("This is not incorrect at all; the answer is right.\nVERDICT: CORRECT")
+    assert v.verdict == "correct"
+    v = parse_verdict("Correct answer would be 5; the candidate said 6.\nVERDICT: INCORRECT")
+    assert v.verdict == "incorrect"
+
+
+def test_no_verdict_is_unparsed_with_reason_never_incorrect():
+    v = parse_verdict("The answer seems wrong to me.")
+    assert v.verdict is None and v.reason == "no verdict marker"
+    v = parse_verdict("")
+    assert v.verdict is None and v.reason == "empty judge output"
+    v = parse_verdict("VERDICT: MAYBE")
+    assert v.verdict is None and "without a recognised label" in v.reason
+
+
+def test_several_verdicts_take_the_last():
+    v = parse_verdict("VERDICT: CORRECT\nOn reflection...\nVERDICT: INCORRECT")
+    assert v.verdict == "incorrect" and v.n_markers == 2
+
+
+def test_markdown_bold_and_word_boundary():
+    assert parse_verdict("VERDICT: **CORRECT**").verdict == "correct"
+    assert parse_verdict("VERDICT: CORRECTLY").verdict is None
+
+
+def test_custom_pattern():
+    v = parse_verdict("Final grade: [[B]]", pattern=r"\[\[(A|B)\]\]", labels={"A": "correct", "B": "incorrect"})
+    assert v.verdict == "incorrect"
+    assert DEFAULT_PATTERN.startswith("VERDICT")

@@ -1,0 +1,98 @@
+"""The real snakemake command line on temporary copies of the workflow."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, clean_env, snakemake
+
+pytestmark = pytest.mark.workflow
+
+META_KEYS = {"shard", "hostname", "cuda_visible_devices", "started_at", "finished_at", "n_items",
+             "n_generated_tokens", "model", "load_seconds", "generate_seconds", "resumed_items", "computed_items"}
+
+
+def test_dry_run_plans_one_generation_job_per_shard(workflow):
+    cfg = workflow.write_config(shards=3)
+    out = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+    assert counts["generate"] == "3" and counts["judge"] == "1" and counts["merge"] == "1"
+
+
+def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(workflow):
+    workflow.run("--cores", "2")
+    res = workflow.results()
+    s = json.loads((res / "report" / "summary.json").read_text())
+    assert s["n_items"] == 44
+    assert s["n_judged"] + s["n_unparsed"] == 44
+    assert {"accuracy", "accuracy_ci95", "generator", "judge"} <= set(s)
+    assert s["generator"]["model"] == "models/demo-generator"
+    metas = workflow.metas()
+    assert [m["shard"] for m in metas] == [0, 1, 2, 3]
+    for m in metas:
+        assert META_KEYS <= set(m)
+        assert m["finished_at"] >= m["started_at"]
+        assert m["n_items"] == 11
+    gens = pd.read_parquet(res / "generations.parquet")
+    assert sorted(gens["id"]) == sorted(pd.read_json(ROOT / "config/demo/questions.jsonl", lines=True)["id"])
+    assert set(gens["finish_reason"]) <= {"eos", "length"}
+    assert gens["prompt_sent"].str.contains("<|assistant|>", regex=False).all()  # chat template applied
+    judge_meta = json.loads((res / "judge" / "raw.meta.json").read_text())
+    assert judge_meta["placement"] == {"cpu": judge_meta["placement"]["cpu"]} and judge_meta["placement"]["cpu"] > 0
+    md = (res / "report" / "report.md").read_text()
+    assert "## By category" in md and "arithmetic" in md and "## Throughput" in md
+    for log in ["split", "merge", "judge", "report", "generate/0"]:
+        assert (workflow.path / "logs" / "demo" / f"{log}.log").exists()
+    assert "tok/s" in (workflow.path / "logs" / "demo" / "generate" / "0.log").read_text()
+    # Nothing left to do on a second invocation.
+    assert "Nothing to be done" in workflow.run("-n").stdout + workflow.run("-n").stderr
+
+
+BAD_DATASETS = {
+    "malformed.jsonl": ('{"id": "a", "question": "q", "answer": "1"}\n{"id": "b", "question": \n',
+                        r"malformed\.jsonl, line 2: malformed JSON"),
+    "nofield.jsonl": ('{"id": "a", "question": "q"}\n{"id": "b", "prompt": "q"}\n',
+                      r"nofield\.jsonl, line 2: missing required field 'question'"),
+    "dups.jsonl": ('{"id": "a", "question": "q"}\n{"id": "a", "question": "r"}\n',
+                   r"dups\.jsonl, line 2: duplicate id 'a'"),
+    "empty.jsonl": ("", r"empty\.jsonl: the dataset is empty"),
+}
+
+
+def test_bad_input_stops_before_any_job_and_keeps_earlier_results(workflow):
+    cfg = workflow.write_config(shards=2)
+    workflow.run("--cores", "2", "--configfile", cfg)
+    summary = workflow.results() / "report" / "summary.json"
+    before = {p: p.read_bytes() for p in workflow.results().rglob("*") if p.is_file()}
+
+    cases = []
+    for name, (content, pattern) in BAD_DATASETS.items():
+        path = workflow.path / name
+        path.write_text(content)
+        cases.append(({"dataset": {"path": name}}, pattern))
+    cases += [
+        ({"shards": 50}, r"shards = 50 is more than the 44 items"),
+        ({"dataset": {"path": "missing.jsonl"}}, r"missing\.jsonl: dataset file not found"),
+        ({"generator": {"model": "./no/such/model"}}, r"generator\.model: model directory './no/such/model' does not exist"),
+        ({"judge": {"model": "/nonexistent/judge"}}, r"judge\.model: model directory '/nonexistent/judge' does not exist"),
+        ({"no_such_key": 1}, r"Additional properties are not allowed \('no_such_key' was unexpected\)"),
+        ({"shards": "four"}, r"'four' is not of type 'integer'"),
+    ]
+    for i, (override, pattern) in enumerate(cases):
+        bad = workflow.write_config(f"bad{i}.yaml", **{"shards": 2, **override})
+        proc = workflow.run("--cores", "2", "--configfile", bad, check=False)
+        assert proc.returncode != 0, override
+        assert re.search(pattern, proc.stdout + proc.stderr), (override, proc.stderr[-2000:])
+        assert "Loading weights" not in proc.stdout + proc.stderr
+    after = {p: p.read_bytes() for p in workflow.results().rglob("*") if p.is_file()}
+    assert after == before
+    assert summary.exists()
+
+
+def test_lint_only_advises_software_environments():
+    proc = snakemake(ROOT, "--lint", env=clean_env(), check=False)  # exits 1 whenever it advises anything
+    advice = re.findall(r"^\s+\* (.+?):?$", proc.stdout + proc.stderr, re.M)
+    assert advice, "lint printed nothing: did it run?"
+    assert {a.rstrip(".:") for a in advice} == {"Specify a conda environment or container for each rule"}
