@@ -128,7 +128,8 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
 
     Call before anything imports torch. Inside a SLURM allocation the GPUs are
     SLURM's (it sets CUDA_VISIBLE_DEVICES) and nothing is leased. With no GPUs
-    asked for, or none in the inventory, the job runs on CPU and CUDA is hidden.
+    in the inventory the job runs on CPU; a job that asks for none on a machine
+    that has some gets CUDA hidden, so it cannot land on a GPU another job holds.
     """
     if in_slurm_allocation():
         devices = visible_restriction() or []
@@ -136,6 +137,8 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
                  os.environ["SLURM_JOB_ID"], ",".join(devices) or "none")
         return Lease(devices=devices, source="slurm")
     if n_gpus <= 0 or not inventory:
+        if inventory:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
         log.info("no GPUs leased (asked %d, inventory %s): running on CPU", n_gpus, inventory)
         return Lease(devices=[], source="none")
     if n_gpus > len(inventory):

@@ -1,0 +1,84 @@
+"""Local multi-GPU runs: `snakemake --resources gpu=N` with a configured inventory."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import clean_env
+
+pytestmark = pytest.mark.workflow
+
+
+def overlapping_sharers(metas):
+    """Pairs of jobs that held a common device during overlapping time."""
+    bad = []
+    for i, a in enumerate(metas):
+        for b in metas[i + 1:]:
+            if a["started_at"] < b["finished_at"] and b["started_at"] < a["finished_at"]:
+                if set(a["gpus"]) & set(b["gpus"]):
+                    bad.append((a["label"], b["label"], sorted(set(a["gpus"]) & set(b["gpus"]))))
+    return bad
+
+
+def all_metas(workflow, run="demo"):
+    metas = []
+    for m in workflow.metas(run):
+        metas.append({**m, "label": f"{workflow.path.name}/{run}/shard{m['shard']}"})
+    judge = json.loads((workflow.results(run) / "judge" / "raw.meta.json").read_text())
+    metas.append({**judge, "label": f"{workflow.path.name}/{run}/judge"})
+    return metas
+
+
+FAST = {"generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4},
+        "resources": {"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}}}
+
+
+def test_eight_shards_on_four_gpus_never_share_a_device(workflow):
+    cfg = workflow.write_config(shards=8, gpu_inventory=[0, 1, 2, 3], **FAST)
+    workflow.run("--cores", "4", "--resources", "gpu=4", "--configfile", cfg)
+    metas = all_metas(workflow)
+    shards = [m for m in metas if "shard" in m["label"]]
+    assert len(shards) == 8
+    for m in shards:
+        assert m["gpu_source"] == "lease"
+        assert len(m["gpus"]) == 1 and m["cuda_visible_devices"] == m["gpus"][0]
+    assert len({m["gpus"][0] for m in shards}) > 1, "jobs did not spread over the GPUs"
+    judge = metas[-1]
+    assert judge["cuda_visible_devices"] == "0,1,2,3"
+    assert overlapping_sharers(metas) == []
+
+
+def test_outer_cuda_visible_devices_limits_the_inventory(workflow):
+    cfg = workflow.write_config(shards=4, gpu_inventory=[0, 1, 2, 3], **FAST)
+    env = clean_env(CUDA_VISIBLE_DEVICES="2,3", GENJUDGE_LOCK_DIR=str(workflow.lock_dir))
+    workflow.run("--cores", "4", "--resources", "gpu=4", "--configfile", cfg, env=env)
+    metas = all_metas(workflow)
+    for m in metas[:-1]:
+        assert m["cuda_visible_devices"] in ("2", "3")
+    assert metas[-1]["cuda_visible_devices"] == "2,3"
+    assert overlapping_sharers(metas) == []
+
+
+def test_two_workflows_started_together_never_share_a_device(workflow, tmp_path, built_models):
+    import shutil
+
+    other_dir = tmp_path / "other"
+    shutil.copytree(workflow.path, other_dir)
+    from conftest import Workflow
+
+    other = Workflow(other_dir, workflow.lock_dir)
+    cfgs = [w.write_config(shards=4, gpu_inventory=[0, 1, 2, 3], lock_dir=str(workflow.lock_dir), **FAST)
+            for w in (workflow, other)]
+    procs = [subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "3", "--resources", "gpu=4",
+                               "--configfile", str(c)], cwd=w.path, env=clean_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for w, c in zip((workflow, other), cfgs)]
+    outs = [p.communicate(timeout=900)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
+    metas = all_metas(workflow) + all_metas(other)
+    assert overlapping_sharers(metas) == []
+    # Each run's judge leased all four GPUs, so the two judges ran one after the other.
+    judges = [m for m in metas if m["label"].endswith("judge")]
+    assert [j["cuda_visible_devices"] for j in judges] == ["0,1,2,3", "0,1,2,3"]
