@@ -8,8 +8,10 @@ rule report:
     output:
         summary=f"{RESULTS}/report/summary.json",
         markdown=f"{RESULTS}/report/report.md",
+        provenance=f"{RESULTS}/report/provenance.json",
     params:
         config=config,
+        workflow_dir=workflow.basedir,
     log:
         f"{LOGS}/report.log",
     script:

@@ -7,6 +7,8 @@ per batch with their original indices so callers keep the input order.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -95,6 +97,8 @@ class Generator:
         return [len(ids) for ids in enc["input_ids"]]
 
     def generate(self, prompts: list[str]) -> list[dict]:
+        """Complete one batch. With sampling, the RNG is seeded from the seed and
+        the batch's prompts, so an uninterrupted rerun samples the same text."""
         import torch
         from .loading import input_device
 
@@ -105,7 +109,8 @@ class Generator:
                   "pad_token_id": self.tok.pad_token_id}
         if p.do_sample:
             kwargs.update(temperature=p.temperature, top_p=p.top_p)
-            torch.manual_seed(p.seed)
+            digest = hashlib.sha256(json.dumps([p.seed, prompts]).encode()).digest()
+            torch.manual_seed(int.from_bytes(digest[:8], "little"))
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
         with torch.inference_mode():

@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from . import atomic
+from .provenance import provenance
 from .stats import wilson_interval
 
 
@@ -128,11 +129,13 @@ def render_markdown(s: dict, df: pd.DataFrame, n_examples: int = 3) -> str:
     return "\n".join(out)
 
 
-def run_report(judgments_path, gen_meta_paths, judge_meta_path, config, summary_path, md_path) -> dict:
+def run_report(judgments_path, gen_meta_paths, judge_meta_path, config, summary_path, md_path,
+               provenance_path, workflow_dir) -> dict:
     df = pd.read_parquet(judgments_path)
     gen_metas = [json.loads(open(p).read()) for p in gen_meta_paths]
     judge_meta = json.loads(open(judge_meta_path).read())
     s = summarise(df, gen_metas, judge_meta, config)
+    atomic.write_json(provenance_path, provenance(config, gen_metas, judge_meta, workflow_dir))
     atomic.write_json(summary_path, s)
     atomic.write_text(md_path, render_markdown(s, df, int(config.get("report", {}).get("n_examples", 3))))
     return s

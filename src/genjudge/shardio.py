@@ -8,6 +8,7 @@ import pandas as pd
 
 from . import atomic
 from .dataset import ITEM_COLUMNS
+from .errors import InputError
 
 
 def write_shard(path, items: pd.DataFrame) -> None:
@@ -17,6 +18,14 @@ def write_shard(path, items: pd.DataFrame) -> None:
 
 
 def read_shard(path) -> pd.DataFrame:
+    rows = []
     with open(path, encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}, line {lineno}: unreadable shard record ({exc.msg}); "
+                                 "rerun the split or restore the file") from None
     return pd.DataFrame(rows, columns=ITEM_COLUMNS)

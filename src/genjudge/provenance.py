@@ -1,0 +1,50 @@
+"""What produced a run: resolved config and its hash, package versions, models, git commit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from importlib import metadata
+
+PACKAGES = ["snakemake", "snakemake-executor-plugin-slurm", "torch", "transformers", "accelerate",
+            "bitsandbytes", "tokenizers", "pandas", "pyarrow", "genjudge"]
+
+
+def package_versions() -> dict:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_state(directory) -> dict:
+    def git(*args):
+        return subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = "", False
+    return {"commit": commit or None, "dirty": dirty if commit else None}
+
+
+def provenance(config: dict, gen_metas: list[dict], judge_meta: dict, workflow_dir) -> dict:
+    canonical = json.dumps(config, sort_keys=True, default=str)
+    return {
+        "config": config,
+        "config_sha256": hashlib.sha256(canonical.encode()).hexdigest(),
+        "packages": package_versions(),
+        "models": {
+            "generator": {"model": config["generator"]["model"], "revision": config["generator"].get("revision"),
+                          "fingerprint": sorted({m["model_fingerprint"] for m in gen_metas})[0] if gen_metas else None},
+            "judge": {"model": config["judge"]["model"], "revision": config["judge"].get("revision"),
+                      "fingerprint": judge_meta.get("model_fingerprint")},
+        },
+        "git": git_state(workflow_dir),
+    }

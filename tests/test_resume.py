@@ -1,0 +1,173 @@
+"""Reruns: killed jobs resume from their checkpoint, the item cache spans shard layouts."""
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import psutil
+import pytest
+
+from conftest import clean_env
+
+pytestmark = pytest.mark.workflow
+
+
+def write_dataset(path, n):
+    with open(path, "w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"id": f"q{i:04d}", "question": f"What is {i} + {i % 7}? Answer briefly.",
+                                 "answer": str(i + i % 7), "category": ["even", "odd"][i % 2]}) + "\n")
+
+
+def complete_lines(path):
+    if not path.exists():
+        return 0
+    return path.read_bytes().count(b"\n")
+
+
+def kill_job_when(proc, script, store_file, at_least, timeout=300):
+    """SIGKILL the job process running `script` once `store_file` holds `at_least` records."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if complete_lines(store_file) >= at_least:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                try:
+                    if any(script in part for part in child.cmdline()):
+                        child.send_signal(signal.SIGKILL)
+                        return
+                except psutil.NoSuchProcess:
+                    continue
+        if proc.poll() is not None:
+            raise AssertionError("workflow finished before the job could be killed")
+        time.sleep(0.01)
+    raise AssertionError("the job never reached the kill point")
+
+
+def start(workflow, cfg):
+    return subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(cfg)],
+                            cwd=workflow.path, env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def reference_run(workflow, n, cfg_kw):
+    """The same config, uninterrupted, with a cache of its own."""
+    cfg = workflow.write_config("ref.yaml", **{**cfg_kw, "run": "ref", "cache_dir": "results/.refcache"})
+    workflow.run("--cores", "2", "--configfile", cfg)
+    return workflow.results("ref")
+
+
+BIG = 120
+
+
+def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
+    write_dataset(workflow.path / "big.jsonl", BIG)
+    kw = {"dataset": {"path": "big.jsonl"}, "shards": 1,
+          "generator": {"batch_size": 2, "max_new_tokens": 32}, "judge": {"max_new_tokens": 4}}
+    cfg = workflow.write_config(**kw)
+    store = workflow.path / "results/.cache/generations/demo-shard0.jsonl"
+    proc = start(workflow, cfg)
+    kill_job_when(proc, "generate.py", store, BIG // 2)
+    out = proc.communicate(timeout=600)[0]
+    assert proc.returncode != 0, out[-2000:]
+    checkpointed = complete_lines(store)
+    assert BIG // 2 <= checkpointed < BIG
+    assert not (workflow.results() / "generations" / "0.parquet").exists()
+
+    workflow.run("--cores", "2", "--configfile", cfg)
+    meta = workflow.metas()[0]
+    assert meta["resumed_items"] == checkpointed
+    assert meta["computed_items"] == BIG - checkpointed
+    assert complete_lines(store) == BIG  # nothing done twice
+
+    ref = reference_run(workflow, BIG, kw)
+    got = pd.read_parquet(workflow.results() / "generations.parquet")
+    want = pd.read_parquet(ref / "generations.parquet")
+    pd.testing.assert_frame_equal(got, want)
+    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / "judgments.parquet"),
+                                  pd.read_parquet(ref / "judgments.parquet"))
+
+
+def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
+    write_dataset(workflow.path / "big.jsonl", BIG)
+    kw = {"dataset": {"path": "big.jsonl"}, "shards": 2,
+          "generator": {"max_new_tokens": 4}, "judge": {"batch_size": 2, "max_new_tokens": 32}}
+    cfg = workflow.write_config(**kw)
+    store = workflow.path / "results/.cache/judge/demo-judge.jsonl"
+    proc = start(workflow, cfg)
+    kill_job_when(proc, "judge.py", store, BIG // 2)
+    proc.communicate(timeout=600)
+    assert proc.returncode != 0
+    checkpointed = complete_lines(store)
+    assert BIG // 2 <= checkpointed < BIG
+
+    plan = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M))
+    assert "generate" not in jobs and jobs["judge"] == "1"
+    workflow.run("--cores", "2", "--configfile", cfg)
+    meta = json.loads((workflow.results() / "judge" / "raw.meta.json").read_text())
+    assert meta["resumed_items"] == checkpointed and meta["computed_items"] == BIG - checkpointed
+    ref = reference_run(workflow, BIG, kw)
+    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / "judgments.parquet"),
+                                  pd.read_parquet(ref / "judgments.parquet"))
+
+
+def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerate_all(workflow):
+    fast = {"generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4}}
+    cfg4 = workflow.write_config("four.yaml", shards=4, **fast)
+    workflow.run("--cores", "2", "--configfile", cfg4)
+    first = pd.read_parquet(workflow.results() / "generations.parquet")
+    assert sum(m["computed_items"] for m in workflow.metas()) == 44
+
+    cfg8 = workflow.write_config("eight.yaml", run="eight", shards=8, **fast)
+    workflow.run("--cores", "2", "--configfile", cfg8)
+    metas = workflow.metas("eight")
+    assert len(metas) == 8
+    assert sum(m["computed_items"] for m in metas) == 0 and sum(m["resumed_items"] for m in metas) == 44
+    judge = json.loads((workflow.results("eight") / "judge" / "raw.meta.json").read_text())
+    assert judge["computed_items"] == 0
+    second = pd.read_parquet(workflow.results("eight") / "generations.parquet")
+    assert first.drop(columns="shard").equals(second.drop(columns="shard"))
+
+    cfg_new = workflow.write_config("longer.yaml", run="longer", shards=8,
+                                    generator={"max_new_tokens": 9}, judge={"max_new_tokens": 4})
+    workflow.run("--cores", "2", "--configfile", cfg_new)
+    assert sum(m["computed_items"] for m in workflow.metas("longer")) == 44
+
+
+def test_keep_going_then_rerun_runs_only_the_failed_shard(workflow):
+    cfg = workflow.write_config(shards=4, generator={"max_new_tokens": 8}, judge={"max_new_tokens": 4})
+    workflow.run("results/demo/items.parquet", "--cores", "2", "--configfile", cfg)
+    shard1 = workflow.results() / "shards" / "1.jsonl"
+    good = shard1.read_bytes()
+    shard1.write_text('{"id": "broken\n')
+    proc = workflow.run("--cores", "2", "--configfile", cfg, "--keep-going", check=False)
+    assert proc.returncode != 0
+    assert "1.jsonl, line 1" in proc.stdout + proc.stderr
+    done = sorted(p.name for p in (workflow.results() / "generations").glob("*.parquet"))
+    assert done == ["0.parquet", "2.parquet", "3.parquet"]
+
+    shard1.write_bytes(good)
+    plan = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M))
+    assert jobs == {"generate": "1", "merge": "1", "judge": "1", "parse_verdicts": "1", "report": "1",
+                    "all": "1", "total": "6"}
+    workflow.run("--cores", "2", "--configfile", cfg)
+    assert (workflow.results() / "report" / "summary.json").exists()
+
+
+def test_greedy_runs_are_byte_identical_and_provenance_is_recorded(workflow):
+    fast = {"shards": 2, "generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4}}
+    for run in ("a", "b"):
+        cfg = workflow.write_config(f"{run}.yaml", run=run, cache_dir=f"results/.cache-{run}", **fast)
+        workflow.run("--cores", "2", "--configfile", cfg)
+    for name in ("generations.parquet", "judge/raw.parquet", "judgments.parquet"):
+        assert (workflow.results("a") / name).read_bytes() == (workflow.results("b") / name).read_bytes(), name
+    prov = json.loads((workflow.results("a") / "report" / "provenance.json").read_text())
+    assert prov["config"]["run"] == "a" and len(prov["config_sha256"]) == 64
+    assert {"snakemake", "torch", "transformers", "accelerate", "pandas"} <= set(prov["packages"])
+    assert prov["models"]["generator"]["fingerprint"] and prov["models"]["judge"]["fingerprint"]
+    assert "git" in prov
