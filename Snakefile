@@ -16,6 +16,16 @@ include: "rules/judge.smk"
 include: "rules/report.smk"
 
 
+# Light steps run in the main snakemake process, not as cluster jobs.
+localrules:
+    all,
+    demo_model,
+    split,
+    merge,
+    parse_verdicts,
+    report,
+
+
 rule all:
     input:
         final_outputs(),

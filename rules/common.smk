@@ -67,6 +67,14 @@ def judge_gpus():
     return config["slurm"]["gpus_per_node"] if on_slurm() else len(GPU_INVENTORY)
 
 
+def generate_gpu_resource(wildcards):
+    return generate_gpus()
+
+
+def judge_gpu_resource(wildcards):
+    return judge_gpus()
+
+
 def model_input(role):
     """The demo model's directory when the workflow builds it, so it is built first."""
     name = config[role]["model"]
@@ -110,6 +118,18 @@ def gen_cpus(wildcards):
 def judge_cpus(wildcards):
     n = judge_gpus()
     return config["resources"]["judge"]["cpus_per_gpu"] * n if n else config["resources"]["judge"]["cpus"]
+
+
+def _setting(key):
+    """A SLURM setting from config, else from $GENJUDGE_SLURM_<KEY>."""
+    return config["slurm"][key] or os.environ.get(f"GENJUDGE_SLURM_{key.upper()}") or None
+
+
+def slurm_resources():
+    """Cluster-specific resources for the SLURM executor plugin, only those that are set."""
+    names = {"partition": "slurm_partition", "account": "slurm_account", "qos": "qos",
+             "constraint": "constraint", "gpu_model": "gpu_model"}
+    return {res: _setting(key) for key, res in names.items() if _setting(key)}
 
 
 def lease_params():

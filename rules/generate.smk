@@ -14,9 +14,11 @@ rule generate:
         store=f"{config['cache_dir']}/generations",
         run=RUN,
     resources:
-        gpu=generate_gpus(),
+        gpu=generate_gpu_resource,
+        cpus_per_gpu=config["resources"]["generate"]["cpus_per_gpu"],
         mem_mb=gen_mem_mb,
         runtime=gen_runtime,
+        **slurm_resources(),
     threads: gen_cpus
     log:
         f"{LOGS}/generate/{{shard}}.log",

@@ -15,10 +15,12 @@ rule judge:
         store=f"{config['cache_dir']}/judge",
         run=RUN,
     resources:
-        gpu=judge_gpus(),
+        gpu=judge_gpu_resource,
         nodes=1,
+        cpus_per_gpu=config["resources"]["judge"]["cpus_per_gpu"],
         mem_mb=judge_mem_mb,
         runtime=judge_runtime,
+        **slurm_resources(),
     threads: judge_cpus
     log:
         f"{LOGS}/judge.log",

@@ -13,7 +13,18 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ["Snakefile", "rules", "scripts", "config", "profiles"]
+WORKFLOW_PARTS = ["Snakefile", "rules", "scripts", "config", "profiles", "slurm"]
+
+
+def copy_workflow(dest: Path) -> None:
+    for part in WORKFLOW_PARTS:
+        src = ROOT / part
+        if src.is_symlink():
+            os.symlink(os.readlink(src), dest / part)
+        elif src.is_dir():
+            shutil.copytree(src, dest / part)
+        else:
+            shutil.copy2(src, dest / part)
 
 
 def clean_env(**extra) -> dict:
@@ -75,9 +86,7 @@ def _deep_update(base: dict, new: dict) -> None:
 def built_models(tmp_path_factory) -> Path:
     """Demo models built once per session by the workflow's own rule."""
     base = tmp_path_factory.mktemp("models_base")
-    for part in WORKFLOW_PARTS:
-        src = ROOT / part
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, base / part)
+    copy_workflow(base)
     snakemake(base, "--cores", "2", "models/demo-generator", "models/demo-judge")
     return base / "models"
 
@@ -86,9 +95,7 @@ def built_models(tmp_path_factory) -> Path:
 def workflow(tmp_path, built_models) -> Workflow:
     wd = tmp_path / "wf"
     wd.mkdir()
-    for part in WORKFLOW_PARTS:
-        src = ROOT / part
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, wd / part)
+    copy_workflow(wd)
     shutil.copytree(built_models, wd / "models")
     lock_dir = tmp_path / "locks"
     lock_dir.mkdir()

@@ -1,0 +1,156 @@
+"""`snakemake --profile slurm` against a real, throwaway single-node SLURM cluster."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from conftest import clean_env
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "slurm"))
+from cluster import Cluster, unavailable_reason  # noqa: E402
+
+pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
+
+# Without slurmdbd there is no sacct; poll quickly so the tests do not idle.
+FAST_POLL = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
+             "--seconds-between-status-checks", "1", "--slurm-no-account"]
+SMALL = {"generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4},
+         "resources": {"generate": {"cpus_per_gpu": 1, "mem_mb": 1000, "runtime": 10},
+                       "judge": {"cpus_per_gpu": 1, "mem_mb": 2000, "runtime": 10}}}
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"SLURM test cluster cannot run in CI: {reason}")
+        pytest.skip(reason)
+    c = Cluster(tmp_path_factory.mktemp("slurm"), gpus=4)
+    c.start()  # raises (fails the tests) when the cluster cannot start
+    yield c
+    c.stop()
+
+
+def slurm_env(cluster, **extra):
+    return clean_env(**cluster.env, **extra)
+
+
+def jobs_of(cluster, since_id=0):
+    """Submitted jobs: id, rule, wildcards, time limit (min), memory (MB), state."""
+    out = cluster.run("scontrol", "show", "job", "-o", check=False).stdout
+    jobs = []
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        if not fields.get("JobId") or int(fields["JobId"]) <= since_id:
+            continue
+        comment = fields.get("Comment", "")
+        rule = re.search(r"rule_(\w+?)(_wildcards|$)", comment)
+        jobs.append({"id": int(fields["JobId"]), "rule": rule.group(1) if rule else comment,
+                     "comment": comment, "time_limit": fields.get("TimeLimit"),
+                     "mem": fields.get("MinMemoryNode"), "state": fields.get("JobState"),
+                     "gpus": fields.get("TresPerJob", "")})
+    return sorted(jobs, key=lambda j: j["id"])
+
+
+def last_job_id(cluster):
+    ids = [j["id"] for j in jobs_of(cluster)]
+    return max(ids) if ids else 0
+
+
+def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
+    cfg = workflow.write_config("slurm.yaml", run="onslurm", shards=4, **SMALL)
+    since = last_job_id(cluster)
+    workflow.run("--profile", "slurm", *FAST_POLL, "--configfile", cfg, env=slurm_env(cluster), timeout=900)
+    metas = workflow.metas("onslurm")
+    assert len(metas) == 4
+    for m in metas:
+        assert m["gpu_source"] == "slurm" and m["slurm_job_id"]
+        assert re.fullmatch(r"[0-3]", m["cuda_visible_devices"]), m["cuda_visible_devices"]
+    judge = json.loads((workflow.results("onslurm") / "judge" / "raw.meta.json").read_text())
+    assert judge["gpu_source"] == "slurm" and judge["cuda_visible_devices"] == "0,1,2,3"
+    submitted = jobs_of(cluster, since)
+    assert sorted(j["rule"] for j in submitted) == ["generate"] * 4 + ["judge"]
+    assert [j["gpus"] for j in submitted if j["rule"] == "generate"] == ["gres:gpu:1"] * 4
+    assert [j["gpus"] for j in submitted if j["rule"] == "judge"] == ["gres:gpu:4"]
+
+    local = workflow.write_config("local.yaml", run="onlocal", shards=4, cache_dir="results/.local-cache", **SMALL)
+    workflow.run("--cores", "2", "--configfile", local)
+    a, b = workflow.results("onslurm"), workflow.results("onlocal")
+    assert (a / "judgments.parquet").read_bytes() == (b / "judgments.parquet").read_bytes()
+    sa, sb = (json.loads((r / "report" / "summary.json").read_text()) for r in (a, b))
+    volatile = {"run", "shards", "judge", "generator"}
+    assert {k: v for k, v in sa.items() if k not in volatile} == {k: v for k, v in sb.items() if k not in volatile}
+
+
+def wait_for(predicate, timeout=120, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def start(workflow, cluster, cfg, *extra):
+    return subprocess.Popen([sys.executable, "-m", "snakemake", "--profile", "slurm", *FAST_POLL,
+                             "--configfile", str(cfg), *extra],
+                            cwd=workflow.path, env=slurm_env(cluster), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def is_shard(job, shard):
+    return job["rule"] == "generate" and job["comment"].endswith(f"_wildcards_{shard}")
+
+
+def running_generate(cluster, since, shard):
+    for j in jobs_of(cluster, since):
+        if is_shard(j, shard) and j["state"] == "RUNNING":
+            return j
+    return None
+
+
+def test_failed_first_attempt_is_retried_with_more_time_and_memory(cluster, workflow):
+    cfg = workflow.write_config("retry.yaml", run="retry", shards=2, **SMALL)
+    since = last_job_id(cluster)
+    proc = start(workflow, cluster, cfg, "--retries", "1")
+    first = wait_for(lambda: running_generate(cluster, since, 0), what="shard 0 running")
+    cluster.run("scancel", str(first["id"]))  # the first attempt dies (as on preemption or node failure)
+    out = proc.communicate(timeout=900)[0]
+    assert proc.returncode == 0, out[-4000:]
+    attempts = [j for j in jobs_of(cluster, since) if is_shard(j, 0)]
+    assert len(attempts) == 2
+    assert attempts[0]["state"] == "CANCELLED" and attempts[1]["state"] == "COMPLETED"
+    assert attempts[0]["time_limit"] == "00:10:00" and attempts[1]["time_limit"] == "00:20:00"
+    mem = [int(re.match(r"(\d+)", j["mem"]).group(1)) for j in attempts]
+    assert mem[1] == 2 * mem[0]
+    assert (workflow.results("retry") / "report" / "summary.json").exists()
+
+
+def test_cancelled_shard_reruns_alone(cluster, workflow):
+    cfg = workflow.write_config("cancel.yaml", run="cancel", shards=3, **SMALL)
+    since = last_job_id(cluster)
+    proc = start(workflow, cluster, cfg, "--retries", "0")
+    job = wait_for(lambda: running_generate(cluster, since, 1), what="shard 1 running")
+    cluster.run("scancel", str(job["id"]))
+    proc.communicate(timeout=900)
+    assert proc.returncode != 0
+    gens = sorted(p.name for p in (workflow.results("cancel") / "generations").glob("*.parquet"))
+    assert gens == ["0.parquet", "2.parquet"]
+
+    plan = workflow.run("--profile", "slurm", "-n", "--configfile", cfg, "--quiet", "rules",
+                        env=slurm_env(cluster)).stdout
+    assert dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M)) == {
+        "generate": "1", "merge": "1", "judge": "1", "parse_verdicts": "1", "report": "1", "all": "1", "total": "6"}
+    since = last_job_id(cluster)
+    workflow.run("--profile", "slurm", *FAST_POLL, "--configfile", cfg, env=slurm_env(cluster))
+    rerun = jobs_of(cluster, since)
+    assert [is_shard(j, 1) for j in rerun if j["rule"] == "generate"] == [True]
+    assert sorted(j["rule"] for j in rerun) == ["generate", "judge"]
