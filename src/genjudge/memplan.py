@@ -1,0 +1,267 @@
+"""Know before you run: parameters, weight and KV-cache memory, and the device map
+accelerate would build, computed from config.json alone (empty weights, no download).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError
+
+GIB = 1024 ** 3
+GB = 1000 ** 3
+# Bytes per weight of a quantized Linear, quantization state included:
+# 4-bit stores one fp32 absmax per 64 weights (double quantization shrinks it to ~1/8).
+BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "8bit": 1.0, "4bit": 0.5}
+PRECISIONS = ["float32", "bfloat16", "8bit", "4bit"]
+# Room kept free on each GPU for activations and the CUDA context when judging fit.
+ACTIVATION_RESERVE = 0.05
+
+
+@dataclass
+class Gpu:
+    index: str
+    name: str
+    total_bytes: int
+    free_bytes: int | None = None
+
+
+def parse_inventory_spec(spec: str) -> list[Gpu]:
+    """`4x80GiB`, `2x24GB`, `80GiB` -> hypothetical GPUs."""
+    m = re.fullmatch(r"\s*(?:(\d+)\s*[xX*]\s*)?(\d+(?:\.\d+)?)\s*(GiB|GB|G)?\s*", spec)
+    if not m:
+        raise InputError(f"GPU inventory {spec!r}: expected e.g. 4x80GiB or 2x24GB")
+    n = int(m.group(1) or 1)
+    unit = GB if m.group(3) == "GB" else GIB
+    size = int(float(m.group(2)) * unit)
+    return [Gpu(str(i), f"hypothetical {m.group(2)}{m.group(3) or 'GiB'}", size, size) for i in range(n)]
+
+
+def detect_gpus() -> list[Gpu]:
+    import torch
+
+    gpus = []
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            free, total = torch.cuda.mem_get_info(i)
+            gpus.append(Gpu(str(i), torch.cuda.get_device_name(i), total, free))
+    return gpus
+
+
+def driver_info() -> dict:
+    import torch
+
+    info = {"torch_cuda": torch.version.cuda}
+    try:
+        import subprocess
+
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        if out.returncode == 0:
+            info["driver"] = out.stdout.splitlines()[0].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
+
+
+def load_config(name: str, revision: str | None = None):
+    """The model's config from a local directory or the local Hugging Face cache; never downloads."""
+    from transformers import AutoConfig
+
+    path = Path(os.path.expanduser(name))
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise InputError(f"{name}: no config.json in this directory")
+        return AutoConfig.from_pretrained(path)
+    if path.suffix == ".json" and path.is_file():
+        return AutoConfig.from_pretrained(path.parent) if path.name == "config.json" else _from_json(path)
+    try:
+        return AutoConfig.from_pretrained(name, revision=revision, local_files_only=True)
+    except OSError:
+        raise InputError(f"{name}: config.json is neither in a local directory nor in the local Hugging Face "
+                         "cache (the plan never downloads; `huggingface-cli download NAME config.json` fetches "
+                         "only the config)") from None
+
+
+def _from_json(path: Path):
+    from transformers import AutoConfig
+
+    data = json.loads(path.read_text())
+    return AutoConfig.for_model(data.pop("model_type"), **data)
+
+
+def empty_model(config):
+    """The model on the meta device: shapes without memory."""
+    from accelerate import init_empty_weights
+    from transformers import AutoModelForCausalLM
+
+    with init_empty_weights():
+        return AutoModelForCausalLM.from_config(config)
+
+
+def _quantized_names(model) -> set[str]:
+    """Parameters bitsandbytes quantizes: Linear weights except the output head."""
+    import torch
+
+    names = set()
+    for mod_name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and not mod_name.endswith("lm_head"):
+            names.add(f"{mod_name}.weight")
+    return names
+
+
+def dtype_plan(model, precision: str):
+    """(dtype, special_dtypes) for accelerate's size computations at `precision`."""
+    import torch
+    from accelerate.utils import CustomDtype
+
+    if precision in ("float32", "bfloat16", "float16"):
+        return getattr(torch, precision), None
+    quantized = _quantized_names(model)
+    low = torch.int8 if precision == "8bit" else CustomDtype.INT4
+    special = {n: torch.float16 for n, _ in model.named_parameters() if n not in quantized}
+    return low, special
+
+
+def weight_bytes(model, precision: str) -> int:
+    from accelerate.utils import compute_module_sizes
+
+    dtype, special = dtype_plan(model, precision)
+    size = compute_module_sizes(model, dtype=dtype, special_dtypes=special)[""]
+    if precision == "4bit":  # absmax per block of 64, fp32
+        size += sum(p.numel() for n, p in model.named_parameters() if n in _quantized_names(model)) * 4 // 64
+    return int(size)
+
+
+def kv_cache_bytes(config, batch_size: int, seq_len: int, bytes_per_value: int = 2) -> int:
+    layers = config.num_hidden_layers
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return int(2 * layers * heads * head_dim * seq_len * batch_size * bytes_per_value)
+
+
+@dataclass
+class Placement:
+    device_map: dict
+    per_device_params: dict
+    per_device_layers: dict
+    offloaded: list = field(default_factory=list)
+
+
+def plan_device_map(model, gpus: list[Gpu], precision: str, strategy: str = "auto",
+                    max_memory: dict | None = None, cpu_bytes: int = 2 ** 50) -> Placement:
+    """The device map accelerate would build for this model on these GPUs."""
+    from accelerate import infer_auto_device_map
+    from accelerate.utils import get_balanced_memory
+
+    dtype, special = dtype_plan(model, precision)
+    no_split = list(getattr(model, "_no_split_modules", None) or [])
+    if max_memory:
+        mem = {(int(k) if str(k).isdigit() else k): v for k, v in max_memory.items()}
+    else:
+        mem = {i: int(g.total_bytes * (1 - ACTIVATION_RESERVE)) for i, g in enumerate(gpus)}
+        mem["cpu"] = cpu_bytes
+    if strategy in ("auto", "balanced", "balanced_low_0") and len(gpus) > 1:
+        # transformers' `auto` is `balanced`: spread evenly rather than fill GPU 0 first.
+        mem = get_balanced_memory(model, max_memory=mem, no_split_module_classes=no_split, dtype=dtype,
+                                  special_dtypes=special, low_zero=strategy == "balanced_low_0")
+    device_map = infer_auto_device_map(model, max_memory=mem, no_split_module_classes=no_split, dtype=dtype,
+                                       special_dtypes=special)
+    params: dict = {}
+    layers: dict = {}
+    for name, p in model.named_parameters():
+        dev = _device_of(name, device_map)
+        params[dev] = params.get(dev, 0) + p.numel()
+    for module, dev in device_map.items():
+        if re.search(r"\.layers\.\d+$", module) or re.fullmatch(r"(.*\.)?layers\.\d+", module):
+            layers[_dev(dev)] = layers.get(_dev(dev), 0) + 1
+        elif module.endswith(".layers") or module == "model":
+            pass
+    layer_total = getattr(model.config, "num_hidden_layers", 0)
+    if sum(layers.values()) < layer_total:  # whole-model or whole-stack entries
+        for module, dev in device_map.items():
+            if module in ("", "model", "model.layers"):
+                layers[_dev(dev)] = layers.get(_dev(dev), 0) + layer_total - sum(layers.values())
+    offloaded = sorted({_dev(d) for d in device_map.values() if _dev(d) in ("cpu", "disk")})
+    return Placement(device_map, params, layers, offloaded)
+
+
+def _dev(d) -> str:
+    return f"cuda:{d}" if isinstance(d, int) or str(d).isdigit() else str(d)
+
+
+def _device_of(param_name: str, device_map: dict) -> str:
+    best, dev = -1, "cpu"
+    for module, d in device_map.items():
+        if (module == "" or param_name == module or param_name.startswith(module + ".")) and len(module) > best:
+            best, dev = len(module), d
+    return _dev(dev)
+
+
+def plan(spec: dict, gpus: list[Gpu], batch_size: int, seq_len: int, role: str) -> dict:
+    """Everything the plan prints for one model, as a dict (also written into job meta)."""
+    config = load_config(spec["model"], spec.get("revision"))
+    model = empty_model(config)
+    n_params = sum(p.numel() for p in model.parameters())
+    weights = {p: weight_bytes(model, p) for p in PRECISIONS}
+    precision = spec.get("quantization", "none")
+    if precision in (None, "none"):
+        dt = spec.get("dtype", "auto")
+        precision = "bfloat16" if dt in ("auto", "bfloat16", "float16") else dt
+        if dt == "float16":
+            precision = "float16"
+    kv = kv_cache_bytes(config, batch_size, seq_len)
+    out = {"role": role, "model": spec["model"], "parameters": n_params,
+           "weights_bytes": weights, "precision": precision, "kv_cache_bytes": kv,
+           "batch_size": batch_size, "seq_len": seq_len, "gpus": [g.__dict__ for g in gpus]}
+    if not gpus:
+        out.update(fits=None, note="no GPUs: the model runs on the CPU")
+        return out
+    placement = plan_device_map(model, gpus, precision, spec.get("device_map", "auto"), spec.get("max_memory"))
+    total = sum(g.total_bytes for g in gpus)
+    need = weights[precision if precision in weights else "bfloat16"] + kv
+    out.update(device_map_layers=placement.per_device_layers, device_map_params=placement.per_device_params,
+               offloaded_to=placement.offloaded, fits=not placement.offloaded and need <= total,
+               headroom_bytes=total - need)
+    if not out["fits"]:
+        out["recommendation"] = recommend(weights, kv, gpus, precision)
+    return out
+
+
+def recommend(weights: dict, kv: int, gpus: list[Gpu], precision: str) -> str:
+    per_gpu = gpus[0].total_bytes * (1 - ACTIVATION_RESERVE)
+    order = PRECISIONS[PRECISIONS.index(precision) + 1:] if precision in PRECISIONS else PRECISIONS
+    for p in order:
+        if weights[p] + kv <= per_gpu * len(gpus):
+            return f"use quantization {p} (weights {weights[p] / GB:.1f} GB) on these {len(gpus)} GPU(s)"
+    import math
+
+    n = math.ceil((weights[precision] + kv) / per_gpu) if precision in weights else None
+    return (f"use {n} GPUs of this size at {precision}" if n else "use more or larger GPUs") + \
+        ", or lower batch_size/max_new_tokens to shrink the KV cache"
+
+
+def render(p: dict) -> str:
+    lines = [f"{p['role']}: {p['model']}",
+             f"  parameters: {p['parameters'] / 1e9:.2f} B ({p['parameters']:,})",
+             "  weights: " + ", ".join(f"{k} {v / GB:.1f} GB" for k, v in p["weights_bytes"].items()),
+             f"  KV cache (batch {p['batch_size']} x {p['seq_len']} tokens): {p['kv_cache_bytes'] / GB:.2f} GB"]
+    if p.get("fits") is None:
+        lines.append(f"  {p['note']}")
+        return "\n".join(lines)
+    lines.append(f"  at {p['precision']} on {len(p['gpus'])} GPU(s): "
+                 + ("FITS" if p["fits"] else "DOES NOT FIT")
+                 + f", headroom for activations and KV cache {p['headroom_bytes'] / GB:.1f} GB")
+    lines.append("  device map (layers): " + ", ".join(f"{d} {n}" for d, n in sorted(p["device_map_layers"].items())))
+    lines.append("  device map (params): " + ", ".join(f"{d} {n / 1e9:.2f} B"
+                                                       for d, n in sorted(p["device_map_params"].items())))
+    if p["offloaded_to"]:
+        lines.append(f"  !!! WARNING: layers would be offloaded to {', '.join(p['offloaded_to'])}: "
+                     "generation would crawl")
+    if p.get("recommendation"):
+        lines.append(f"  recommendation: {p['recommendation']}")
+    return "\n".join(lines)
