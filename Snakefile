@@ -14,6 +14,7 @@ include: "rules/split.smk"
 include: "rules/generate.smk"
 include: "rules/judge.smk"
 include: "rules/report.smk"
+include: "rules/plan.smk"
 
 
 # Light steps run in the main snakemake process, not as cluster jobs.
@@ -24,6 +25,7 @@ localrules:
     merge,
     parse_verdicts,
     report,
+    plan,
 
 
 rule all:

@@ -41,6 +41,7 @@ def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(workflow):
     assert gens["prompt_sent"].str.contains("<|assistant|>", regex=False).all()  # chat template applied
     judge_meta = json.loads((res / "judge" / "raw.meta.json").read_text())
     assert judge_meta["placement"] == {"cpu": judge_meta["placement"]["cpu"]} and judge_meta["placement"]["cpu"] > 0
+    assert judge_meta["memory_plan"]["parameters"] == judge_meta["placement"]["cpu"]
     md = (res / "report" / "report.md").read_text()
     assert "## By category" in md and "arithmetic" in md and "## Throughput" in md
     for log in ["split", "merge", "judge", "report", "generate/0"]:

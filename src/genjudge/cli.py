@@ -38,6 +38,52 @@ def cmd_gpus(args) -> int:
     return 0
 
 
+def load_workflow_config(configfiles: list[str], root: Path) -> dict:
+    """config/config.yaml, then each --configfile over it, validated with the workflow's schema."""
+    import yaml
+    from snakemake.utils import update_config, validate
+
+    config: dict = {}
+    for path in [root / "config" / "config.yaml", *map(Path, configfiles)]:
+        if path.exists():
+            update_config(config, yaml.safe_load(path.read_text()) or {})
+    validate(config, str(root / "config" / "schemas" / "config.schema.yaml"), set_default=True)
+    return config
+
+
+def cmd_plan(args) -> int:
+    from .errors import InputError
+    from .memplan import detect_gpus, driver_info, parse_inventory_spec, plan, render
+
+    config = load_workflow_config(args.configfile, Path(args.directory))
+    try:
+        if args.gpus:
+            gpus = parse_inventory_spec(args.gpus)
+            print(f"GPUs (hypothetical): {len(gpus)} x {gpus[0].total_bytes / 2**30:.0f} GiB")
+        else:
+            gpus = detect_gpus()
+            print(f"GPUs here: {len(gpus) or 'none'} {driver_info()}")
+            for g in gpus:
+                print(f"  {g.index}: {g.name}, {g.total_bytes / 2**30:.1f} GiB total, "
+                      f"{(g.free_bytes or 0) / 2**30:.1f} GiB free")
+        plans = []
+        for role in args.role:
+            spec = config[role]
+            n = config["gpus_per_job"] if role == "generator" else (
+                len(gpus) if config["judge"]["gpus"] == "all" else config["judge"]["gpus"])
+            job_gpus = gpus[:n] if n else []
+            batch = args.batch_size or (spec["batch_size"] if spec["batch_size"] != "auto" else 8)
+            p = plan(spec, job_gpus, batch, args.prompt_tokens + spec["max_new_tokens"], role)
+            plans.append(p)
+            print(render(p))
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        Path(args.json).write_text(json.dumps(plans, indent=2, default=str))
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="genjudge", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -48,7 +94,20 @@ def main(argv=None) -> int:
     g.add_argument("--inventory", default="auto", type=lambda v: v if v == "auto" else v.split(","))
     g.add_argument("--lock-dir", default=None)
     g.set_defaults(fn=cmd_gpus)
+    pl = sub.add_parser("plan", help="GPU check and memory plan for the configured generator and judge "
+                                     "(reads config.json only, loads no weights)")
+    pl.add_argument("--configfile", action="append", default=[], help="config file(s) over config/config.yaml")
+    pl.add_argument("--gpus", help="hypothetical inventory instead of this machine's, e.g. 4x80GiB")
+    pl.add_argument("--role", action="append", choices=["generator", "judge"],
+                    help="plan only this model (repeatable); default both")
+    pl.add_argument("--batch-size", type=int, help="default: the configured batch size (8 for auto)")
+    pl.add_argument("--prompt-tokens", type=int, default=512, help="prompt length assumed for the KV cache")
+    pl.add_argument("--directory", default=".", help="the workflow directory")
+    pl.add_argument("--json", help="also write the plans to this JSON file")
+    pl.set_defaults(fn=cmd_plan)
     args = p.parse_args(argv)
+    if getattr(args, "role", None) is None and args.cmd == "plan":
+        args.role = ["generator", "judge"]
     return args.fn(args)
 
 

@@ -87,11 +87,15 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
     load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, None, {}, []
     if todo:
         from .loading import load_causal_lm
+        from .memplan import job_plan, render
         from .meta import torch_device_info
 
+        longest = max(len(p) for p in prompts)  # characters: an upper bound on tokens
+        mplan = job_plan(pset.spec, pset.spec["batch_size"], longest + pset.params.max_new_tokens, pset.kind)
+        log.info("memory plan:\n%s", render(mplan) if "error" not in mplan else mplan["error"])
         model, placement = load_causal_lm(pset.spec)
         load_seconds += time.monotonic() - t0
-        info = {"placement": placement, "device": torch_device_info()}
+        info = {"placement": placement, "device": torch_device_info(), "memory_plan": mplan}
         gen = Generator(model, pset.tok, pset.params, add_special_tokens=not pset.chat)
         todo_prompts = [prompts[i] for i in todo]
         lengths = gen.token_lengths(todo_prompts)

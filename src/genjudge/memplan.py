@@ -41,6 +41,15 @@ def parse_inventory_spec(spec: str) -> list[Gpu]:
     return [Gpu(str(i), f"hypothetical {m.group(2)}{m.group(3) or 'GiB'}", size, size) for i in range(n)]
 
 
+def job_plan(spec: dict, batch_size, seq_len: int, role: str) -> dict:
+    """The plan for the GPUs this job can see, for its meta file; never fails the job."""
+    try:
+        bs = batch_size if isinstance(batch_size, int) else 8
+        return plan(spec, detect_gpus(), bs, seq_len, role)
+    except Exception as exc:  # noqa: BLE001 - a plan is advice, the load decides
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def detect_gpus() -> list[Gpu]:
     import torch
 
@@ -96,11 +105,15 @@ def _from_json(path: Path):
 
 def empty_model(config):
     """The model on the meta device: shapes without memory."""
+    import torch
     from accelerate import init_empty_weights
     from transformers import AutoModelForCausalLM
 
+    # fp32 shapes: accelerate sizes a parameter at min(target dtype, its own dtype).
     with init_empty_weights():
-        return AutoModelForCausalLM.from_config(config)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.tie_weights()  # tied input/output embeddings are one tensor, counted once
+    return model
 
 
 def _quantized_names(model) -> set[str]:
@@ -202,10 +215,15 @@ def _device_of(param_name: str, device_map: dict) -> str:
     return _dev(dev)
 
 
-def plan(spec: dict, gpus: list[Gpu], batch_size: int, seq_len: int, role: str) -> dict:
+def plan(spec: dict, gpus: list[Gpu], batch_size: int, seq_len: int, role: str, model=None) -> dict:
     """Everything the plan prints for one model, as a dict (also written into job meta)."""
+    import logging
+
+    # accelerate warns "Device N is not available" for every hypothetical GPU.
+    logging.getLogger("accelerate").setLevel(logging.ERROR)
+    logging.getLogger("accelerate.utils.modeling").setLevel(logging.ERROR)
     config = load_config(spec["model"], spec.get("revision"))
-    model = empty_model(config)
+    model = model if model is not None else empty_model(config)
     n_params = sum(p.numel() for p in model.parameters())
     weights = {p: weight_bytes(model, p) for p in PRECISIONS}
     precision = spec.get("quantization", "none")
@@ -221,43 +239,68 @@ def plan(spec: dict, gpus: list[Gpu], batch_size: int, seq_len: int, role: str) 
     if not gpus:
         out.update(fits=None, note="no GPUs: the model runs on the CPU")
         return out
+    gpus = [g if isinstance(g, Gpu) else Gpu(**g) for g in gpus]
     placement = plan_device_map(model, gpus, precision, spec.get("device_map", "auto"), spec.get("max_memory"))
     total = sum(g.total_bytes for g in gpus)
-    need = weights[precision if precision in weights else "bfloat16"] + kv
+    w = weights[precision] if precision in weights else weights["bfloat16"]
+    headroom = total - w
     out.update(device_map_layers=placement.per_device_layers, device_map_params=placement.per_device_params,
-               offloaded_to=placement.offloaded, fits=not placement.offloaded and need <= total,
-               headroom_bytes=total - need)
+               offloaded_to=placement.offloaded, fits=not placement.offloaded,
+               headroom_bytes=headroom, kv_cache_fits=kv <= headroom * (1 - ACTIVATION_RESERVE))
+    per_sequence = kv / max(batch_size, 1)
+    out["max_batch_for_kv"] = int(max(headroom * (1 - ACTIVATION_RESERVE), 0) // per_sequence) if per_sequence else None
     if not out["fits"]:
-        out["recommendation"] = recommend(weights, kv, gpus, precision)
+        out["recommendation"] = recommend(weights, gpus, precision)
+    elif not out["kv_cache_fits"]:
+        out["recommendation"] = (f"the KV cache of batch {batch_size} does not fit beside the weights: "
+                                 f"use batch_size <= {out['max_batch_for_kv']} (or batch_size: auto)")
     return out
 
 
-def recommend(weights: dict, kv: int, gpus: list[Gpu], precision: str) -> str:
-    per_gpu = gpus[0].total_bytes * (1 - ACTIVATION_RESERVE)
-    order = PRECISIONS[PRECISIONS.index(precision) + 1:] if precision in PRECISIONS else PRECISIONS
-    for p in order:
-        if weights[p] + kv <= per_gpu * len(gpus):
-            return f"use quantization {p} (weights {weights[p] / GB:.1f} GB) on these {len(gpus)} GPU(s)"
+def recommend(weights: dict, gpus: list[Gpu], precision: str) -> str:
+    """The least lossy precision that fits these GPUs, else how many GPUs this precision needs."""
     import math
 
-    n = math.ceil((weights[precision] + kv) / per_gpu) if precision in weights else None
-    return (f"use {n} GPUs of this size at {precision}" if n else "use more or larger GPUs") + \
-        ", or lower batch_size/max_new_tokens to shrink the KV cache"
+    usable = gpus[0].total_bytes * (1 - ACTIVATION_RESERVE)
+    order = PRECISIONS[PRECISIONS.index(precision) + 1:] if precision in PRECISIONS else PRECISIONS[1:]
+    options = []
+    for p in order:
+        if weights[p] <= usable * len(gpus):
+            options.append(f"quantization {p} (weights {_bytes(weights[p])}) on these {len(gpus)} GPU(s)")
+            break
+    w = weights.get(precision, weights["bfloat16"])
+    options.append(f"{math.ceil(w / usable)} GPUs of this size at {precision}")
+    return " or ".join(options)
+
+
+def _count(n: float) -> str:
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= div:
+            return f"{n / div:.2f} {unit}"
+    return str(int(n))
+
+
+def _bytes(n: float) -> str:
+    for div, unit in ((GB, "GB"), (1000 ** 2, "MB"), (1000, "kB")):
+        if abs(n) >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{int(n)} B"
 
 
 def render(p: dict) -> str:
     lines = [f"{p['role']}: {p['model']}",
-             f"  parameters: {p['parameters'] / 1e9:.2f} B ({p['parameters']:,})",
-             "  weights: " + ", ".join(f"{k} {v / GB:.1f} GB" for k, v in p["weights_bytes"].items()),
-             f"  KV cache (batch {p['batch_size']} x {p['seq_len']} tokens): {p['kv_cache_bytes'] / GB:.2f} GB"]
+             f"  parameters: {_count(p['parameters'])} ({p['parameters']:,})",
+             "  weights: " + ", ".join(f"{k} {_bytes(v)}" for k, v in p["weights_bytes"].items()),
+             f"  KV cache (batch {p['batch_size']} x {p['seq_len']} tokens): {_bytes(p['kv_cache_bytes'])}"]
     if p.get("fits") is None:
         lines.append(f"  {p['note']}")
         return "\n".join(lines)
-    lines.append(f"  at {p['precision']} on {len(p['gpus'])} GPU(s): "
-                 + ("FITS" if p["fits"] else "DOES NOT FIT")
-                 + f", headroom for activations and KV cache {p['headroom_bytes'] / GB:.1f} GB")
+    lines.append(f"  at {p['precision']} on {len(p['gpus'])} GPU(s) of {p['gpus'][0]['total_bytes'] / GIB:.0f} GiB: "
+                 + ("weights FIT on the GPUs" if p["fits"] else "weights DO NOT FIT on the GPUs")
+                 + f"; left for activations and KV cache: {_bytes(p['headroom_bytes'])}"
+                 + ("" if p["kv_cache_fits"] else " (less than the KV cache needs)"))
     lines.append("  device map (layers): " + ", ".join(f"{d} {n}" for d, n in sorted(p["device_map_layers"].items())))
-    lines.append("  device map (params): " + ", ".join(f"{d} {n / 1e9:.2f} B"
+    lines.append("  device map (params): " + ", ".join(f"{d} {_count(n)}"
                                                        for d, n in sorted(p["device_map_params"].items())))
     if p["offloaded_to"]:
         lines.append(f"  !!! WARNING: layers would be offloaded to {', '.join(p['offloaded_to'])}: "

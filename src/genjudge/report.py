@@ -46,8 +46,16 @@ def summarise(df: pd.DataFrame, gen_metas: list[dict], judge_meta: dict, config:
                "computed_items": m["computed_items"], "tokens_per_second": m["tokens_per_second"],
                "wall_seconds": round(m["finished_at"] - m["started_at"], 3)}
               for m in sorted(gen_metas, key=lambda m: m["shard"])]
+    warnings = []
+    for m in [*gen_metas, judge_meta]:
+        mp = m.get("memory_plan") or {}
+        if mp.get("offloaded_to"):
+            who = f"shard {m['shard']}" if "shard" in m else "judge"
+            warnings.append(f"{who}: the memory plan put layers on {', '.join(mp['offloaded_to'])} "
+                            f"({mp.get('recommendation', '')})")
     return {
         "run": config["run"],
+        "placement_warnings": warnings,
         "n_items": n,
         "n_judged": len(parsed),
         "n_unparsed": n - len(parsed),
@@ -86,6 +94,8 @@ def render_markdown(s: dict, df: pd.DataFrame, n_examples: int = 3) -> str:
     out += [f"- Generator: `{s['generator']['model']}`", f"- Judge: `{s['judge']['model']}` "
             f"(mode {s['judge']['mode']}, quantization {s['judge']['quantization']}, "
             f"GPUs {s['judge']['cuda_visible_devices'] or 'none (CPU)'})", ""]
+    for w in s.get("placement_warnings", []):
+        out += [f"> **Warning:** {w}", ""]
     out += ["## Headline", "", "| measure | value |", "|---|---|",
             f"| items | {s['n_items']} |", f"| judged (parsed verdicts) | {s['n_judged']} |",
             f"| unparsed | {s['n_unparsed']} ({_pct(s['unparsed_rate'])}) |",

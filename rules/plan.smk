@@ -1,0 +1,15 @@
+# `snakemake plan`: GPU check and memory plan from config.json alone (no weights loaded).
+
+
+rule plan:
+    input:
+        generator=demo_generator,
+        judge=demo_judge,
+    output:
+        f"{RESULTS}/plan.json",
+    params:
+        configfiles=workflow.overwrite_configfiles,
+    log:
+        f"{LOGS}/plan.log",
+    script:
+        "../scripts/plan.py"

@@ -1,0 +1,86 @@
+"""Memory plans from config.json alone: the public Llama-3.1-70B architecture and the demo models."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from genjudge.errors import InputError
+from genjudge.memplan import GB, empty_model, load_config, parse_inventory_spec, plan, render
+
+CFG70 = str(Path(__file__).parent / "data" / "llama-3.1-70b-config")
+
+
+@pytest.fixture(scope="module")
+def llama70b():
+    return empty_model(load_config(CFG70))
+
+
+def plan70(model, gpus, quant="none"):
+    return plan({"model": CFG70, "dtype": "bfloat16", "quantization": quant, "device_map": "auto"},
+                parse_inventory_spec(gpus), 8, 4096, "judge", model=model)
+
+
+def test_parameter_count_and_weight_memory(llama70b):
+    p = plan70(llama70b, "4x80GiB")
+    assert 70.4e9 < p["parameters"] < 70.7e9
+    assert 140 * GB < p["weights_bytes"]["bfloat16"] < 142 * GB
+    assert 280 * GB < p["weights_bytes"]["float32"] < 284 * GB
+    assert 70 * GB < p["weights_bytes"]["8bit"] < 75 * GB
+    assert 35 * GB < p["weights_bytes"]["4bit"] < 45 * GB
+    # KV cache: 2 (k, v) x 80 layers x 8 heads x 128 dims x 4096 tokens x 8 sequences x 2 bytes
+    assert p["kv_cache_bytes"] == 2 * 80 * 8 * 128 * 4096 * 8 * 2
+
+
+def test_four_80gib_gpus_hold_fp16_with_a_quarter_of_the_layers_each(llama70b):
+    p = plan70(llama70b, "4x80GiB")
+    assert p["fits"] and p["offloaded_to"] == []
+    layers = p["device_map_layers"]
+    assert sum(layers.values()) == 80 and set(layers) == {"cuda:0", "cuda:1", "cuda:2", "cuda:3"}
+    assert all(15 <= n <= 25 for n in layers.values()), layers
+
+
+def test_one_80gib_gpu_needs_quantization(llama70b):
+    fp16 = plan70(llama70b, "1x80GiB")
+    assert not fp16["fits"] and "cpu" in fp16["offloaded_to"]
+    assert "8bit" in fp16["recommendation"]
+    int8 = plan70(llama70b, "1x80GiB", "8bit")
+    assert int8["fits"] and int8["device_map_layers"] == {"cuda:0": 80}
+    assert 5 * GB < int8["headroom_bytes"] < 20 * GB  # little room for activations and KV cache
+    assert "left for activations and KV cache: 1" in render(int8)
+    int4 = plan70(llama70b, "1x80GiB", "4bit")
+    assert int4["fits"] and int4["headroom_bytes"] > int8["headroom_bytes"] + 20 * GB
+
+
+def test_four_24gib_gpus_would_offload_fp16_and_the_command_warns(tmp_path):
+    (tmp_path / "c.yaml").write_text(f"judge: {{model: {CFG70}, dtype: bfloat16}}\n")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(tmp_path / "c.yaml"),
+                          "--gpus", "4x24GiB", "--role", "judge", "--directory", str(root)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "weights DO NOT FIT" in out
+    assert "WARNING: layers would be offloaded to cpu" in out
+    assert "recommendation: quantization 8bit" in out
+
+
+def test_missing_config_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(InputError, match="neither in a local directory nor in the local Hugging Face cache"):
+        load_config("no-such-org/no-such-model")
+
+
+def test_demo_model_plan_matches_the_loaded_model(tmp_path):
+    from genjudge.demo_models import build_model
+    from genjudge.loading import load_causal_lm
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("What is 2 + 3? 5\n")
+    path = build_model(tmp_path / "m", [corpus])
+    p = plan({"model": str(path)}, [], 4, 64, "generator")
+    model, placement = load_causal_lm({"model": str(path)})
+    assert p["parameters"] == sum(x.numel() for x in model.parameters()) == sum(placement.values())
+    assert p["fits"] is None and "CPU" in render(p)
+    gpu = plan({"model": str(path)}, parse_inventory_spec("2x1GiB"), 4, 64, "generator")
+    assert gpu["fits"] and sum(gpu["device_map_params"].values()) == p["parameters"]
