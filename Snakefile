@@ -23,6 +23,7 @@ localrules:
     demo_model,
     split,
     merge,
+    merge_judge,
     parse_verdicts,
     report,
     plan,

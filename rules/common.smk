@@ -18,12 +18,22 @@ RUN = config["run"]
 RESULTS = f"results/{RUN}"
 LOGS = f"logs/{RUN}"
 SHARDS = list(range(config["shards"]))
+JUDGE_SHARDS = list(range(config["judge"]["shards"]))
 
 
 def is_demo_model(name):
     """models/demo-* are built by rule demo_model when missing."""
     parts = os.path.normpath(name).split(os.sep)
     return len(parts) == 2 and parts[0] == "models" and parts[1].startswith("demo-")
+
+
+def judge_template():
+    """The configured template, or the mode's default under config/templates/."""
+    return config["judge"]["template"] or f"config/templates/{config['judge']['mode']}.txt"
+
+
+def judge_baseline(wildcards):
+    return [config["judge"]["baseline"]] if config["judge"]["mode"] == "pairwise" else []
 
 
 def check_inputs():
@@ -35,11 +45,19 @@ def check_inputs():
     for role in ("generator", "judge"):
         name = config[role]["model"]
         check_model(name, role, buildable=is_demo_model(name))
-    load_template(config["judge"]["template"], config["judge"]["mode"])
-    try:
-        compile_pattern(config["judge"]["verdict_pattern"])
-    except Exception as exc:
-        raise InputError(f"judge.verdict_pattern: {exc}") from None
+    judge = config["judge"]
+    load_template(judge_template(), judge["mode"])
+    if judge["verdict_pattern"]:
+        try:
+            compile_pattern(judge["verdict_pattern"])
+        except Exception as exc:
+            raise InputError(f"judge.verdict_pattern: {exc}") from None
+    if judge["verdict"] == "logprob" and judge["mode"] != "reference":
+        raise InputError("judge.verdict: logprob works with mode reference only")
+    if judge["mode"] == "pairwise" and not judge["baseline"]:
+        raise InputError("judge.baseline: pairwise mode needs a baseline run's generations.parquet")
+    if judge["mode"] == "pairwise" and not os.path.exists(judge["baseline"]):
+        raise InputError(f"judge.baseline: {judge['baseline']!r} not found; run the baseline first")
 
 
 try:
@@ -61,10 +79,12 @@ def generate_gpus():
 
 
 def judge_gpus():
-    """`judge.gpus: all` is every GPU of the machine here, or of one node on SLURM."""
+    """GPUs of one judge job. `all` is every GPU of the machine here (or of one node on
+    SLURM), shared out among data-parallel judge shards."""
     if config["judge"]["gpus"] != "all":
         return config["judge"]["gpus"]
-    return config["slurm"]["gpus_per_node"] if on_slurm() else len(GPU_INVENTORY)
+    node = config["slurm"]["gpus_per_node"] if on_slurm() else len(GPU_INVENTORY)
+    return max(1, node // config["judge"]["shards"]) if node else 0
 
 
 def generate_gpu_resource(wildcards):

@@ -2,8 +2,7 @@
 
 from genjudge.joblog import job_log
 from genjudge.parse_job import run_parse
-from genjudge.verdicts import DEFAULT_LABELS
 
-with job_log(snakemake.log[0], "parse_verdicts"):  # noqa: F821 - injected by Snakemake
-    run_parse(snakemake.input.generations, snakemake.input.raw, snakemake.output[0],  # noqa: F821
-              snakemake.params.pattern, DEFAULT_LABELS)  # noqa: F821
+sm = snakemake  # noqa: F821 - injected by Snakemake
+with job_log(sm.log[0], "parse_verdicts"):
+    run_parse(sm.input.generations, sm.input.raw, sm.output[0], sm.params.mode, sm.params.pattern)

@@ -96,7 +96,7 @@ def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
     kw = {"dataset": {"path": "big.jsonl"}, "shards": 2,
           "generator": {"max_new_tokens": 4}, "judge": {"batch_size": 2, "max_new_tokens": 32}}
     cfg = workflow.write_config(**kw)
-    store = workflow.path / "results/.cache/judge/demo-judge.jsonl"
+    store = workflow.path / "results/.cache/judge/demo-judge0.jsonl"
     proc = start(workflow, cfg)
     kill_job_when(proc, "judge.py", store, BIG // 2)
     proc.communicate(timeout=600)

@@ -38,3 +38,16 @@ def test_custom_pattern():
     v = parse_verdict("Final grade: [[B]]", pattern=r"\[\[(A|B)\]\]", labels={"A": "correct", "B": "incorrect"})
     assert v.verdict == "incorrect"
     assert DEFAULT_PATTERN.startswith("VERDICT")
+
+
+def test_score_and_pairwise_patterns_take_the_last_marker():
+    from genjudge.verdicts import MODES
+
+    pattern, labels, marker = MODES["score"]
+    assert parse_verdict("SCORE: 3 ... no, SCORE: 10", pattern, labels, marker).verdict == "10"
+    assert parse_verdict("SCORE: 11", pattern, labels, marker).verdict is None
+    pattern, labels, marker = MODES["pairwise"]
+    assert parse_verdict("A is longer but VERDICT: B", pattern, labels, marker).verdict == "b"
+    assert parse_verdict("VERDICT: [[A]]", pattern, labels, marker).verdict == "a"
+    assert parse_verdict("VERDICT: TIE", pattern, labels, marker).verdict == "tie"
+    assert parse_verdict("VERDICT: Answer A", pattern, labels, marker).reason.startswith("VERDICT marker")

@@ -54,7 +54,7 @@ class Completion:
 class PromptSet:
     """A model's tokenizer and the keyed prompts it will complete."""
 
-    def __init__(self, spec: dict, kind: str, extra_key: dict | None = None):
+    def __init__(self, spec: dict, kind: str, extra_key: dict | None = None, suffix: str = ""):
         from .loading import load_tokenizer
 
         t0 = time.monotonic()
@@ -65,10 +65,11 @@ class PromptSet:
         self.params = gen_params(spec)
         self.fp = fingerprint(spec["model"], spec.get("revision"))
         self.extra_key = extra_key or {}
+        self.suffix = suffix  # appended after the chat template (logprob: the verdict marker)
         self.setup_seconds = time.monotonic() - t0
 
     def render(self, texts: list[str]) -> list[str]:
-        return [render_prompt(self.tok, t, self.spec.get("system_prompt"), self.chat) for t in texts]
+        return [render_prompt(self.tok, t, self.spec.get("system_prompt"), self.chat) + self.suffix for t in texts]
 
     def key(self, prompt: str) -> str:
         return item_key(kind=self.kind, model=self.fp, params=self.params.as_dict(), prompt=prompt,
@@ -76,7 +77,8 @@ class PromptSet:
 
 
 def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore, desc: str,
-             log_stream) -> Completion:
+             log_stream, scorer=None) -> Completion:
+    """Complete `texts`; `scorer(model, tok, add_special_tokens)` replaces generation (logprob judging)."""
     prompts = pset.render(texts)
     keys = [pset.key(p) for p in prompts]
     done = store.load(set(keys))
@@ -96,7 +98,10 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
         model, placement = load_causal_lm(pset.spec)
         load_seconds += time.monotonic() - t0
         info = {"placement": placement, "device": torch_device_info(), "memory_plan": mplan}
-        gen = Generator(model, pset.tok, pset.params, add_special_tokens=not pset.chat)
+        if scorer is None:
+            gen = Generator(model, pset.tok, pset.params, add_special_tokens=not pset.chat)
+        else:
+            gen = scorer(model, pset.tok, add_special_tokens=not pset.chat)
         todo_prompts = [prompts[i] for i in todo]
         lengths = gen.token_lengths(todo_prompts)
         batch_size = resolve_batch_size(pset.spec, model, gen, todo_prompts, lengths)
@@ -116,3 +121,4 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
     return Completion(prompts, keys, results, len(keys) - len(todo), len(todo), pset.fp, pset.chat,
                       load_seconds, compute_seconds, batch_size, info,
                       sum(r["n_generated_tokens"] for r in new))
+

@@ -14,6 +14,14 @@ from dataclasses import dataclass
 DEFAULT_PATTERN = r"VERDICT:\s*\**\s*(CORRECT|INCORRECT|PARTIAL)\b"
 DEFAULT_LABELS = {"CORRECT": "correct", "INCORRECT": "incorrect", "PARTIAL": "partial"}
 SCORE_PATTERN = r"SCORE:\s*\**\s*(10|[1-9])\b"
+PAIRWISE_PATTERN = r"VERDICT:\s*\**\s*\[{0,2}(A|B|TIE)\]{0,2}(?![A-Za-z])"
+
+# Per grading mode: (pattern, labels, marker). Score labels are empty: the captured number is the verdict.
+MODES = {
+    "reference": (DEFAULT_PATTERN, DEFAULT_LABELS, "VERDICT"),
+    "score": (SCORE_PATTERN, {}, "SCORE"),
+    "pairwise": (PAIRWISE_PATTERN, {"A": "a", "B": "b", "TIE": "tie"}, "VERDICT"),
+}
 
 
 @dataclass

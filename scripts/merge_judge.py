@@ -1,0 +1,8 @@
+"""Concatenate the judge shards (rule merge_judge)."""
+
+from genjudge.joblog import job_log
+from genjudge.judge_job import merge_judge_shards
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+with job_log(sm.log[0], "merge_judge"):
+    merge_judge_shards(list(sm.input.raw), list(sm.input.meta), sm.output.raw, sm.output.meta)

@@ -1,0 +1,69 @@
+"""Logprob verdicts: one forward pass per prompt, no decoding, never unparsed.
+
+The judge prompt is followed by the verdict marker ("VERDICT:") and the model's
+next-token distribution is read at that position. Each label is represented by
+the first token of its continuation (" CORRECT", " INCORRECT"); labels whose
+first tokens collide under the judge's tokenizer cannot be told apart this way,
+so that is refused at load time.
+"""
+
+from __future__ import annotations
+
+from .errors import InputError
+
+MARKER = "VERDICT:"
+LABELS = ("CORRECT", "INCORRECT")
+
+
+def label_token_ids(tokenizer, labels=LABELS, marker=MARKER) -> list[int]:
+    prefix = tokenizer(marker, add_special_tokens=False)["input_ids"]
+    ids = []
+    for label in labels:
+        full = tokenizer(f"{marker} {label}", add_special_tokens=False)["input_ids"]
+        if full[: len(prefix)] != prefix or len(full) <= len(prefix):
+            raise InputError(f"judge tokenizer: {marker!r} does not tokenize as a prefix of {marker + ' ' + label!r}")
+        ids.append(full[len(prefix)])
+    if len(set(ids)) != len(ids):
+        pieces = [tokenizer.convert_ids_to_tokens(i) for i in ids]
+        raise InputError(f"judge tokenizer: the verdict labels {list(labels)} start with the same token(s) "
+                         f"{pieces}; logprob verdicts cannot tell them apart; use verdict: generate")
+    return ids
+
+
+class LogprobScorer:
+    """Same interface as generation.Generator: token_lengths, generate (one batch), probe."""
+
+    def __init__(self, model, tokenizer, add_special_tokens: bool):
+        self.model = model
+        self.tok = tokenizer
+        self.add_special_tokens = add_special_tokens
+        self.ids = label_token_ids(tokenizer)
+
+    def token_lengths(self, prompts: list[str]) -> list[int]:
+        enc = self.tok(prompts, add_special_tokens=self.add_special_tokens)
+        return [len(ids) for ids in enc["input_ids"]]
+
+    def _forward(self, prompts):
+        import torch
+        from .loading import input_device
+
+        enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
+        enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}
+        with torch.inference_mode():
+            logits = self.model(**enc).logits[:, -1, :].float()
+        return enc, logits
+
+    def generate(self, prompts: list[str]) -> list[dict]:
+        import torch
+
+        enc, logits = self._forward(prompts)
+        probs = torch.softmax(logits[:, self.ids], dim=-1)
+        out = []
+        for row, n_prompt in zip(probs.tolist(), enc["attention_mask"].sum(dim=1).tolist()):
+            label = LABELS[max(range(len(LABELS)), key=lambda i: row[i])]
+            out.append({"output": f"{MARKER} {label}", "p_correct": row[0], "n_prompt_tokens": int(n_prompt),
+                        "n_generated_tokens": 0, "finish_reason": "logprob"})
+        return out
+
+    def probe(self, prompt: str, batch_size: int) -> None:
+        self._forward([prompt] * batch_size)

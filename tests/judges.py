@@ -1,0 +1,33 @@
+"""Small real judge checkpoints for the tests: built offline, then taught one fixed answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from genjudge.demo_models import build_model
+from genjudge.loading import load_tokenizer
+from genjudge.prompting import render_prompt
+from genjudge.templates import load_template, render
+from genjudge.training import finetune
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def constant_judge(path: Path, mode: str, answer: str, steps: int = 60) -> Path:
+    """A judge that has learned to answer `answer` to any prompt of `mode`'s template."""
+    template_path = ROOT / "config" / "templates" / f"{mode}.txt"
+    build_model(path, [ROOT / "config/demo/questions.jsonl", template_path], seed=5)
+    tok = load_tokenizer(str(path))
+    template = load_template(template_path, mode)
+    questions = [json.loads(line) for line in open(ROOT / "config/demo/questions.jsonl")]
+    pairs = []
+    for i, q in enumerate(questions):
+        values = {"question": q["question"], "reference": q["answer"]}
+        if mode == "pairwise":
+            values.update(answer_a=f"answer {i}", answer_b=q["answer"])
+        else:
+            values.update(candidate=f"{i}")
+        pairs.append((render_prompt(tok, render(template, **values), None, True), answer))
+    finetune(str(path), pairs, steps=steps, batch_size=8)
+    return path

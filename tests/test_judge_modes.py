@@ -1,0 +1,113 @@
+"""Every grading mode on small real models (CPU), including 8-bit and 4-bit judges."""
+
+import io
+
+import pandas as pd
+import pytest
+
+from genjudge.demo_models import build_model
+from genjudge.errors import InputError
+from genjudge.gpu_lease import Lease
+from genjudge.judge_job import run_judge
+from genjudge.loading import load_causal_lm, load_tokenizer
+from genjudge.logprob import label_token_ids
+from genjudge.parse_job import parse_judgments
+from genjudge.report import render_markdown, summarise
+from judges import ROOT, constant_judge
+
+ITEMS = pd.DataFrame({
+    "id": [f"q{i}" for i in range(6)],
+    "prompt": ["What is 2 + 3?", "What is the capital of Peru?", "How many legs does a spider have?",
+               "What is 7 * 6?", "What is the plural of 'mouse'?", "What is 10 - 4?"],
+    "reference": ["5", "Lima", "8", "42", "mice", "6"],
+    "category": ["arithmetic", "capitals", "counting", "arithmetic", "words", "arithmetic"],
+    "output": ["5", "Cairo", "eight", "42.", "mouses", "The answer is 6"],
+})
+
+
+@pytest.fixture(scope="module")
+def gens_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gens") / "generations.parquet"
+    ITEMS.to_parquet(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def random_judge(tmp_path_factory):
+    return build_model(tmp_path_factory.mktemp("rj") / "judge", [ROOT / "config/demo/questions.jsonl",
+                                                                  ROOT / "config/templates/reference.txt"], seed=1)
+
+
+def spec(model, **kw):
+    base = {"model": str(model), "revision": None, "mode": "reference", "verdict": "generate", "cascade": False,
+            "baseline": None, "dtype": "auto", "device_map": "auto", "max_memory": None, "offload_folder": None,
+            "quantization": "none", "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True,
+            "bnb_4bit_compute_dtype": "bfloat16", "max_new_tokens": 12, "batch_size": 4, "memory_margin": 0.9,
+            "system_prompt": None, "use_chat_template": "auto"}
+    return {**base, **kw}
+
+
+def judge(tmp_path, gens_path, s):
+    raw, meta = tmp_path / "raw.parquet", tmp_path / "raw.meta.json"
+    template = s.get("template") or ROOT / "config" / "templates" / f"{s['mode']}.txt"
+    m = run_judge(generations_path=gens_path, out_path=raw, meta_path=meta, spec=s, template_path=template,
+                  store_dir=tmp_path / "store", run="t", lease=Lease([], "none"), log_stream=io.StringIO())
+    df = parse_judgments(ITEMS.drop(columns=[]), pd.read_parquet(raw), s["mode"])
+    config = {"run": "t", "generator": {"model": "g", "max_new_tokens": 8}, "judge": s}
+    gen_meta = {"shard": 0, "n_items": 6, "cuda_visible_devices": None, "hostname": "h", "load_seconds": 1.0,
+                "generate_seconds": 1.0, "resumed_items": 0, "computed_items": 6, "tokens_per_second": 1.0,
+                "started_at": 0.0, "finished_at": 2.0}
+    summary = summarise(df, [gen_meta], m, config)
+    md = render_markdown(summary, df)
+    return m, pd.read_parquet(raw), df, summary, md
+
+
+def test_reference_mode_with_cascade_sends_only_non_matches_to_the_judge(tmp_path, gens_path, random_judge):
+    m, raw, df, s, md = judge(tmp_path, gens_path, spec(random_judge, cascade=True))
+    # "5", "42." and "The answer is 6"? only exact matches after normalisation: "5" and "42."
+    assert df.set_index("id")["decided_by"].to_dict() == {
+        "q0": "rule", "q1": "judge", "q2": "judge", "q3": "rule", "q4": "judge", "q5": "judge"}
+    assert m["computed_items"] == 4 and m["n_decided_by_rule"] == 2
+    assert raw["judge_output"].isna().sum() == 2
+    assert (df[df["decided_by"] == "rule"]["verdict"] == "correct").all()
+    assert s["decided_by"] == {"judge": 4, "rule": 2}
+    assert s["n_judged"] + s["n_unparsed"] == 6
+    assert "decided by | judge: 4, rule: 2" in md
+
+
+def test_logprob_verdicts_are_never_unparsed(tmp_path, gens_path, random_judge):
+    m, raw, df, s, md = judge(tmp_path, gens_path, spec(random_judge, verdict="logprob"))
+    assert s["n_unparsed"] == 0 and s["n_judged"] == 6
+    assert raw["judge_finish_reason"].eq("logprob").all()
+    assert raw["judge_prompt"].str.endswith("VERDICT:").all()
+    assert raw["p_correct"].between(0, 1).all()
+    assert set(df["verdict"]) <= {"correct", "incorrect"}
+    assert df["verdict"].eq("correct").tolist() == (raw["p_correct"] > 0.5).tolist()
+    assert 0 <= s["mean_p_correct"] <= 1 and "mean judge probability of CORRECT" in md
+
+
+def test_logprob_refuses_labels_that_share_a_first_token(random_judge):
+    tok = load_tokenizer(str(random_judge))
+    assert len(set(label_token_ids(tok))) == 2
+    with pytest.raises(InputError, match="start with the same token"):
+        label_token_ids(tok, labels=("CORRECT", "CORRECTLY"))
+
+
+def test_score_mode_reads_the_last_score(tmp_path, gens_path):
+    scorer = constant_judge(tmp_path / "scorer", "score", "The answer is close. SCORE: 3\nOn reflection SCORE: 7")
+    m, raw, df, s, md = judge(tmp_path, gens_path, spec(scorer, mode="score", max_new_tokens=40))
+    assert s["n_unparsed"] == 0, raw["judge_output"].tolist()
+    assert df["score"].tolist() == [7.0] * 6
+    assert s["mean_score"]["value"] == 7.0 and "mean score (1-10) | 7.00" in md
+
+
+@pytest.mark.parametrize("quantization,layer", [("8bit", "Linear8bitLt"), ("4bit", "Linear4bit")])
+def test_quantized_judges_load_and_judge_on_cpu(tmp_path, gens_path, random_judge, quantization, layer):
+    s = spec(random_judge, quantization=quantization)
+    model, placement = load_causal_lm(s)
+    assert type(model.model.layers[0].mlp.down_proj).__name__ == layer
+    assert sum(placement.values()) > 0
+    m, raw, df, summary, md = judge(tmp_path, gens_path, s)
+    assert m["quantization"] == quantization and m["computed_items"] == 6
+    assert raw["judge_output"].notna().all()
+    assert summary["judge"]["quantization"] == quantization
