@@ -1,0 +1,272 @@
+"""Benchmarks, each measured side by side in one run on this machine.
+
+1. generation: our path (length-sorted batches) vs a sequential batch-1
+   `model.generate` loop, and vs one raw batched `model.generate` call;
+2. judging: generate-mode vs logprob-mode items/s;
+3. planning: `snakemake -n` for 1,000 and 10,000 shards;
+4. split + merge + parse + report on 100,000 pre-generated items (no model), peak memory;
+5. resume: fraction of work redone after a kill at a random point (see resume_bench.py).
+
+Writes bench/results.json and prints a table. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def machine() -> dict:
+    import torch
+
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()}
+
+
+def mixed_prompts(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    qs = [json.loads(line)["question"] for line in open(ROOT / "config/demo/questions.jsonl")]
+    return [rng.choice(qs) + " Explain your reasoning step by step." * rng.randint(0, 6) for _ in range(n)]
+
+
+def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dict:
+    import torch
+    from genjudge.generation import Generator, GenParams, run_batches
+    from genjudge.loading import load_causal_lm, load_tokenizer
+    from genjudge.prompting import render_prompt
+
+    tok = load_tokenizer(model_dir)
+    model, _ = load_causal_lm({"model": model_dir})
+    prompts = [render_prompt(tok, p) for p in mixed_prompts(n)]
+    # Every path generates exactly new_tokens per prompt, so all compare the same work.
+    fixed = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens, "do_sample": False,
+             "pad_token_id": tok.pad_token_id}
+
+    def sequential():
+        for p in prompts:
+            enc = tok([p], return_tensors="pt", add_special_tokens=False)
+            with torch.inference_mode():
+                model.generate(**enc, **fixed)
+
+    def raw_batched():
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with torch.inference_mode():
+            model.generate(**enc, **fixed)
+
+    gen = Generator(model, tok, GenParams(max_new_tokens=new_tokens), add_special_tokens=False)
+    original = gen.generate
+
+    def ours():
+        lengths = gen.token_lengths(prompts)
+        run_batches(lengths, batch_size, lambda idx: original([prompts[i] for i in idx]))
+
+    # min_new_tokens for our path too (same work as the others): wrap model.generate.
+    plain_generate = model.generate
+    model.generate = lambda **kw: plain_generate(**{**kw, "min_new_tokens": new_tokens})
+    ours()  # warm-up
+    out = {}
+    for name, fn in (("ours", ours), ("raw_batched", raw_batched), ("sequential_batch1", sequential)):
+        if name != "ours":
+            model.generate = plain_generate
+        t0 = time.perf_counter()
+        fn()
+        secs = time.perf_counter() - t0
+        out[name] = {"seconds": round(secs, 3), "items_per_s": round(n / secs, 2),
+                     "tokens_per_s": round(n * new_tokens / secs, 1)}
+        if name == "ours":
+            model.generate = plain_generate
+    out["ratio_ours_vs_sequential"] = round(out["ours"]["items_per_s"] / out["sequential_batch1"]["items_per_s"], 2)
+    out["ratio_ours_vs_raw_batched"] = round(out["ours"]["items_per_s"] / out["raw_batched"]["items_per_s"], 2)
+    out.update(n_prompts=n, new_tokens=new_tokens, batch_size=batch_size, model=model_dir)
+    return out
+
+
+def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dict:
+    from genjudge.generation import Generator, GenParams, run_batches
+    from genjudge.loading import load_causal_lm, load_tokenizer
+    from genjudge.logprob import MARKER, LogprobScorer
+    from genjudge.prompting import render_prompt
+    from genjudge.templates import load_template, render
+
+    tok = load_tokenizer(model_dir)
+    model, _ = load_causal_lm({"model": model_dir})
+    template = load_template(ROOT / "config/templates/reference.txt", "reference")
+    qs = [json.loads(line) for line in open(ROOT / "config/demo/questions.jsonl")]
+    items = [qs[i % len(qs)] for i in range(n)]
+    prompts = [render_prompt(tok, render(template, question=q["question"], reference=q["answer"],
+                                         candidate=q["answer"] if i % 2 else "something else"))
+               for i, q in enumerate(items)]
+    gen = Generator(model, tok, GenParams(max_new_tokens=new_tokens), add_special_tokens=False)
+    scorer = LogprobScorer(model, tok, add_special_tokens=False)
+    lp_prompts = [p + MARKER for p in prompts]
+    out = {}
+    for name, runner, ps in (("generate", gen, prompts), ("logprob", scorer, lp_prompts)):
+        lengths = runner.token_lengths(ps)
+        run_batches(lengths[:batch_size], batch_size, lambda idx: runner.generate([ps[i] for i in idx]))
+        t0 = time.perf_counter()
+        run_batches(lengths, batch_size, lambda idx: runner.generate([ps[i] for i in idx]))
+        secs = time.perf_counter() - t0
+        out[name] = {"seconds": round(secs, 3), "items_per_s": round(n / secs, 2)}
+    out["ratio_logprob_vs_generate"] = round(out["logprob"]["items_per_s"] / out["generate"]["items_per_s"], 2)
+    out.update(n_items=n, generate_max_new_tokens=new_tokens, batch_size=batch_size)
+    return out
+
+
+def workflow_copy(dest: Path) -> None:
+    for part in ("Snakefile", "rules", "scripts", "config", "profiles"):
+        src = ROOT / part
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / part)
+
+
+def bench_planning(shard_counts: list[int]) -> dict:
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        wd = Path(tmp)
+        workflow_copy(wd)
+        n = max(shard_counts)
+        with open(wd / "big.jsonl", "w") as fh:
+            for i in range(n):
+                fh.write(json.dumps({"id": f"q{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n")
+        for shards in shard_counts:
+            cmd = [sys.executable, "-m", "snakemake", "-n", "--quiet", "all", "--config", f"shards={shards}",
+                   "dataset={'path': 'big.jsonl'}", "gpu_inventory=[]"]
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, cwd=wd, capture_output=True, text=True)
+            secs = time.perf_counter() - t0
+            if proc.returncode != 0:
+                raise RuntimeError(proc.stderr[-3000:])
+            out[str(shards)] = {"seconds": round(secs, 2)}
+    return out
+
+
+PIPELINE = r'''
+import json, resource, sys, time
+import pandas as pd
+from genjudge.split_job import run_split
+from genjudge.merge import run_merge
+from genjudge.parse_job import run_parse
+from genjudge.report import run_report
+wd, n, shards = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+times = {}
+t = time.perf_counter()
+run_split(f"{wd}/data.jsonl", {"id": "id", "prompt": "question", "reference": "answer", "category": "category"},
+          "auto", f"{wd}/items.parquet", [f"{wd}/shards/{i}.jsonl" for i in range(shards)])
+times["split"] = time.perf_counter() - t
+# Pre-generated outputs stand in for the model: every other answer right.
+metas = []
+for i in range(shards):
+    s = pd.read_json(f"{wd}/shards/{i}.jsonl", lines=True, dtype={"id": str, "reference": str})
+    out = pd.DataFrame({"id": s["id"], "prompt_sent": s["prompt"],
+                        "output": [r if j % 2 else "wrong" for j, r in enumerate(s["reference"])],
+                        "n_prompt_tokens": 10, "n_generated_tokens": 3, "finish_reason": "eos", "key": s["id"]})
+    out.to_parquet(f"{wd}/gen/{i}.parquet", index=False)
+    m = {"shard": i, "n_items": len(s), "cuda_visible_devices": None, "hostname": "h", "load_seconds": 0.0,
+         "generate_seconds": 1.0, "resumed_items": 0, "computed_items": len(s), "tokens_per_second": 1.0,
+         "started_at": 0.0, "finished_at": 1.0, "model_fingerprint": "x"}
+    json.dump(m, open(f"{wd}/gen/{i}.meta.json", "w"))
+t = time.perf_counter()
+run_merge(f"{wd}/items.parquet", [f"{wd}/gen/{i}.parquet" for i in range(shards)], f"{wd}/generations.parquet")
+times["merge"] = time.perf_counter() - t
+g = pd.read_parquet(f"{wd}/generations.parquet")
+raw = pd.DataFrame({"id": g["id"], "order": 0, "decided_by": "judge", "judge_prompt": "p",
+                    "judge_output": ["VERDICT: CORRECT" if o != "wrong" else "VERDICT: INCORRECT" for o in g["output"]],
+                    "p_correct": float("nan"), "judge_n_prompt_tokens": 1, "judge_n_generated_tokens": 1,
+                    "judge_finish_reason": "eos", "judge_key": g["id"]})
+raw.to_parquet(f"{wd}/raw.parquet", index=False)
+json.dump({"cuda_visible_devices": None, "load_seconds": 0, "judge_seconds": 1, "resumed_items": 0,
+           "computed_items": n, "model_fingerprint": "y"}, open(f"{wd}/raw.meta.json", "w"))
+t = time.perf_counter()
+run_parse(f"{wd}/generations.parquet", f"{wd}/raw.parquet", f"{wd}/judgments.parquet", "reference", None)
+times["parse"] = time.perf_counter() - t
+config = {"run": "bench", "generator": {"model": "g", "max_new_tokens": 3}, "judge": {"model": "j", "mode": "reference"}}
+t = time.perf_counter()
+s = run_report(f"{wd}/judgments.parquet", [f"{wd}/gen/{i}.meta.json" for i in range(shards)], f"{wd}/raw.meta.json",
+               config, f"{wd}/summary.json", f"{wd}/report.md", f"{wd}/provenance.json", wd)
+times["report"] = time.perf_counter() - t
+assert s["n_items"] == n and abs(s["accuracy"] - 0.5) < 0.01
+print(json.dumps({"seconds": {k: round(v, 2) for k, v in times.items()},
+                  "pipeline_seconds": round(sum(times.values()), 2),
+                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+'''
+
+
+def bench_pipeline(n: int, shards: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        wd = Path(tmp)
+        (wd / "shards").mkdir()
+        (wd / "gen").mkdir()
+        cats = ["arithmetic", "capitals", "counting", "words"]
+        with open(wd / "data.jsonl", "w") as fh:
+            for i in range(n):
+                fh.write(json.dumps({"id": f"q{i:06d}", "question": f"What is {i} + 1?", "answer": str(i + 1),
+                                     "category": cats[i % 4]}) + "\n")
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", PIPELINE, str(wd), str(n), str(shards)],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr[-3000:])
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        out.update(n_items=n, shards=shards, wall_seconds_with_startup=round(wall, 2))
+        return out
+
+
+def ensure_model(path: Path, size: str) -> str:
+    if not path.exists():
+        from genjudge.demo_models import build_model
+
+        build_model(path, [ROOT / "config/demo/questions.jsonl", ROOT / "config/templates/reference.txt"],
+                    seed=0, size=size)
+    return str(path)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
+    args = ap.parse_args()
+    import logging
+
+    logging.basicConfig(level=logging.WARNING)
+    model = ensure_model(ROOT / "bench" / ".models" / "small", "small")
+    q = args.quick
+    results = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    results["generation"] = bench_generation(model, 16 if q else 64, 8 if q else 32, 64)
+    results["judge"] = bench_judge(model, 16 if q else 64, 16, 16)
+    results["planning"] = bench_planning([100, 1000] if q else [1000, 10000])
+    results["pipeline"] = bench_pipeline(10_000 if q else 100_000, 100)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    g, j, p = results["generation"], results["judge"], results["pipeline"]
+    rows = [
+        ("generation: ours vs sequential batch-1", f"{g['ours']['items_per_s']} vs {g['sequential_batch1']['items_per_s']} items/s",
+         f"{g['ratio_ours_vs_sequential']}x", ">= 10x"),
+        ("generation: ours vs one raw batched generate", f"{g['ours']['items_per_s']} vs {g['raw_batched']['items_per_s']} items/s",
+         f"{g['ratio_ours_vs_raw_batched']}x", ">= 0.8x"),
+        ("judge: logprob vs generate", f"{j['logprob']['items_per_s']} vs {j['generate']['items_per_s']} items/s",
+         f"{j['ratio_logprob_vs_generate']}x", ">= 5x"),
+        *[(f"planning: snakemake -n, {k} shards", f"{v['seconds']} s", "", "< 30 s") for k, v in results["planning"].items()],
+        (f"split+merge+parse+report, {p['n_items']} items", f"{p['pipeline_seconds']} s, peak {p['peak_rss_mb']} MB",
+         "", "< 60 s, < 2 GB"),
+    ]
+    print(f"{'measure':48} {'figures':38} {'ratio':>8}  target")
+    for r in rows:
+        print(f"{r[0]:48} {r[1]:38} {r[2]:>8}  {r[3]}")
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
