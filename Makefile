@@ -6,7 +6,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 SNAKEMAKE_ARGS ?=
 
-.PHONY: setup run test test-fast lint bench clean
+.PHONY: setup run test test-fast lint bench demo-models clean
 
 setup: $(VENV)/.installed
 
@@ -33,6 +33,11 @@ lint: setup
 
 bench: setup
 	$(BIN)/python bench/run_bench.py
+
+# Retrain the committed demo checkpoints (deterministic, a few minutes on CPU).
+demo-models: setup
+	rm -rf models/demo-generator models/demo-judge
+	$(BIN)/snakemake --cores 2 models/demo-generator models/demo-judge
 
 clean:
 	rm -rf results logs .snakemake

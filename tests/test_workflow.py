@@ -29,6 +29,10 @@ def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(workflow):
     assert s["n_judged"] + s["n_unparsed"] == 44
     assert {"accuracy", "accuracy_ci95", "generator", "judge"} <= set(s)
     assert s["generator"]["model"] == "models/demo-generator"
+    # The trained demo models give numbers that mean something.
+    assert 0.5 <= s["exact_match"]["value"] <= 0.95
+    assert s["judge_exact_match_agreement"]["value"] >= 0.9
+    assert s["unparsed_rate"] < 0.05
     metas = workflow.metas()
     assert [m["shard"] for m in metas] == [0, 1, 2, 3]
     for m in metas:
