@@ -2,7 +2,7 @@
 
 rule generate:
     input:
-        shard=f"{RESULTS}/shards/{{shard}}.jsonl",
+        shards=f"{RESULTS}/shards",
         model=demo_generator,
     output:
         generations=f"{RESULTS}/generations/{{shard}}.parquet",

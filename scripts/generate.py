@@ -8,9 +8,11 @@ with job_log(sm.log[0], "generate") as stream:
     with acquire(sm.params.gpus, sm.params.lease["inventory"], sm.params.lease["lock_dir"],
                  label=f"{sm.params.run}/generate/{sm.wildcards.shard}") as lease:
         from genjudge.generate_job import run_generate
+        from genjudge.split_job import shard_path
         from genjudge.threads import set_threads
 
         set_threads(sm.threads)
-        run_generate(shard=int(sm.wildcards.shard), shard_path=sm.input.shard, out_path=sm.output.generations,
+        run_generate(shard=int(sm.wildcards.shard), shard_path=shard_path(sm.input.shards, sm.wildcards.shard),
+                     out_path=sm.output.generations,
                      meta_path=sm.output.meta, spec=sm.params.spec, store_dir=sm.params.store, run=sm.params.run,
                      lease=lease, log_stream=stream)

@@ -5,4 +5,4 @@ from genjudge.split_job import run_split
 
 with job_log(snakemake.log[0], "split"):  # noqa: F821 - injected by Snakemake
     run_split(snakemake.input.dataset, snakemake.params.fields, snakemake.params.format,  # noqa: F821
-              snakemake.output.table, list(snakemake.output.shards))  # noqa: F821
+              snakemake.output.table, snakemake.output.shards, snakemake.params.n_shards)  # noqa: F821

@@ -50,7 +50,8 @@ class LogprobScorer:
         enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
         enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}
         with torch.inference_mode():
-            logits = self.model(**enc).logits[:, -1, :].float()
+            # Only the last position's logits are needed: skip the output head elsewhere.
+            logits = self.model(**enc, logits_to_keep=1).logits[:, -1, :].float()
         return enc, logits
 
     def generate(self, prompts: list[str]) -> list[dict]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from . import atomic
 from .dataset import load_items
@@ -12,11 +13,16 @@ from .shardio import write_shard
 log = logging.getLogger(__name__)
 
 
-def run_split(dataset_path, fields: dict, fmt: str, items_path, shard_paths: list[str]) -> None:
+def shard_path(shard_dir, shard: int) -> Path:
+    return Path(shard_dir) / f"{shard}.jsonl"
+
+
+def run_split(dataset_path, fields: dict, fmt: str, items_path, shard_dir, n_shards: int) -> None:
     items = load_items(dataset_path, fields, fmt)
-    shards = split_items(items, len(shard_paths))
-    for path, shard in zip(shard_paths, shards):
-        write_shard(path, shard)
+    shards = split_items(items, n_shards)
+    Path(shard_dir).mkdir(parents=True, exist_ok=True)
+    for i, shard in enumerate(shards):
+        write_shard(shard_path(shard_dir, i), shard)
     atomic.write_parquet(items_path, items)
     log.info("%d items from %s in %d shards of %s items", len(items), dataset_path, len(shards),
              sorted({len(s) for s in shards}))

@@ -1,0 +1,95 @@
+"""Fraction of generation work redone after a SIGKILL at a random point, over several trials.
+
+Each trial starts a real generation job (the package's generate path with its
+per-batch checkpoint) in a child process, kills it with SIGKILL at a random
+moment, reruns it to completion, and counts the items whose generation had
+started in the killed process but was lost (at most one batch by design).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = r'''
+import io, sys
+import pandas as pd
+from genjudge import generation
+from genjudge.generate_job import run_generate
+from genjudge.gpu_lease import Lease
+
+plain = generation.Generator.generate
+def announced(self, prompts):
+    print(f"batch {len(prompts)}", flush=True)
+    return plain(self, prompts)
+generation.Generator.generate = announced
+spec = {"model": sys.argv[1], "max_new_tokens": 24, "do_sample": False, "temperature": 1.0, "top_p": 1.0,
+        "seed": 0, "batch_size": int(sys.argv[5])}
+m = run_generate(shard=0, shard_path=sys.argv[2], out_path=sys.argv[3] + "/out.parquet",
+                 meta_path=sys.argv[3] + "/out.meta.json", spec=spec, store_dir=sys.argv[4], run="bench",
+                 lease=Lease([], "none"), log_stream=io.StringIO())
+print("done", m["resumed_items"], m["computed_items"], flush=True)
+'''
+
+
+def trial(model: str, n: int, batch: int, rng: random.Random, full_seconds: float) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        shard = tmp / "0.jsonl"
+        with open(shard, "w") as fh:
+            for i in range(n):
+                fh.write(json.dumps({"id": f"q{i}", "prompt": f"What is {i} + {i % 9}?" + " Think." * (i % 4),
+                                     "reference": None, "category": None}) + "\n")
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        cmd = [sys.executable, "-c", CHILD, model, str(shard), str(tmp), str(tmp / "store"), str(batch)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+        started, kill_at, t0 = 0, rng.uniform(0.2, 0.9) * full_seconds, None
+        for line in proc.stdout:
+            if line.startswith("batch"):
+                t0 = t0 or time.monotonic()
+                started += int(line.split()[1])
+                if time.monotonic() - t0 >= kill_at:
+                    proc.send_signal(signal.SIGKILL)
+                    break
+        proc.wait()
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+        _, resumed, computed = out.strip().splitlines()[-1].split()
+        redone = started - int(resumed)
+        return {"killed_after_items_started": started, "resumed": int(resumed), "computed_on_rerun": int(computed),
+                "redone_items": redone, "redone_fraction": round(redone / n, 4)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--items", type=int, default=400)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    model = str(ROOT / "models" / "demo-generator")
+    rng = random.Random(args.seed)
+    t0 = time.monotonic()
+    trial(model, args.items, args.batch_size, random.Random(0), full_seconds=1e9)  # calibrate: run to completion
+    full = time.monotonic() - t0
+    rows = [trial(model, args.items, args.batch_size, rng, full_seconds=full * 0.6) for _ in range(args.trials)]
+    for r in rows:
+        print(r)
+    mean = sum(r["redone_fraction"] for r in rows) / len(rows)
+    worst = max(r["redone_items"] for r in rows)
+    print(f"{args.trials} kills at random points, {args.items} items, batch {args.batch_size}: "
+          f"mean fraction of work redone {mean:.2%}, worst {worst} items (one batch = {args.batch_size})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
