@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,35 +54,39 @@ def trial(model: str, n: int, batch: int, rng: random.Random, full_seconds: floa
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         cmd = [sys.executable, "-c", CHILD, model, str(shard), str(tmp), str(tmp / "store"), str(batch)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
-        started, kill_at, t0 = 0, rng.uniform(0.2, 0.9) * full_seconds, None
-        for line in proc.stdout:
+        started, t0, gen_seconds, timer = 0, None, None, None
+        kill_at = rng.uniform(0.1, 0.9) * full_seconds
+        for line in proc.stdout:  # ends when the process dies
             if line.startswith("batch"):
-                t0 = t0 or time.monotonic()
+                if t0 is None:  # the kill lands at a random moment, mid-batch or not
+                    t0 = time.monotonic()
+                    timer = threading.Timer(kill_at, proc.send_signal, args=(signal.SIGKILL,))
+                    timer.start()
                 started += int(line.split()[1])
-                if time.monotonic() - t0 >= kill_at:
-                    proc.send_signal(signal.SIGKILL)
-                    break
+            elif line.startswith("done"):
+                gen_seconds = time.monotonic() - t0
         proc.wait()
+        if timer:
+            timer.cancel()
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
         _, resumed, computed = out.strip().splitlines()[-1].split()
         redone = started - int(resumed)
-        return {"killed_after_items_started": started, "resumed": int(resumed), "computed_on_rerun": int(computed),
+        return {"generation_seconds": gen_seconds, "killed_after_items_started": started, "resumed": int(resumed), "computed_on_rerun": int(computed),
                 "redone_items": redone, "redone_fraction": round(redone / n, 4)}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--trials", type=int, default=5)
-    ap.add_argument("--items", type=int, default=400)
+    ap.add_argument("--items", type=int, default=1000)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     model = str(ROOT / "models" / "demo-generator")
     rng = random.Random(args.seed)
-    t0 = time.monotonic()
-    trial(model, args.items, args.batch_size, random.Random(0), full_seconds=1e9)  # calibrate: run to completion
-    full = time.monotonic() - t0
-    rows = [trial(model, args.items, args.batch_size, rng, full_seconds=full * 0.6) for _ in range(args.trials)]
+    # Calibrate: how long the generation itself takes when nothing kills it.
+    full = trial(model, args.items, args.batch_size, random.Random(0), full_seconds=1e9)["generation_seconds"]
+    rows = [trial(model, args.items, args.batch_size, rng, full_seconds=full) for _ in range(args.trials)]
     for r in rows:
         print(r)
     mean = sum(r["redone_fraction"] for r in rows) / len(rows)
