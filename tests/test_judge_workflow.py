@@ -37,7 +37,7 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
     constant_judge(workflow.path / "models" / "first-position-judge", "pairwise", "VERDICT: A")
     pw = workflow.write_config(
         "pw.yaml", run="pw", shards=2, generator={"max_new_tokens": 8},
-        judge={"model": "models/first-position-judge", "mode": "pairwise", "max_new_tokens": 8,
+        judge={"model": "models/first-position-judge", "mode": "pairwise", "max_new_tokens": 8, "template": None,
                "baseline": "results/base/generations.parquet"})
     workflow.run("--cores", "2", "--configfile", pw)
     s = json.loads((workflow.results("pw") / "report" / "summary.json").read_text())

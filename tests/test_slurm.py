@@ -148,7 +148,8 @@ def test_cancelled_shard_reruns_alone(cluster, workflow):
     plan = workflow.run("--profile", "slurm", "-n", "--configfile", cfg, "--quiet", "rules",
                         env=slurm_env(cluster)).stdout
     assert dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M)) == {
-        "generate": "1", "merge": "1", "judge": "1", "parse_verdicts": "1", "report": "1", "all": "1", "total": "6"}
+        "generate": "1", "merge": "1", "judge": "1", "merge_judge": "1", "parse_verdicts": "1", "report": "1",
+        "all": "1", "total": "7"}
     since = last_job_id(cluster)
     workflow.run("--profile", "slurm", *FAST_POLL, "--configfile", cfg, env=slurm_env(cluster))
     rerun = jobs_of(cluster, since)

@@ -48,7 +48,7 @@ def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(workflow):
     assert judge_meta["memory_plan"]["parameters"] == judge_meta["placement"]["cpu"]
     md = (res / "report" / "report.md").read_text()
     assert "## By category" in md and "arithmetic" in md and "## Throughput" in md
-    for log in ["split", "merge", "judge", "report", "generate/0"]:
+    for log in ["split", "merge", "judge/0", "merge_judge", "parse_verdicts", "report", "generate/0"]:
         assert (workflow.path / "logs" / "demo" / f"{log}.log").exists()
     assert "tok/s" in (workflow.path / "logs" / "demo" / "generate" / "0.log").read_text()
     # Nothing left to do on a second invocation.

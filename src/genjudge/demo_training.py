@@ -57,17 +57,24 @@ def generator_answers(questions: list[dict], seed: int = 0) -> dict[str, str]:
     return answers
 
 
-def train_generator(out_dir, root: Path, seed: int = 0) -> dict:
+def _train(out_dir, root: Path, seed: int, make_pairs, steps: int, batch_size: int) -> dict:
+    """Build a fresh model beside `out_dir`, teach it `make_pairs(questions, tok)`, rename it into place."""
     questions = _questions(root)
     tmp = Path(out_dir).with_name(f".{Path(out_dir).name}.training")
     shutil.rmtree(tmp, ignore_errors=True)
     build_model(tmp, _corpus(root), seed=seed)
     tok = load_tokenizer(str(tmp))
-    taught = generator_answers(questions, seed)
-    pairs = [(render_prompt(tok, q["question"]), taught[q["id"]]) for q in questions]
-    stats = finetune(str(tmp), pairs, steps=GENERATOR_STEPS, batch_size=16, lr=3e-3, seed=seed)
+    stats = finetune(str(tmp), make_pairs(questions, tok), steps=steps, batch_size=batch_size, lr=3e-3, seed=seed)
     tmp.rename(out_dir)
     return stats
+
+
+def train_generator(out_dir, root: Path, seed: int = 0) -> dict:
+    def pairs(questions, tok):
+        taught = generator_answers(questions, seed)
+        return [(render_prompt(tok, q["question"]), taught[q["id"]]) for q in questions]
+
+    return _train(out_dir, root, seed, pairs, GENERATOR_STEPS, 16)
 
 
 def judge_examples(questions: list[dict], tok, template: str, n: int, seed: int) -> list[tuple[str, str]]:
@@ -84,16 +91,9 @@ def judge_examples(questions: list[dict], tok, template: str, n: int, seed: int)
 
 
 def train_judge(out_dir, root: Path, seed: int = 1) -> dict:
-    questions = _questions(root)
-    tmp = Path(out_dir).with_name(f".{Path(out_dir).name}.training")
-    shutil.rmtree(tmp, ignore_errors=True)
-    build_model(tmp, _corpus(root), seed=seed)
-    tok = load_tokenizer(str(tmp))
     template = load_template(root / "config/demo/judge_template.txt", "reference")
-    pairs = judge_examples(questions, tok, template, JUDGE_EXAMPLES, seed)
-    stats = finetune(str(tmp), pairs, steps=JUDGE_STEPS, batch_size=32, lr=3e-3, seed=seed)
-    tmp.rename(out_dir)
-    return stats
+    return _train(out_dir, root, seed, lambda qs, tok: judge_examples(qs, tok, template, JUDGE_EXAMPLES, seed),
+                  JUDGE_STEPS, 32)
 
 
 def train(name: str, out_dir, root: Path) -> dict:
