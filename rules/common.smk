@@ -1,5 +1,6 @@
 # Config validation and the small named functions the rules use.
 import os
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate

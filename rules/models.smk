@@ -1,6 +1,7 @@
 # The demo's small models. They are committed; this rule retrains them
-# (deterministically, on CPU) only when a directory is missing. No inputs on
-# purpose: a newer checkout of the corpus must not trigger retraining.
+# (deterministically, on CPU) only when a directory is missing. No inputs and a
+# shell command rather than a script on purpose: neither a newer checkout of the
+# demo data nor of the training code may trigger retraining of committed models.
 
 
 rule demo_model:
@@ -9,8 +10,8 @@ rule demo_model:
     wildcard_constraints:
         name="demo-(generator|judge)",
     params:
-        root=workflow.basedir,
+        python=sys.executable,
     log:
         "logs/models/{name}.log",
-    script:
-        "../scripts/train_demo_model.py"
+    shell:
+        "{params.python} -m genjudge.cli train-demo {wildcards.name} {output} > {log} 2>&1"

@@ -48,3 +48,19 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
     assert meta["n_requests"] == 88  # every pair judged in both orders
     md = (workflow.results("pw") / "report" / "report.md").read_text()
     assert "| position consistency | 0.0%" in md
+
+
+def test_data_parallel_judge_shards_each_lease_their_gpu_and_merge(workflow):
+    cfg = workflow.write_config("jp.yaml", **{**FAST, "run": "jp", "gpu_inventory": [0, 1],
+                                              "judge": {"max_new_tokens": 6, "shards": 2},
+                                              "resources": {"generate": {"cpus_per_gpu": 1},
+                                                            "judge": {"cpus_per_gpu": 1}}})
+    assert plan_counts(workflow, cfg)["judge"] == "2"
+    workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
+    meta = json.loads((workflow.results("jp") / "judge" / "raw.meta.json").read_text())
+    shards = meta["shards"]
+    assert [s["judge_shard"] for s in shards] == [0, 1] and [s["n_items"] for s in shards] == [22, 22]
+    assert all(len(s["gpus"]) == 1 and s["gpu_source"] == "lease" for s in shards)
+    s = json.loads((workflow.results("jp") / "report" / "summary.json").read_text())
+    assert s["n_items"] == 44 and s["n_judged"] + s["n_unparsed"] == 44
+    assert s["judge"]["shards"] == 2

@@ -84,6 +84,17 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def cmd_train_demo(args) -> int:
+    import logging
+
+    from .demo_training import train
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stats = train(args.name, args.out, Path(args.directory))
+    print(f"trained {args.name} into {args.out}: {stats}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="genjudge", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -105,6 +116,11 @@ def main(argv=None) -> int:
     pl.add_argument("--directory", default=".", help="the workflow directory")
     pl.add_argument("--json", help="also write the plans to this JSON file")
     pl.set_defaults(fn=cmd_plan)
+    t = sub.add_parser("train-demo", help="train one of the demo models (deterministic, CPU)")
+    t.add_argument("name", choices=["demo-generator", "demo-judge"])
+    t.add_argument("out", help="output directory (must not exist)")
+    t.add_argument("--directory", default=".", help="the workflow directory (for the demo data)")
+    t.set_defaults(fn=cmd_train_demo)
     args = p.parse_args(argv)
     if getattr(args, "role", None) is None and args.cmd == "plan":
         args.role = ["generator", "judge"]
