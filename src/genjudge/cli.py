@@ -30,7 +30,7 @@ def cmd_summary(args) -> int:
 def cmd_gpus(args) -> int:
     from .gpu_lease import default_lock_dir, lease_status, resolve_inventory
 
-    inventory = resolve_inventory(args.inventory if args.inventory != "auto" else "auto")
+    inventory = resolve_inventory(args.inventory)
     lock_dir = args.lock_dir or default_lock_dir()
     print(f"inventory: {inventory or 'none (CPU only)'}; lock dir: {lock_dir}")
     for gpu, holder in lease_status(inventory, lock_dir).items():

@@ -54,6 +54,8 @@ def build_model(out_dir, corpus_paths, seed: int = 0, size: str = "tiny", vocab_
     from transformers import LlamaConfig, LlamaForCausalLM
 
     out_dir = Path(out_dir)
+    if out_dir.exists():
+        raise FileExistsError(f"{out_dir} already exists")
     tok = build_tokenizer(corpus_lines(corpus_paths), vocab_size)
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=len(tok), max_position_embeddings=2048, tie_word_embeddings=True,
@@ -64,7 +66,5 @@ def build_model(out_dir, corpus_paths, seed: int = 0, size: str = "tiny", vocab_
     tmp = out_dir.with_name(f".{out_dir.name}.tmp{os.getpid()}")
     tok.save_pretrained(tmp)
     model.save_pretrained(tmp)
-    if out_dir.exists():
-        raise FileExistsError(f"{out_dir} already exists")
     os.replace(tmp, out_dir)
     return out_dir

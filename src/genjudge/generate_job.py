@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import atomic, meta as jobmeta
-from .inference import PromptSet, complete
+from .inference import PromptSet, complete, completion_meta
 from .itemstore import ItemStore
 from .shardio import read_shard
 
@@ -32,11 +32,3 @@ def run_generate(*, shard: int, shard_path, out_path, meta_path, spec: dict, sto
                 **completion_meta(c, "generate_seconds"))
     return jobmeta.finish(meta, meta_path)
 
-
-def completion_meta(c, seconds_name: str) -> dict:
-    return {"model_fingerprint": c.model_fingerprint, "chat_template": c.chat_template,
-            "batch_size": c.batch_size, "load_seconds": round(c.load_seconds, 3),
-            seconds_name: round(c.compute_seconds, 3), "resumed_items": c.resumed,
-            "computed_items": c.computed,
-            "tokens_per_second": round(c.computed_tokens / c.compute_seconds, 1) if c.compute_seconds else None,
-            **c.info}

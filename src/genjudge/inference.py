@@ -122,3 +122,12 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
                       load_seconds, compute_seconds, batch_size, info,
                       sum(r["n_generated_tokens"] for r in new))
 
+
+def completion_meta(c: Completion, seconds_name: str) -> dict:
+    """The meta fields every model job reports about its completion."""
+    return {"model_fingerprint": c.model_fingerprint, "chat_template": c.chat_template,
+            "batch_size": c.batch_size, "load_seconds": round(c.load_seconds, 3),
+            seconds_name: round(c.compute_seconds, 3), "resumed_items": c.resumed,
+            "computed_items": c.computed,
+            "tokens_per_second": round(c.computed_tokens / c.compute_seconds, 1) if c.compute_seconds else None,
+            **c.info}

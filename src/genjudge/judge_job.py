@@ -17,8 +17,7 @@ import pandas as pd
 
 from . import atomic, meta as jobmeta
 from .errors import InputError
-from .generate_job import completion_meta
-from .inference import PromptSet, complete
+from .inference import PromptSet, complete, completion_meta
 from .itemstore import ItemStore
 from .templates import load_template, render
 from .textnorm import exact_match

@@ -85,22 +85,27 @@ def load_causal_lm(spec: dict):
     return model, placement
 
 
+def device_name(device) -> str:
+    """accelerate's device-map values (0, "cpu", "disk", torch.device) as strings; GPUs as cuda:N."""
+    device = str(device)
+    return f"cuda:{device}" if device.isdigit() else device
+
+
+def device_of(param_name: str, device_map: dict, default="cpu") -> str:
+    """The device a device map assigns to a parameter: its longest matching module prefix."""
+    best, device = -1, default
+    for module, dev in device_map.items():
+        if (module == "" or param_name == module or param_name.startswith(module + ".")) and len(module) > best:
+            best, device = len(module), dev
+    return device_name(device)
+
+
 def parameter_placement(model) -> dict[str, int]:
     """Parameters per device, from accelerate's hf_device_map when there is one."""
     device_map = getattr(model, "hf_device_map", None) or {}
     counts: Counter = Counter()
     for name, param in model.named_parameters():
-        device = None
-        best = -1
-        for module, dev in device_map.items():
-            if (module == "" or name == module or name.startswith(module + ".")) and len(module) > best:
-                device, best = dev, len(module)
-        if device is None:
-            device = param.device
-        device = str(device)
-        if device.isdigit():
-            device = f"cuda:{device}"
-        counts[device] += param.numel()
+        counts[device_of(name, device_map, default=param.device)] += param.numel()
     return dict(counts)
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
+from .loading import device_name, device_of
 
 GIB = 1024 ** 3
 GB = 1000 ** 3
@@ -146,7 +148,8 @@ def weight_bytes(model, precision: str) -> int:
     dtype, special = dtype_plan(model, precision)
     size = compute_module_sizes(model, dtype=dtype, special_dtypes=special)[""]
     if precision == "4bit":  # absmax per block of 64, fp32
-        size += sum(p.numel() for n, p in model.named_parameters() if n in _quantized_names(model)) * 4 // 64
+        quantized = _quantized_names(model)
+        size += sum(p.numel() for n, p in model.named_parameters() if n in quantized) * 4 // 64
     return int(size)
 
 
@@ -184,35 +187,19 @@ def plan_device_map(model, gpus: list[Gpu], precision: str, strategy: str = "aut
                                   special_dtypes=special, low_zero=strategy == "balanced_low_0")
     device_map = infer_auto_device_map(model, max_memory=mem, no_split_module_classes=no_split, dtype=dtype,
                                        special_dtypes=special)
-    params: dict = {}
-    layers: dict = {}
+    params: Counter = Counter()
     for name, p in model.named_parameters():
-        dev = _device_of(name, device_map)
-        params[dev] = params.get(dev, 0) + p.numel()
-    for module, dev in device_map.items():
-        if re.search(r"\.layers\.\d+$", module) or re.fullmatch(r"(.*\.)?layers\.\d+", module):
-            layers[_dev(dev)] = layers.get(_dev(dev), 0) + 1
-        elif module.endswith(".layers") or module == "model":
-            pass
+        params[device_of(name, device_map)] += p.numel()
+    # Decoder layers per device: one entry per layer, or one for a whole stack/model placed together.
+    layers: Counter = Counter()
     layer_total = getattr(model.config, "num_hidden_layers", 0)
-    if sum(layers.values()) < layer_total:  # whole-model or whole-stack entries
-        for module, dev in device_map.items():
-            if module in ("", "model", "model.layers"):
-                layers[_dev(dev)] = layers.get(_dev(dev), 0) + layer_total - sum(layers.values())
-    offloaded = sorted({_dev(d) for d in device_map.values() if _dev(d) in ("cpu", "disk")})
-    return Placement(device_map, params, layers, offloaded)
-
-
-def _dev(d) -> str:
-    return f"cuda:{d}" if isinstance(d, int) or str(d).isdigit() else str(d)
-
-
-def _device_of(param_name: str, device_map: dict) -> str:
-    best, dev = -1, "cpu"
-    for module, d in device_map.items():
-        if (module == "" or param_name == module or param_name.startswith(module + ".")) and len(module) > best:
-            best, dev = len(module), d
-    return _dev(dev)
+    for module, dev in device_map.items():
+        if re.search(r"(^|\.)layers\.\d+$", module):
+            layers[device_name(dev)] += 1
+        elif module in ("", "model", "model.layers"):
+            layers[device_name(dev)] += layer_total
+    offloaded = sorted({device_name(d) for d in device_map.values() if device_name(d) in ("cpu", "disk")})
+    return Placement(device_map, dict(params), dict(layers), offloaded)
 
 
 def plan(spec: dict, gpus: list[Gpu], batch_size: int, seq_len: int, role: str, model=None) -> dict:
@@ -227,11 +214,8 @@ def plan(spec: dict, gpus: list[Gpu], batch_size: int, seq_len: int, role: str, 
     n_params = sum(p.numel() for p in model.parameters())
     weights = {p: weight_bytes(model, p) for p in PRECISIONS}
     precision = spec.get("quantization", "none")
-    if precision in (None, "none"):
-        dt = spec.get("dtype", "auto")
-        precision = "bfloat16" if dt in ("auto", "bfloat16", "float16") else dt
-        if dt == "float16":
-            precision = "float16"
+    if precision in (None, "none"):  # unquantized: the dtype, with `auto` planned as bf16
+        precision = "bfloat16" if spec.get("dtype", "auto") == "auto" else spec["dtype"]
     kv = kv_cache_bytes(config, batch_size, seq_len)
     out = {"role": role, "model": spec["model"], "parameters": n_params,
            "weights_bytes": weights, "precision": precision, "kv_cache_bytes": kv,
