@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r'''
 import io, sys
 import pandas as pd
-from genjudge import generation
-from genjudge.generate_job import run_generate
+from genjudge.engine import decoding as generation
+from genjudge.stages.generate import run_generate
 from genjudge.gpu_lease import Lease
 
 plain = generation.Generator.generate

@@ -44,9 +44,9 @@ def mixed_prompts(n: int, seed: int = 0) -> list[str]:
 
 def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dict:
     import torch
-    from genjudge.generation import Generator, GenParams, run_batches
-    from genjudge.loading import load_causal_lm, load_tokenizer
-    from genjudge.prompting import render_prompt
+    from genjudge.engine.decoding import Generator, GenParams, run_batches
+    from genjudge.engine.loading import load_causal_lm, load_tokenizer
+    from genjudge.engine.prompting import render_prompt
 
     tok = load_tokenizer(model_dir)
     model, _ = load_causal_lm({"model": model_dir})
@@ -95,11 +95,11 @@ def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -
 
 
 def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dict:
-    from genjudge.generation import Generator, GenParams, run_batches
-    from genjudge.loading import load_causal_lm, load_tokenizer
-    from genjudge.logprob import MARKER, LogprobScorer
-    from genjudge.prompting import render_prompt
-    from genjudge.templates import load_template, render
+    from genjudge.engine.decoding import Generator, GenParams, run_batches
+    from genjudge.engine.loading import load_causal_lm, load_tokenizer
+    from genjudge.engine.logprob import MARKER, LogprobScorer
+    from genjudge.engine.prompting import render_prompt
+    from genjudge.judging.templates import load_template, render
 
     tok = load_tokenizer(model_dir)
     model, _ = load_causal_lm({"model": model_dir})
@@ -166,10 +166,10 @@ def bench_planning(shard_counts: list[int]) -> dict:
 PIPELINE = r'''
 import json, resource, sys, time
 import pandas as pd
-from genjudge.split_job import run_split
-from genjudge.merge import run_merge
-from genjudge.parse_job import run_parse
-from genjudge.report import run_report
+from genjudge.stages.split import run_split
+from genjudge.stages.merge import run_merge
+from genjudge.stages.parse import run_parse
+from genjudge.stages.report import run_report
 wd, n, shards = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 times = {}
 t = time.perf_counter()
@@ -237,7 +237,7 @@ def bench_pipeline(n: int, shards: int) -> dict:
 
 def ensure_model(path: Path, size: str) -> str:
     if not path.exists():
-        from genjudge.demo_models import build_model
+        from genjudge.demo.models import build_model
 
         build_model(path, [ROOT / "config/demo/questions.jsonl", ROOT / "config/templates/reference.txt"],
                     seed=0, size=size)

@@ -10,8 +10,8 @@ from genjudge.errors import InputError
 from genjudge.sharding import shard_bounds
 from genjudge.gpu_lease import resolve_inventory
 from genjudge.modelref import check_model
-from genjudge.templates import load_template
-from genjudge.verdicts import compile_pattern
+from genjudge.judging.templates import load_template
+from genjudge.judging.verdicts import compile_pattern
 
 validate(config, workflow.source_path("../config/schemas/config.schema.yaml"), set_default=True)
 

@@ -1,7 +1,7 @@
 """Parse stored judge outputs into verdicts (rule parse_verdicts); loads no model."""
 
-from genjudge.joblog import job_log
-from genjudge.parse_job import run_parse
+from genjudge.job_log import job_log
+from genjudge.stages.parse import run_parse
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with job_log(sm.log[0], "parse_verdicts"):

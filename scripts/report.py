@@ -1,7 +1,7 @@
 """Write summary.json and report.md (rule report)."""
 
-from genjudge.joblog import job_log
-from genjudge.report import run_report
+from genjudge.job_log import job_log
+from genjudge.stages.report import run_report
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with job_log(sm.log[0], "report"):

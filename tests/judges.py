@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from genjudge.demo_models import build_model
-from genjudge.loading import load_tokenizer
-from genjudge.prompting import render_prompt
-from genjudge.templates import load_template, render
-from genjudge.training import finetune
+from genjudge.demo.models import build_model
+from genjudge.engine.loading import load_tokenizer
+from genjudge.engine.prompting import render_prompt
+from genjudge.judging.templates import load_template, render
+from genjudge.demo.finetune import finetune
 
 ROOT = Path(__file__).resolve().parents[1]
 

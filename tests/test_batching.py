@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from genjudge.batchsize import HEADROOM, search_batch_size
-from genjudge.demo_models import build_model
-from genjudge.generation import Generator, GenParams, length_sorted, run_batches
-from genjudge.loading import load_causal_lm, load_tokenizer
-from genjudge.prompting import render_prompt
+from genjudge.engine.batch_size import HEADROOM, search_batch_size
+from genjudge.demo.models import build_model
+from genjudge.engine.decoding import Generator, GenParams, length_sorted, run_batches
+from genjudge.engine.loading import load_causal_lm, load_tokenizer
+from genjudge.engine.prompting import render_prompt
 from judges import ROOT
 
 PROMPTS = [f"What is {i} + {i * 7 % 13}?" + " Please answer." * (i % 5) for i in range(23)]

@@ -4,7 +4,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from genjudge.demo_training import generator_answers, train_generator
+from genjudge.demo.training import generator_answers, train_generator
 from judges import ROOT
 
 

@@ -1,4 +1,4 @@
-from genjudge.itemstore import ItemStore, item_key
+from genjudge.item_store import ItemStore, item_key
 
 
 def test_records_survive_and_torn_tail_is_cut(tmp_path):

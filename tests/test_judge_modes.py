@@ -5,14 +5,14 @@ import io
 import pandas as pd
 import pytest
 
-from genjudge.demo_models import build_model
+from genjudge.demo.models import build_model
 from genjudge.errors import InputError
 from genjudge.gpu_lease import Lease
-from genjudge.judge_job import run_judge
-from genjudge.loading import load_causal_lm, load_tokenizer
-from genjudge.logprob import label_token_ids
-from genjudge.parse_job import parse_judgments
-from genjudge.report import render_markdown, summarise
+from genjudge.stages.judge import run_judge
+from genjudge.engine.loading import load_causal_lm, load_tokenizer
+from genjudge.engine.logprob import label_token_ids
+from genjudge.stages.parse import parse_judgments
+from genjudge.stages.report import render_markdown, summarise
 from judges import ROOT, constant_judge
 
 ITEMS = pd.DataFrame({

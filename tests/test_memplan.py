@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from genjudge.errors import InputError
-from genjudge.memplan import GB, empty_model, load_config, parse_inventory_spec, plan, render
+from genjudge.engine.memory_plan import GB, empty_model, load_config, parse_inventory_spec, plan, render
 
 CFG70 = str(Path(__file__).parent / "data" / "llama-3.1-70b-config")
 
@@ -72,8 +72,8 @@ def test_missing_config_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_demo_model_plan_matches_the_loaded_model(tmp_path):
-    from genjudge.demo_models import build_model
-    from genjudge.loading import load_causal_lm
+    from genjudge.demo.models import build_model
+    from genjudge.engine.loading import load_causal_lm
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("What is 2 + 3? 5\n")

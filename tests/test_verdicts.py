@@ -1,4 +1,4 @@
-from genjudge.verdicts import DEFAULT_PATTERN, parse_verdict
+from genjudge.judging.verdicts import DEFAULT_PATTERN, parse_verdict
 
 
 def test_last_verdict_marker_wins_over_reasoning():
@@ -41,7 +41,7 @@ def test_custom_pattern():
 
 
 def test_score_and_pairwise_patterns_take_the_last_marker():
-    from genjudge.verdicts import MODES
+    from genjudge.judging.verdicts import MODES
 
     pattern, labels, marker = MODES["score"]
     assert parse_verdict("SCORE: 3 ... no, SCORE: 10", pattern, labels, marker).verdict == "10"

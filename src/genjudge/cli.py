@@ -28,7 +28,7 @@ def cmd_summary(args) -> int:
 
 
 def cmd_gpus(args) -> int:
-    from .gpu_lease import default_lock_dir, lease_status, resolve_inventory
+    from genjudge.gpu_lease import default_lock_dir, lease_status, resolve_inventory
 
     inventory = resolve_inventory(args.inventory)
     lock_dir = args.lock_dir or default_lock_dir()
@@ -52,8 +52,9 @@ def load_workflow_config(configfiles: list[str], root: Path) -> dict:
 
 
 def cmd_plan(args) -> int:
-    from .errors import InputError
-    from .memplan import detect_gpus, driver_info, parse_inventory_spec, plan, render
+    from genjudge.errors import InputError
+    from genjudge.engine.devices import cuda_gpus, driver_info
+    from genjudge.engine.memory_plan import parse_inventory_spec, plan, render
 
     config = load_workflow_config(args.configfile, Path(args.directory))
     try:
@@ -61,7 +62,7 @@ def cmd_plan(args) -> int:
             gpus = parse_inventory_spec(args.gpus)
             print(f"GPUs (hypothetical): {len(gpus)} x {gpus[0].total_bytes / 2**30:.0f} GiB")
         else:
-            gpus = detect_gpus()
+            gpus = cuda_gpus()
             print(f"GPUs here: {len(gpus) or 'none'} {driver_info()}")
             for g in gpus:
                 print(f"  {g.index}: {g.name}, {g.total_bytes / 2**30:.1f} GiB total, "
@@ -87,7 +88,7 @@ def cmd_plan(args) -> int:
 def cmd_train_demo(args) -> int:
     import logging
 
-    from .demo_training import train
+    from genjudge.demo.training import train
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stats = train(args.name, args.out, Path(args.directory))

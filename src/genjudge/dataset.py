@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import InputError
+from genjudge.errors import InputError
 
 ITEM_COLUMNS = ["id", "prompt", "reference", "category"]
 

@@ -33,7 +33,7 @@ def default_lock_dir() -> Path:
     return Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "genjudge-gpu-locks")
 
 
-def detect_gpus() -> list[str]:
+def nvidia_smi_gpu_ids() -> list[str]:
     """Physical GPU indices seen by nvidia-smi, without initialising CUDA."""
     if shutil.which("nvidia-smi") is None:
         return []
@@ -60,7 +60,7 @@ def resolve_inventory(configured="auto") -> list[str]:
     A CUDA_VISIBLE_DEVICES already set limits the inventory to those devices.
     """
     if configured == "auto" or configured is None:
-        ids = detect_gpus()
+        ids = nvidia_smi_gpu_ids()
         allowed = visible_restriction()
         if allowed is not None and not ids:
             ids = allowed  # no nvidia-smi (containers): trust the caller's list

@@ -7,7 +7,7 @@ import platform
 import socket
 import time
 
-from . import atomic
+from genjudge import atomic
 
 
 def base_meta(lease) -> dict:
@@ -29,13 +29,3 @@ def finish(meta: dict, path) -> dict:
     atomic.write_json(path, meta)
     return meta
 
-
-def torch_device_info() -> dict:
-    import torch
-
-    info = {"torch": torch.__version__, "cuda_available": torch.cuda.is_available(), "devices": []}
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            props = torch.cuda.get_device_properties(i)
-            info["devices"].append({"index": i, "name": props.name, "total_memory": props.total_memory})
-    return info

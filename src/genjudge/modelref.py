@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from .errors import InputError
+from genjudge.errors import InputError
 
 _SMALL_FILE = 64 * 1024 * 1024
 _EDGE = 1024 * 1024

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .errors import InputError
+from genjudge.errors import InputError
 
 
 def shard_bounds(n_items: int, n_shards: int) -> list[tuple[int, int]]:

@@ -10,10 +10,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from .generation import Generator, GenParams, Throughput, run_batches
-from .itemstore import ItemStore, item_key
-from .modelref import fingerprint
-from .prompting import render_prompt, uses_chat_template
+from genjudge.engine.decoding import Generator, GenParams, Throughput, run_batches
+from genjudge.item_store import ItemStore, item_key
+from genjudge.modelref import fingerprint
+from genjudge.engine.prompting import render_prompt, uses_chat_template
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def resolve_batch_size(spec: dict, model, gen: Generator, prompts: list[str], le
     """The configured batch size, or for `auto` the largest that fits (probed with the longest prompt)."""
     if spec["batch_size"] != "auto":
         return int(spec["batch_size"])
-    from .batchsize import auto_batch_size
+    from genjudge.engine.batch_size import auto_batch_size
 
     longest = prompts[max(range(len(prompts)), key=lambda i: lengths[i])]
     return auto_batch_size(model, probe=lambda bs: gen.probe(longest, bs),
@@ -55,7 +55,7 @@ class PromptSet:
     """A model's tokenizer and the keyed prompts it will complete."""
 
     def __init__(self, spec: dict, kind: str, extra_key: dict | None = None, suffix: str = ""):
-        from .loading import load_tokenizer
+        from genjudge.engine.loading import load_tokenizer
 
         t0 = time.monotonic()
         self.spec = spec
@@ -88,9 +88,9 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
     t0 = time.monotonic()
     load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, None, {}, []
     if todo:
-        from .loading import load_causal_lm
-        from .memplan import job_plan, render
-        from .meta import torch_device_info
+        from genjudge.engine.loading import load_causal_lm
+        from genjudge.engine.memory_plan import job_plan, render
+        from genjudge.engine.devices import torch_device_info
 
         longest = max(len(p) for p in prompts)  # characters: an upper bound on tokens
         mplan = job_plan(pset.spec, pset.spec["batch_size"], longest + pset.params.max_new_tokens, pset.kind)

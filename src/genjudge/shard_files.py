@@ -6,9 +6,9 @@ import json
 
 import pandas as pd
 
-from . import atomic
-from .dataset import ITEM_COLUMNS
-from .errors import InputError
+from genjudge import atomic
+from genjudge.dataset import ITEM_COLUMNS
+from genjudge.errors import InputError
 
 
 def write_shard(path, items: pd.DataFrame) -> None:

@@ -8,7 +8,7 @@ import sys
 import time
 from contextlib import contextmanager
 
-from .errors import InputError
+from genjudge.errors import InputError
 
 
 @contextmanager

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from . import atomic
-from .dataset import load_items
-from .sharding import split_items
-from .shardio import write_shard
+from genjudge import atomic
+from genjudge.dataset import load_items
+from genjudge.sharding import split_items
+from genjudge.shard_files import write_shard
 
 log = logging.getLogger(__name__)
 

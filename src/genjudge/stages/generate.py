@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import atomic, meta as jobmeta
-from .inference import PromptSet, complete, completion_meta
-from .itemstore import ItemStore
-from .shardio import read_shard
+from genjudge import atomic, meta as jobmeta
+from genjudge.engine.completion import PromptSet, complete, completion_meta
+from genjudge.item_store import ItemStore
+from genjudge.shard_files import read_shard
 
 OUTPUT_COLUMNS = ["id", "prompt_sent", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason", "key"]
 

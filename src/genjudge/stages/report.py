@@ -6,9 +6,9 @@ import json
 
 import pandas as pd
 
-from . import atomic
-from .provenance import provenance
-from .stats import wilson_interval
+from genjudge import atomic
+from genjudge.provenance import provenance
+from genjudge.judging.stats import wilson_interval
 
 
 def _rate(k: int, n: int) -> dict:

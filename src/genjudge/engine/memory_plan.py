@@ -11,8 +11,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
-from .loading import device_name, device_of
+from genjudge.errors import InputError
+from genjudge.engine.devices import Gpu, cuda_gpus
+from genjudge.engine.loading import device_name, device_of
 
 GIB = 1024 ** 3
 GB = 1000 ** 3
@@ -22,14 +23,6 @@ BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "8bit": 1.0, "4bit": 0
 PRECISIONS = ["float32", "bfloat16", "8bit", "4bit"]
 # Room kept free on each GPU for activations and the CUDA context when judging fit.
 ACTIVATION_RESERVE = 0.05
-
-
-@dataclass
-class Gpu:
-    index: str
-    name: str
-    total_bytes: int
-    free_bytes: int | None = None
 
 
 def parse_inventory_spec(spec: str) -> list[Gpu]:
@@ -47,36 +40,9 @@ def job_plan(spec: dict, batch_size, seq_len: int, role: str) -> dict:
     """The plan for the GPUs this job can see, for its meta file; never fails the job."""
     try:
         bs = batch_size if isinstance(batch_size, int) else 8
-        return plan(spec, detect_gpus(), bs, seq_len, role)
+        return plan(spec, cuda_gpus(), bs, seq_len, role)
     except Exception as exc:  # noqa: BLE001 - a plan is advice, the load decides
         return {"error": f"{type(exc).__name__}: {exc}"}
-
-
-def detect_gpus() -> list[Gpu]:
-    import torch
-
-    gpus = []
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            free, total = torch.cuda.mem_get_info(i)
-            gpus.append(Gpu(str(i), torch.cuda.get_device_name(i), total, free))
-    return gpus
-
-
-def driver_info() -> dict:
-    import torch
-
-    info = {"torch_cuda": torch.version.cuda}
-    try:
-        import subprocess
-
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-        if out.returncode == 0:
-            info["driver"] = out.stdout.splitlines()[0].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return info
 
 
 def load_config(name: str, revision: str | None = None):

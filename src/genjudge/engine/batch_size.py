@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from .generation import CPU_AUTO_BATCH, is_oom
+from genjudge.engine.decoding import CPU_AUTO_BATCH, is_oom
 
 log = logging.getLogger(__name__)
 

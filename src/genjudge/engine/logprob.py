@@ -9,7 +9,7 @@ so that is refused at load time.
 
 from __future__ import annotations
 
-from .errors import InputError
+from genjudge.errors import InputError
 
 MARKER = "VERDICT:"
 LABELS = ("CORRECT", "INCORRECT")
@@ -45,7 +45,7 @@ class LogprobScorer:
 
     def _forward(self, prompts):
         import torch
-        from .loading import input_device
+        from genjudge.engine.loading import input_device
 
         enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
         enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import atomic
+from genjudge import atomic
 
 
 class MergeError(Exception):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import string
 from pathlib import Path
 
-from .dataset import is_missing
-from .errors import InputError
+from genjudge.dataset import is_missing
+from genjudge.errors import InputError
 
 FIELDS = {"reference": {"question", "reference", "candidate"},
           "score": {"question", "reference", "candidate"},

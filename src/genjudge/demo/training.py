@@ -20,11 +20,11 @@ import random
 import shutil
 from pathlib import Path
 
-from .demo_models import build_model
-from .loading import load_tokenizer
-from .prompting import render_prompt
-from .templates import load_template, render
-from .training import finetune
+from genjudge.demo.models import build_model
+from genjudge.engine.loading import load_tokenizer
+from genjudge.engine.prompting import render_prompt
+from genjudge.judging.templates import load_template, render
+from genjudge.demo.finetune import finetune
 
 WRONG_FRACTION = 0.25
 GENERATOR_STEPS = 500

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import atomic
-from .textnorm import exact_match
-from .verdicts import MODES, compile_pattern, parse_verdict
+from genjudge import atomic
+from genjudge.judging.textnorm import exact_match
+from genjudge.judging.verdicts import MODES, compile_pattern, parse_verdict
 
 # Pairwise verdicts from the candidate's side: order 0 shows it as A, order 1 as B.
 PAIR_OUTCOME = {0: {"a": "win", "b": "loss", "tie": "tie"}, 1: {"a": "loss", "b": "win", "tie": "tie"}}

@@ -15,12 +15,12 @@ import hashlib
 
 import pandas as pd
 
-from . import atomic, meta as jobmeta
-from .errors import InputError
-from .inference import PromptSet, complete, completion_meta
-from .itemstore import ItemStore
-from .templates import load_template, render
-from .textnorm import exact_match
+from genjudge import atomic, meta as jobmeta
+from genjudge.errors import InputError
+from genjudge.engine.completion import PromptSet, complete, completion_meta
+from genjudge.item_store import ItemStore
+from genjudge.judging.templates import load_template, render
+from genjudge.judging.textnorm import exact_match
 
 RAW_COLUMNS = ["id", "order", "decided_by", "judge_prompt", "judge_output", "p_correct", "judge_n_prompt_tokens",
                "judge_n_generated_tokens", "judge_finish_reason", "judge_key"]
@@ -64,7 +64,7 @@ def build_requests(gens: pd.DataFrame, spec: dict, template: str) -> list[dict]:
 
 
 def shard_slice(gens: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
-    from .sharding import shard_bounds
+    from genjudge.sharding import shard_bounds
 
     a, b = shard_bounds(len(gens), n_shards)[shard]
     return gens.iloc[a:b]
@@ -85,7 +85,7 @@ def run_judge(*, generations_path, out_path, meta_path, spec: dict, template_pat
     scorer = None
     suffix = ""
     if logprob:
-        from .logprob import MARKER, LogprobScorer
+        from genjudge.engine.logprob import MARKER, LogprobScorer
 
         if spec["mode"] != "reference":
             raise InputError("judge.verdict: logprob works with mode reference only")
@@ -93,7 +93,7 @@ def run_judge(*, generations_path, out_path, meta_path, spec: dict, template_pat
     pset = PromptSet(spec, kind="judge-logprob" if logprob else "judge", suffix=suffix,
                      extra_key={"quantization": spec.get("quantization", "none")})
     if logprob:
-        from .logprob import label_token_ids
+        from genjudge.engine.logprob import label_token_ids
 
         label_token_ids(pset.tok)  # refuse colliding labels before loading any weights
     store = ItemStore(store_dir, f"{run}-judge{shard}")

@@ -1,0 +1,1 @@
+"""The demo's small models and their training (CPU, fixed seeds)."""

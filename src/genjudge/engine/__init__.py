@@ -1,0 +1,1 @@
+"""Everything that imports torch: loading, prompting, decoding, batch size, logprob, memory plan."""

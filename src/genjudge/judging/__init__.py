@@ -1,0 +1,1 @@
+"""Torch-free judging: templates, verdict parsing, text normalisation, statistics, grading modes."""
