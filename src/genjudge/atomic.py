@@ -1,4 +1,9 @@
-"""Outputs appear atomically: written under a temporary name, fsynced, renamed."""
+"""Outputs appear atomically: written under a temporary name, fsynced, renamed.
+
+The temporary file comes from mkstemp, which creates it mode 0600 whatever the
+umask; it gets the mode an ordinary open() would have given it (0666 less the
+umask) before the rename, so that group members can read shared results.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,20 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it (os.umask can only swap it, which races threads)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @contextmanager
@@ -18,6 +37,8 @@ def atomic_path(path: str | os.PathLike):
     os.close(fd)
     try:
         yield Path(tmp)
+        # After the caller wrote it: a writer may have replaced the file.
+        os.chmod(tmp, 0o666 & ~current_umask())
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
