@@ -98,3 +98,13 @@ def test_auto_batch_size_when_out_of_memory_comes_before_the_margin():
     assert search_batch_size(trial) == int(37 * HEADROOM)
     with pytest.raises(RuntimeError, match="even a batch of 1"):
         search_batch_size(simulated_gpu(10e9, 20e9, 1e9, []))
+
+
+def test_auto_batch_size_falls_back_to_a_batch_that_ran_above_the_margin():
+    # 80 GB device, 74 GB of weights: batch 1 peaks at 94% (above the 90% margin) but runs;
+    # batch 2 runs out of memory. Batch 1 is usable and must be chosen, not refused.
+    calls = []
+    assert search_batch_size(simulated_gpu(80e9, 74e9, 1.5e9, calls), margin=0.9) == 1
+    assert calls[0] == 1
+    # Every size runs, all above the margin: still the smallest, never an error.
+    assert search_batch_size(lambda bs: 0.95, margin=0.9) == 1

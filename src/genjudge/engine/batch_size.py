@@ -2,7 +2,10 @@
 
 Grow by powers of two until a batch runs out of memory or its peak use passes
 the safety margin, binary-search between the last good and the first bad size,
-then keep 5% headroom. On CPU there is nothing to probe: a fixed size is used.
+then keep 5% headroom. A batch that ran but peaked above the margin is not
+refused outright: when no batch stays under the margin (weights alone nearly fill
+the GPUs), the smallest batch that ran is used, with a warning. On CPU there is
+nothing to probe: a fixed size is used.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ def search_batch_size(trial: Callable[[int], float], margin: float = 0.9, limit:
     """trial(bs) runs a batch and returns its peak memory as a fraction of capacity
     (the maximum over the job's devices), or raises an out-of-memory error."""
 
+    ran_above_margin: dict[int, float] = {}  # sizes that ran without OOM but peaked above the margin
+
     def fits(bs: int) -> bool:
         try:
             used = trial(bs)
@@ -28,7 +33,10 @@ def search_batch_size(trial: Callable[[int], float], margin: float = 0.9, limit:
             if not is_oom(exc):
                 raise
             return False
-        return used <= margin
+        if used > margin:
+            ran_above_margin[bs] = used
+            return False
+        return True
 
     good, bad = 0, None
     bs = 1
@@ -40,7 +48,14 @@ def search_batch_size(trial: Callable[[int], float], margin: float = 0.9, limit:
             bad = bs
             break
     if good == 0:
-        raise RuntimeError("even a batch of 1 does not fit in GPU memory: use more GPUs or quantization")
+        if not ran_above_margin:
+            raise RuntimeError("even a batch of 1 does not fit in GPU memory: use more GPUs or quantization")
+        # The doubling stops at the first size above the margin, so this is the batch of 1.
+        bs = max(ran_above_margin)
+        log.warning("batch_size auto: even a batch of %d peaks at %.0f%% of GPU memory, above the %.0f%% margin; "
+                    "using %d (it ran without running out of memory)",
+                    bs, ran_above_margin[bs] * 100, margin * 100, bs)
+        return bs
     if bad is None:
         return max(1, int(good * HEADROOM))
     while bad - good > 1:
