@@ -1,37 +1,56 @@
 """GPU leases with real processes, real flocks and real kills."""
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
-from genjudge.gpu_lease import acquire, lease_status, resolve_inventory
+import fake_nvidia_smi
+from fake_nvidia_smi import UUID0, UUID1
+from genjudge.gpu_lease import acquire, lease_status, nvidia_smi_gpus, resolve_inventory
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 HOLDER = textwrap.dedent("""
     import sys, time
     from genjudge.gpu_lease import acquire
-    lease = acquire(int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], label="holder")
+    lease = acquire(int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], label=sys.argv[4])
     print(lease.cuda_visible_devices, flush=True)
     time.sleep(600)
 """)
 
 
-def start_holder(n, inventory, lock_dir):
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")}
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(n), ",".join(inventory), str(lock_dir)],
-                            stdout=subprocess.PIPE, text=True, env=env)
+def child_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")}
+    env["PYTHONPATH"] = SRC
+    env.update(extra)
+    return env
+
+
+def start_holder(n, inventory, lock_dir, label="holder", python=sys.executable, **popen):
+    proc = subprocess.Popen([python, "-c", HOLDER, str(n), ",".join(inventory), str(lock_dir), label],
+                            stdout=subprocess.PIPE, text=True, env=child_env(), **popen)
     devices = proc.stdout.readline().strip()
     return proc, devices
 
 
+def stop(*procs):
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
 @pytest.fixture(autouse=True)
 def no_outer_pinning(monkeypatch):
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def test_sigkilled_holder_releases_its_gpu_without_cleanup(tmp_path):
@@ -49,8 +68,7 @@ def test_sigkilled_holder_releases_its_gpu_without_cleanup(tmp_path):
         assert time.monotonic() - t0 < 5
         lease.release()
     finally:
-        proc.kill()
-        proc.wait()
+        stop(proc)
 
 
 def test_two_gpu_lease_is_all_or_nothing_and_skips_held_devices(tmp_path):
@@ -66,9 +84,7 @@ def test_two_gpu_lease_is_all_or_nothing_and_skips_held_devices(tmp_path):
         status = lease_status(["0", "1", "2", "3"], tmp_path)
         assert status["3"] is None and all(status[g] for g in "012")
     finally:
-        for p in (a, b):
-            p.kill()
-            p.wait()
+        stop(a, b)
 
 
 def test_inventory_is_limited_by_an_outer_cuda_visible_devices(monkeypatch):
@@ -80,14 +96,70 @@ def test_inventory_is_limited_by_an_outer_cuda_visible_devices(monkeypatch):
     assert resolve_inventory([0, 1, 2, 3]) == []
 
 
+# --- device ids: indices, GPU UUIDs, MIG UUIDs ------------------------------------------------
+
+
+def test_uuid_and_mig_ids_in_cuda_visible_devices_make_the_inventory(tmp_path, monkeypatch):
+    smi = fake_nvidia_smi.install(tmp_path / "bin", monkeypatch)
+    assert resolve_inventory("auto") == ["0", "1"]
+    assert "--query-gpu=index,uuid" in smi.with_name("nvidia-smi.calls").read_text()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", UUID1)
+    assert resolve_inventory("auto") == [UUID1]  # the id the user gave, not an empty inventory
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{UUID0[:12]},{UUID1}")  # CUDA takes unique prefixes
+    assert resolve_inventory("auto") == [UUID0[:12], UUID1]
+    mig = "MIG-9a7b3c2d-11e2-5f60-a1b2-c3d4e5f60718"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", mig)
+    assert resolve_inventory("auto") == [mig]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-00000000-dead-beef-0000-000000000000")
+    assert resolve_inventory("auto") == []  # no such board
+    # A configured inventory of indices, limited by an outer UUID: the board it names.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", UUID1)
+    assert resolve_inventory([0, 1]) == ["1"]
+
+
+def test_a_uuid_lease_excludes_the_same_board_leased_by_index(tmp_path, monkeypatch):
+    fake_nvidia_smi.install(tmp_path / "bin", monkeypatch)
+    locks = tmp_path / "locks"
+    proc, devices = start_holder(1, ["0", "1"], locks)  # another workflow names board 0 by index
+    try:
+        assert devices == "0"
+        lease = acquire(1, [UUID0, UUID1], locks, timeout=5)
+        assert lease.devices == [UUID1]
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == UUID1
+        # Indices and meta ids name the boards nvidia-smi shows, not CUDA's fastest-first order.
+        assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+        lease.release()
+    finally:
+        stop(proc)
+
+
+def test_a_failing_nvidia_smi_is_reported_and_hides_every_gpu(tmp_path, monkeypatch, caplog):
+    fake_nvidia_smi.install(tmp_path / "bin", monkeypatch, stdout="", exit_code=9,
+                            stderr="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver")
+    with caplog.at_level(logging.WARNING, logger="genjudge.gpu_lease"):
+        assert resolve_inventory("auto") == []
+    assert any(r.levelno == logging.WARNING and "couldn't communicate" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    fake_nvidia_smi.install(tmp_path / "bin2", monkeypatch, sleep=5)
+    with caplog.at_level(logging.WARNING, logger="genjudge.gpu_lease"):
+        t0 = time.monotonic()
+        assert nvidia_smi_gpus(timeout=0.5) == []
+        assert time.monotonic() - t0 < 4
+    assert any(r.levelno == logging.WARNING and "nvidia-smi" in r.getMessage() for r in caplog.records)
+
+
+def test_no_gpus_runs_on_cpu_and_hides_every_gpu(tmp_path, monkeypatch):
+    lease = acquire(1, [], tmp_path)
+    assert lease.source == "none" and lease.devices == []
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""  # not "every GPU of the machine"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    lease = acquire(0, ["0", "1"], tmp_path)
+    assert lease.source == "none" and os.environ["CUDA_VISIBLE_DEVICES"] == ""
+
+
 def test_inside_slurm_nothing_is_leased(monkeypatch, tmp_path):
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     lease = acquire(1, ["0", "1"], tmp_path)
     assert lease.source == "slurm" and lease.devices == ["1"]
     assert not list(tmp_path.glob("gpu-*.lock"))
-
-
-def test_no_gpus_runs_on_cpu_and_hides_nothing(tmp_path):
-    lease = acquire(1, [], tmp_path)
-    assert lease.source == "none" and lease.devices == []

@@ -7,6 +7,16 @@ process exits for any reason, SIGKILL included, so no lease can go stale.
 Scanning for free GPUs happens under one allocation lock, so a job either gets
 all the GPUs it asks for or none, and two workflows on one machine sharing the
 lock directory never hand out the same GPU twice.
+
+Device ids are what CUDA_VISIBLE_DEVICES takes: nvidia-smi indices ("0"), GPU
+UUIDs ("GPU-...", or a unique prefix) and MIG UUIDs ("MIG-..."), kept as the
+user gave them. Indices name nvidia-smi's (PCI bus) order, so a lease also sets
+CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA's default, fastest first, can differ on a
+machine with mixed boards. A GPU UUID is locked under its nvidia-smi index, so
+two workflows naming one board differently still exclude each other.
+
+A job that gets no GPU (none asked, or none in the inventory) sees none:
+CUDA_VISIBLE_DEVICES is set to "", never left unset (which means "all").
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -25,6 +36,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 LOCK_DIR_ENV = "GENJUDGE_LOCK_DIR"
+NVIDIA_SMI_TIMEOUT = 30.0
 
 
 def default_lock_dir() -> Path:
@@ -33,16 +45,41 @@ def default_lock_dir() -> Path:
     return Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "genjudge-gpu-locks")
 
 
-def nvidia_smi_gpu_ids() -> list[str]:
-    """Physical GPU indices seen by nvidia-smi, without initialising CUDA."""
-    if shutil.which("nvidia-smi") is None:
-        return []
+def nvidia_smi_gpus(timeout: float = NVIDIA_SMI_TIMEOUT) -> list[tuple[str, str]] | None:
+    """(index, uuid) of every GPU nvidia-smi sees, without initialising CUDA.
+
+    None when there is no nvidia-smi (a container without GPUs). An nvidia-smi
+    that fails or hangs is logged as a warning and yields [] (no usable GPU).
+    """
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    cmd = [exe, "--query-gpu=index,uuid", "--format=csv,noheader"]
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
-    except (subprocess.SubprocessError, OSError):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        log.warning("nvidia-smi did not answer within %.0fs: no GPU will be used", timeout)
         return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    except OSError as exc:
+        log.warning("nvidia-smi could not be run (%s): no GPU will be used", exc)
+        return []
+    if proc.returncode != 0:
+        detail = (proc.stderr.strip() or proc.stdout.strip())[-500:]
+        log.warning("nvidia-smi failed (exit %d): %s; no GPU will be used", proc.returncode, detail)
+        return []
+    gpus = []
+    for line in proc.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1]:
+            gpus.append((parts[0], parts[1]))
+        elif line.strip():
+            log.warning("nvidia-smi printed an unexpected line, ignored: %r", line)
+    return gpus
+
+
+def nvidia_smi_gpu_ids() -> list[str]:
+    """Physical GPU indices seen by nvidia-smi."""
+    return [index for index, _ in nvidia_smi_gpus() or []]
 
 
 def visible_restriction() -> list[str] | None:
@@ -53,25 +90,57 @@ def visible_restriction() -> list[str] | None:
     return [x.strip() for x in value.split(",") if x.strip() and x.strip() != "-1"]
 
 
+def _uuid_index(given: str, table: list[tuple[str, str]]) -> str | None:
+    """The index of the GPU whose UUID is `given` or starts with it (CUDA accepts unique prefixes)."""
+    hits = [index for index, uuid in table if uuid == given] or \
+           [index for index, uuid in table if uuid.startswith(given)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _board(device: str, table: list[tuple[str, str]] | None) -> str:
+    """One name per physical device: the nvidia-smi index for a known GPU UUID, else the id itself."""
+    if device.startswith("GPU-") and table:
+        return _uuid_index(device, table) or device
+    return device
+
+
+def _known(device: str, table: list[tuple[str, str]]) -> bool:
+    if device.isdigit():
+        return any(index == device for index, _ in table)
+    if device.startswith("GPU-"):
+        return _uuid_index(device, table) is not None
+    # MIG instances are not listed by --query-gpu; CUDA itself rejects unknown ones.
+    return device.startswith("MIG-")
+
+
 def resolve_inventory(configured="auto") -> list[str]:
     """GPU ids this machine offers to the workflow.
 
     `configured` is "auto" (nvidia-smi), a list of ids, or an int n (ids 0..n-1).
-    A CUDA_VISIBLE_DEVICES already set limits the inventory to those devices.
+    A CUDA_VISIBLE_DEVICES already set limits the inventory to those devices,
+    which may be indices, GPU UUIDs or MIG UUIDs; their ids are kept as given.
     """
+    allowed = visible_restriction()
     if configured == "auto" or configured is None:
-        ids = nvidia_smi_gpu_ids()
-        allowed = visible_restriction()
-        if allowed is not None and not ids:
-            ids = allowed  # no nvidia-smi (containers): trust the caller's list
-    elif isinstance(configured, int):
+        table = nvidia_smi_gpus()
+        if allowed is None:
+            return [index for index, _ in table or []]
+        if not table:
+            return allowed  # no nvidia-smi to check against (containers): trust the caller's list
+        kept = [d for d in allowed if _known(d, table)]
+        if len(kept) != len(allowed):
+            log.warning("CUDA_VISIBLE_DEVICES names devices nvidia-smi does not show, left out: %s",
+                        [d for d in allowed if d not in kept])
+        return kept
+    if isinstance(configured, int):
         ids = [str(i) for i in range(configured)]
     else:
         ids = [str(x) for x in configured]
-    allowed = visible_restriction()
-    if allowed is not None:
-        ids = [i for i in ids if i in allowed]
-    return ids
+    if allowed is None:
+        return ids
+    table = nvidia_smi_gpus() if any(d.startswith("GPU-") for d in allowed + ids) else None
+    boards = {_board(d, table) for d in allowed}
+    return [i for i in ids if _board(i, table) in boards]
 
 
 def in_slurm_allocation() -> bool:
@@ -122,27 +191,45 @@ def _try_lock(fd: int) -> bool:
         return False
 
 
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def _gpu_file(lock_dir: Path, board: str) -> Path:
+    return lock_dir / f"gpu-{_safe(board)}.lock"
+
+
 def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | None = None,
             label: str = "", poll_seconds: float = 0.5, timeout: float | None = None) -> Lease:
     """Lease `n_gpus` GPUs from `inventory` and pin this process to them.
 
     Call before anything imports torch. Inside a SLURM allocation the GPUs are
     SLURM's (it sets CUDA_VISIBLE_DEVICES) and nothing is leased. With no GPUs
-    in the inventory the job runs on CPU; a job that asks for none on a machine
-    that has some gets CUDA hidden, so it cannot land on a GPU another job holds.
+    in the inventory the job runs on CPU, with CUDA hidden (CUDA_VISIBLE_DEVICES=""),
+    so that it cannot land on a GPU another job holds.
     """
     if in_slurm_allocation():
         devices = visible_restriction() or []
         log.info("inside SLURM job %s: using the GPUs SLURM assigned: %s",
                  os.environ["SLURM_JOB_ID"], ",".join(devices) or "none")
         return Lease(devices=devices, source="slurm")
+    inventory = [str(x) for x in inventory]
     if n_gpus <= 0 or not inventory:
-        if inventory:
-            os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        log.info("no GPUs leased (asked %d, inventory %s): running on CPU", n_gpus, inventory)
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        if n_gpus > 0:
+            log.warning("the job asks for %d GPU(s) but the inventory is empty: running on CPU, CUDA hidden",
+                        n_gpus)
+        else:
+            log.info("no GPU asked for: running on CPU, CUDA hidden")
         return Lease(devices=[], source="none")
-    if n_gpus > len(inventory):
-        raise RuntimeError(f"job needs {n_gpus} GPUs but the inventory has only {len(inventory)}: {inventory}")
+
+    table = nvidia_smi_gpus() if any(d.startswith("GPU-") for d in inventory) else None
+    pairs: dict[str, str] = {}  # board -> device id as given; one entry per physical device
+    for device in inventory:
+        pairs.setdefault(_board(device, table), device)
+    boards, devices_by_board = list(pairs), pairs
+    if n_gpus > len(boards):
+        raise RuntimeError(f"job needs {n_gpus} GPUs but the inventory has only {len(boards)}: {inventory}")
 
     lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()
     old = os.umask(0)
@@ -158,10 +245,10 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
             fcntl.flock(alloc_fd, fcntl.LOCK_EX)  # serialise scans; held for microseconds
             held: list[tuple[str, int]] = []
             try:
-                for gpu in inventory:
-                    fd = _open_lock(lock_dir / f"gpu-{gpu}.lock")
+                for board in boards:
+                    fd = _open_lock(_gpu_file(lock_dir, board))
                     if _try_lock(fd):
-                        held.append((gpu, fd))
+                        held.append((board, fd))
                         if len(held) == n_gpus:
                             break
                     else:
@@ -188,7 +275,8 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
     for _, fd in held:
         os.ftruncate(fd, 0)
         os.pwrite(fd, info.encode(), 0)
-    devices = [gpu for gpu, _ in held]
+    devices = [devices_by_board[board] for board, _ in held]
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
     waited = time.monotonic() - start
     log.info("leased GPU(s) %s after %.1fs; CUDA_VISIBLE_DEVICES=%s", devices, waited, ",".join(devices))
@@ -198,9 +286,11 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
 def lease_status(inventory: list[str], lock_dir=None) -> dict[str, str | None]:
     """Who holds each GPU right now (None when free); for `genjudge gpus`."""
     lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()
+    inventory = [str(x) for x in inventory]
+    table = nvidia_smi_gpus() if any(d.startswith("GPU-") for d in inventory) else None
     status = {}
     for gpu in inventory:
-        path = lock_dir / f"gpu-{gpu}.lock"
+        path = _gpu_file(lock_dir, _board(gpu, table))
         if not path.exists():
             status[gpu] = None
             continue
