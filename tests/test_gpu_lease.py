@@ -157,9 +157,25 @@ def test_no_gpus_runs_on_cpu_and_hides_every_gpu(tmp_path, monkeypatch):
     assert lease.source == "none" and os.environ["CUDA_VISIBLE_DEVICES"] == ""
 
 
-def test_inside_slurm_nothing_is_leased(monkeypatch, tmp_path):
+# --- SLURM ------------------------------------------------------------------------------------
+
+
+def test_under_the_slurm_executor_nothing_is_leased(monkeypatch, tmp_path):
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    lease = acquire(1, ["0", "1"], tmp_path)
+    lease = acquire(1, ["0", "1"], tmp_path, slurm_executor=True)
     assert lease.source == "slurm" and lease.devices == ["1"]
     assert not list(tmp_path.glob("gpu-*.lock"))
+
+
+def test_inside_an_allocation_with_the_local_executor_jobs_lease(monkeypatch, tmp_path):
+    # snakemake started inside salloc/sbatch: SLURM_JOB_ID is set, but the jobs share the allocation's GPUs.
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    first = acquire(1, ["0", "1"], tmp_path, slurm_executor=False)
+    try:
+        assert first.source == "lease" and first.devices == ["0"]
+        second = acquire(1, ["0", "1"], tmp_path, slurm_executor=False, timeout=1)
+        assert second.devices == ["1"]
+        second.release()
+    finally:
+        first.release()

@@ -200,18 +200,24 @@ def _gpu_file(lock_dir: Path, board: str) -> Path:
 
 
 def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | None = None,
-            label: str = "", poll_seconds: float = 0.5, timeout: float | None = None) -> Lease:
+            label: str = "", poll_seconds: float = 0.5, timeout: float | None = None, *,
+            slurm_executor: bool | None = None) -> Lease:
     """Lease `n_gpus` GPUs from `inventory` and pin this process to them.
 
-    Call before anything imports torch. Inside a SLURM allocation the GPUs are
-    SLURM's (it sets CUDA_VISIBLE_DEVICES) and nothing is leased. With no GPUs
-    in the inventory the job runs on CPU, with CUDA hidden (CUDA_VISIBLE_DEVICES=""),
-    so that it cannot land on a GPU another job holds.
+    Call before anything imports torch. Under Snakemake's SLURM executor the
+    GPUs are SLURM's (it sets CUDA_VISIBLE_DEVICES) and nothing is leased; with
+    the local executor inside an allocation (salloc, sbatch) the jobs share the
+    allocation's GPUs and lease them like on any machine. `slurm_executor` says
+    which; None falls back to "SLURM_JOB_ID is set", which cannot tell the two
+    apart. With no GPUs in the inventory the job runs on CPU, with CUDA hidden
+    (CUDA_VISIBLE_DEVICES=""), so that it cannot land on a GPU another job holds.
     """
-    if in_slurm_allocation():
+    if slurm_executor is None:
+        slurm_executor = in_slurm_allocation()
+    if slurm_executor:
         devices = visible_restriction() or []
-        log.info("inside SLURM job %s: using the GPUs SLURM assigned: %s",
-                 os.environ["SLURM_JOB_ID"], ",".join(devices) or "none")
+        log.info("SLURM job %s: using the GPUs SLURM assigned: %s",
+                 os.environ.get("SLURM_JOB_ID", "?"), ",".join(devices) or "none")
         return Lease(devices=devices, source="slurm")
     inventory = [str(x) for x in inventory]
     if n_gpus <= 0 or not inventory:
