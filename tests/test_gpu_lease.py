@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -179,3 +180,109 @@ def test_inside_an_allocation_with_the_local_executor_jobs_lease(monkeypatch, tm
         second.release()
     finally:
         first.release()
+
+
+# --- the lock directory -----------------------------------------------------------------------
+
+
+def test_the_default_lock_directory_does_not_follow_tmpdir(tmp_path):
+    code = "from genjudge.gpu_lease import default_lock_dir; print(default_lock_dir())"
+    env = child_env()
+    env.pop("GENJUDGE_LOCK_DIR", None)
+    out = [subprocess.run([sys.executable, "-c", code], env={**env, "TMPDIR": str(tmp_path / d)},
+                          capture_output=True, text=True, check=True).stdout.strip()
+           for d in ("alice", "bob")]
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "bob").mkdir()
+    out += [subprocess.run([sys.executable, "-c", code], env={**env, "TMPDIR": str(tmp_path / d)},
+                           capture_output=True, text=True, check=True).stdout.strip()
+            for d in ("alice", "bob")]
+    assert len(set(out)) == 1 and not out[0].startswith(str(tmp_path)), out
+    override = subprocess.run([sys.executable, "-c", code], env={**env, "GENJUDGE_LOCK_DIR": str(tmp_path)},
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert override == str(tmp_path)
+
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def protected_regular():
+    """fs.protected_regular=1 (systemd's default) for the test, where this machine lets us set it."""
+    path = Path("/proc/sys/fs/protected_regular")
+    try:
+        old = path.read_text().strip()
+    except OSError:
+        pytest.skip("no fs.protected_regular here")
+    if old != "1":
+        try:
+            path.write_text("1")
+        except OSError:
+            pytest.skip("fs.protected_regular is 0 and cannot be set here")
+    try:
+        yield
+    finally:
+        if old != "1":
+            path.write_text(old)
+
+
+@pytest.fixture
+def shared_dir():
+    """A mode-1777 directory that another user can reach (pytest's tmp_path is 0700)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as a second user")
+    d = Path(tempfile.mkdtemp(prefix="genjudge-locks-", dir="/tmp"))
+    d.chmod(0o1777)
+    yield d
+    for p in d.iterdir():
+        p.unlink()
+    d.rmdir()
+
+
+def python_for_nobody():
+    """An interpreter another user may run (this one may live under root's 0700 home); the lease needs only the stdlib."""
+    for candidate in (os.path.realpath(sys.executable), "/usr/bin/python3", "/usr/local/bin/python3"):
+        try:
+            subprocess.run([candidate, "-c", ""], preexec_fn=as_nobody, check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            continue
+        return candidate
+    pytest.skip("no Python interpreter that another user can run")
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def test_lock_files_of_another_user_open_under_protected_regular(protected_regular, shared_dir):
+    # Lock files left by another user, one of them not writable by us (an older umask).
+    for name, mode in (("allocate.lock", 0o666), ("gpu-0.lock", 0o666), ("gpu-1.lock", 0o644)):
+        (shared_dir / name).touch()
+        os.chown(shared_dir / name, NOBODY, NOBODY)
+        os.chmod(shared_dir / name, mode)
+    lease = acquire(2, ["0", "1"], shared_dir, timeout=2)
+    assert lease.devices == ["0", "1"]
+    assert "pid=" in lease_status(["0"], shared_dir)["0"]
+    lease.release()
+
+
+def test_a_second_user_leases_beside_the_first(protected_regular, shared_dir):
+    mine = acquire(1, ["0", "1"], shared_dir, timeout=2)  # creates allocate.lock, gpu-0.lock as root
+    try:
+        proc, devices = start_holder(1, ["0", "1"], shared_dir, label="nobody", python=python_for_nobody(),
+                                     preexec_fn=as_nobody)
+        try:
+            assert devices == "1"
+            status = lease_status(["0", "1"], shared_dir)
+            assert f"pid={proc.pid}" in status["1"] and "job=nobody" in status["1"]
+        finally:
+            stop(proc)
+    finally:
+        mine.release()
+    # gpu-1.lock now belongs to the other user; we still lease it.
+    assert (shared_dir / "gpu-1.lock").stat().st_uid == NOBODY
+    lease = acquire(2, ["0", "1"], shared_dir, timeout=2)
+    assert lease.devices == ["0", "1"]
+    lease.release()

@@ -28,7 +28,6 @@ import re
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,13 +35,24 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 LOCK_DIR_ENV = "GENJUDGE_LOCK_DIR"
+
+# A fixed path, not $TMPDIR: clusters often give each user (or each SLURM job) a
+# TMPDIR of their own, and users with different lock directories would share a
+# GPU. /tmp is on every machine, local to it, and writable by all its users.
+# Not /dev/shm: systemd-logind (RemoveIPC=yes) deletes a user's files there when
+# their last session ends, and a lock file deleted while held lets the next job
+# in beside its holder. Not the workflow directory: it may be a network
+# filesystem, where flock is unreliable, and it is not shared between workflows.
+DEFAULT_LOCK_DIR = Path("/tmp/genjudge-gpu-locks")
+
 NVIDIA_SMI_TIMEOUT = 30.0
 
 
 def default_lock_dir() -> Path:
-    # Must be local to the machine and shared by all its users: not the
-    # (possibly network-mounted) workflow directory, not a per-user runtime dir.
-    return Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "genjudge-gpu-locks")
+    return Path(os.environ.get(LOCK_DIR_ENV) or DEFAULT_LOCK_DIR)
+
+
+# --- inventory ------------------------------------------------------------------------------
 
 
 def nvidia_smi_gpus(timeout: float = NVIDIA_SMI_TIMEOUT) -> list[tuple[str, str]] | None:
@@ -147,6 +157,107 @@ def in_slurm_allocation() -> bool:
     return bool(os.environ.get("SLURM_JOB_ID"))
 
 
+# --- lock files -----------------------------------------------------------------------------
+
+
+def _open_lock(path: Path) -> int:
+    """A descriptor on `path` to flock, created when missing.
+
+    An existing file is never opened with O_CREAT: under fs.protected_regular
+    (systemd's default) that fails on another user's file in a sticky directory,
+    even when its mode would let us write. flock works on a read-only descriptor,
+    the fallback for another user's file we may not write.
+    """
+    for _ in range(50):
+        try:
+            return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except PermissionError:
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            pass
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue  # another process created it in between: open theirs
+        except PermissionError as exc:
+            raise PermissionError(f"cannot create {path}: the GPU lock directory must be writable by every "
+                                  f"user of the machine (mode 1777), or set {LOCK_DIR_ENV}") from exc
+        os.fchmod(fd, 0o666)  # whatever our umask: other users' jobs open it read-write
+        return fd
+    raise RuntimeError(f"cannot open the lock file {path} (a dangling symlink?)")
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _lock_path(path: Path) -> int | None:
+    """A descriptor holding an exclusive flock on `path`, or None when another process holds it."""
+    fd = _open_lock(path)
+    if _try_lock(fd):
+        try:  # the file we locked is still the one at `path` (not removed by a cleaner meanwhile)
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+    os.close(fd)
+    return None
+
+
+def _held_by(path: Path) -> str | None:
+    """The holder's description when `path` is locked by another process, None when free or missing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        if _try_lock(fd):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        return os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "held"
+    finally:
+        os.close(fd)
+
+
+def _write_info(fd: int, info: str) -> None:
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info.encode(), 0)
+    except OSError:
+        pass  # another user's file opened read-only: the lock holds, the description is older
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def _gpu_file(lock_dir: Path, board: str) -> Path:
+    return lock_dir / f"gpu-{_safe(board)}.lock"
+
+
+def _prepare(lock_dir) -> Path:
+    lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()
+    try:
+        lock_dir.mkdir(parents=True)
+    except FileExistsError:
+        return lock_dir
+    os.chmod(lock_dir, 0o1777)  # ours: shared with every user's jobs, each deleting only its own files
+    return lock_dir
+
+
+def _holder_info(label: str) -> str:
+    return (f"pid={os.getpid()} host={socket.gethostname()} "
+            f"since={time.strftime('%Y-%m-%dT%H:%M:%S')} job={label}\n")
+
+
+# --- leases ---------------------------------------------------------------------------------
+
+
 @dataclass
 class Lease:
     """GPUs held by this process; `devices` is what CUDA_VISIBLE_DEVICES was set to."""
@@ -173,30 +284,6 @@ class Lease:
 
     def __exit__(self, *exc):
         self.release()
-
-
-def _open_lock(path: Path) -> int:
-    old = os.umask(0)
-    try:
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    finally:
-        os.umask(old)
-
-
-def _try_lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
-
-
-def _gpu_file(lock_dir: Path, board: str) -> Path:
-    return lock_dir / f"gpu-{_safe(board)}.lock"
 
 
 def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | None = None,
@@ -236,33 +323,28 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
     boards, devices_by_board = list(pairs), pairs
     if n_gpus > len(boards):
         raise RuntimeError(f"job needs {n_gpus} GPUs but the inventory has only {len(boards)}: {inventory}")
-
-    lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()
-    old = os.umask(0)
-    try:
-        lock_dir.mkdir(parents=True, exist_ok=True, mode=0o1777)
-    finally:
-        os.umask(old)
+    lock_dir = _prepare(lock_dir)
     alloc_fd = _open_lock(lock_dir / "allocate.lock")
     start = time.monotonic()
     announced = False
+    held: list[tuple[str, int]] = []
     try:
         while True:
-            fcntl.flock(alloc_fd, fcntl.LOCK_EX)  # serialise scans; held for microseconds
-            held: list[tuple[str, int]] = []
+            fcntl.flock(alloc_fd, fcntl.LOCK_EX)  # serialise scans; held for milliseconds
             try:
                 for board in boards:
-                    fd = _open_lock(_gpu_file(lock_dir, board))
-                    if _try_lock(fd):
+                    fd = _lock_path(_gpu_file(lock_dir, board))
+                    if fd is not None:
                         held.append((board, fd))
                         if len(held) == n_gpus:
                             break
-                    else:
-                        os.close(fd)
-                if len(held) < n_gpus:
+                if len(held) == n_gpus:
+                    info = _holder_info(label)
                     for _, fd in held:
-                        fcntl.flock(fd, fcntl.LOCK_UN)
-                        os.close(fd)
+                        _write_info(fd, info)
+                else:
+                    for _, fd in held:
+                        os.close(fd)  # closing the only descriptor drops its flock
                     held = []
             finally:
                 fcntl.flock(alloc_fd, fcntl.LOCK_UN)
@@ -277,10 +359,6 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
     finally:
         os.close(alloc_fd)
 
-    info = f"pid={os.getpid()} host={socket.gethostname()} since={time.time():.3f} job={label}\n"
-    for _, fd in held:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, info.encode(), 0)
     devices = [devices_by_board[board] for board, _ in held]
     os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
@@ -294,19 +372,4 @@ def lease_status(inventory: list[str], lock_dir=None) -> dict[str, str | None]:
     lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()
     inventory = [str(x) for x in inventory]
     table = nvidia_smi_gpus() if any(d.startswith("GPU-") for d in inventory) else None
-    status = {}
-    for gpu in inventory:
-        path = _gpu_file(lock_dir, _board(gpu, table))
-        if not path.exists():
-            status[gpu] = None
-            continue
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            if _try_lock(fd):
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                status[gpu] = None
-            else:
-                status[gpu] = path.read_text().strip() or "held"
-        finally:
-            os.close(fd)
-    return status
+    return {device: _held_by(_gpu_file(lock_dir, _board(device, table))) for device in inventory}
