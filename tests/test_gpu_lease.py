@@ -26,10 +26,31 @@ HOLDER = textwrap.dedent("""
     time.sleep(600)
 """)
 
+# Keeps taking one GPU for a short while, releasing it and coming back at once:
+# shards arriving one after another.
+CHURNER = textwrap.dedent("""
+    import sys, time
+    from genjudge.gpu_lease import acquire
+    print("started", flush=True)
+    while True:
+        lease = acquire(1, sys.argv[1].split(","), sys.argv[2], label="churner", poll_seconds=0.01)
+        time.sleep(0.3)
+        lease.release()
+""")
+
+WAITER = textwrap.dedent("""
+    import sys
+    from genjudge.gpu_lease import acquire
+    print("waiting", flush=True)
+    lease = acquire(int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], label="waiter",
+                    poll_seconds=0.05, queue_after=0)
+    print(lease.cuda_visible_devices, flush=True)
+""")
+
 
 def child_env(**extra):
     env = {k: v for k, v in os.environ.items()
-           if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")}
+           if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "GENJUDGE_LEASE_TIMEOUT")}
     env["PYTHONPATH"] = SRC
     env.update(extra)
     return env
@@ -50,7 +71,7 @@ def stop(*procs):
 
 @pytest.fixture(autouse=True)
 def no_outer_pinning(monkeypatch):
-    for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SLURM_JOB_ID"):
+    for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SLURM_JOB_ID", "GENJUDGE_LEASE_TIMEOUT"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -286,3 +307,63 @@ def test_a_second_user_leases_beside_the_first(protected_regular, shared_dir):
     lease = acquire(2, ["0", "1"], shared_dir, timeout=2)
     assert lease.devices == ["0", "1"]
     lease.release()
+
+
+# --- waiting ------------------------------------------------------------------------------------
+
+
+def test_a_waiting_job_reports_the_holders_and_its_timeout_names_them(tmp_path, monkeypatch, caplog):
+    proc, _ = start_holder(1, ["0"], tmp_path, label="run/generate/3")
+    try:
+        with caplog.at_level(logging.INFO, logger="genjudge.gpu_lease"):
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError) as err:
+                acquire(1, ["0"], tmp_path, poll_seconds=0.05, timeout=2.2, report_every=1)
+            assert 2.2 <= time.monotonic() - t0 < 4
+        assert f"pid={proc.pid}" in str(err.value) and "job=run/generate/3" in str(err.value)
+        reports = [r for r in caplog.records if "job=run/generate/3" in r.getMessage()]
+        assert len(reports) >= 3  # at the start, then every second
+        monkeypatch.setenv("GENJUDGE_LEASE_TIMEOUT", "0.5")
+        with pytest.raises(TimeoutError, match="job=run/generate/3"):
+            acquire(1, ["0"], tmp_path, poll_seconds=0.05)
+    finally:
+        stop(proc)
+
+
+def test_a_job_waiting_for_every_gpu_is_not_starved_by_one_gpu_jobs(tmp_path):
+    inventory = "0,1"
+    churners = []
+    try:
+        for _ in range(3):  # three one-GPU jobs for two GPUs: a freed GPU never stays free
+            p = subprocess.Popen([sys.executable, "-c", CHURNER, inventory, str(tmp_path)],
+                                 stdout=subprocess.PIPE, text=True, env=child_env())
+            assert p.stdout.readline().strip() == "started"
+            churners.append(p)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        lease = acquire(2, ["0", "1"], tmp_path, label="judge", poll_seconds=0.05, timeout=10, queue_after=0.5)
+        assert lease.devices == ["0", "1"]
+        assert time.monotonic() - t0 < 5
+        lease.release()
+    finally:
+        stop(*churners)
+
+
+def test_a_queued_waiter_keeps_its_place_and_a_killed_one_leaves_nothing_behind(tmp_path):
+    holder, devices = start_holder(1, ["0", "1"], tmp_path)
+    waiter = subprocess.Popen([sys.executable, "-c", WAITER, "2", "0,1", str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True, env=child_env())
+    try:
+        assert devices == "0" and waiter.stdout.readline().strip() == "waiting"
+        time.sleep(1.0)  # the waiter has queued for both GPUs
+        # GPU 1 is free, but the job queued first needs it: a later one-GPU job waits behind it.
+        with pytest.raises(TimeoutError, match="job=waiter"):
+            acquire(1, ["0", "1"], tmp_path, poll_seconds=0.05, timeout=1)
+        waiter.send_signal(signal.SIGKILL)
+        waiter.wait()
+        # The killed waiter's place in the queue went with it.
+        lease = acquire(1, ["0", "1"], tmp_path, poll_seconds=0.05, timeout=2)
+        assert lease.devices == ["1"]
+        lease.release()
+    finally:
+        stop(holder, waiter)

@@ -17,6 +17,15 @@ two workflows naming one board differently still exclude each other.
 
 A job that gets no GPU (none asked, or none in the inventory) sees none:
 CUDA_VISIBLE_DEVICES is set to "", never left unset (which means "all").
+
+Waiting: a job that finds too few free GPUs polls, and logs who holds them
+when it starts waiting and every `report_every` seconds; an optional timeout
+(argument, or GENJUDGE_LEASE_TIMEOUT seconds) fails naming them. A job that
+has waited `queue_after` seconds takes a place in a queue: a flock'ed file
+per waiter, ordered by when it started waiting. Later jobs may not take GPUs
+that a waiter ahead of them needs, so a job asking for every GPU is not starved
+by one-GPU jobs that keep arriving. A killed waiter's file stays behind, but
+its flock is gone and every scan skips (and removes) it.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 LOCK_DIR_ENV = "GENJUDGE_LOCK_DIR"
+TIMEOUT_ENV = "GENJUDGE_LEASE_TIMEOUT"
 
 # A fixed path, not $TMPDIR: clusters often give each user (or each SLURM job) a
 # TMPDIR of their own, and users with different lock directories would share a
@@ -45,6 +55,8 @@ LOCK_DIR_ENV = "GENJUDGE_LOCK_DIR"
 # filesystem, where flock is unreliable, and it is not shared between workflows.
 DEFAULT_LOCK_DIR = Path("/tmp/genjudge-gpu-locks")
 
+REPORT_EVERY = 60.0  # seconds between reports of who holds the GPUs while waiting
+QUEUE_AFTER = 5.0  # seconds of waiting before a job takes a place in the queue
 NVIDIA_SMI_TIMEOUT = 30.0
 
 
@@ -250,9 +262,93 @@ def _prepare(lock_dir) -> Path:
     return lock_dir
 
 
+# --- the queue of waiters -------------------------------------------------------------------
+
+
+@dataclass
+class _Waiter:
+    name: str
+    need: int
+    boards: list[str]
+    info: str
+
+
+def _parse_waiter(name: str, text: str) -> _Waiter | None:
+    fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
+    try:
+        return _Waiter(name, int(fields["need"]), [b for b in fields["boards"].split(",") if b], text.strip())
+    except (KeyError, ValueError):
+        return None
+
+
+def _queue_name(started_ns: int) -> str:
+    return f"wait-{started_ns:020d}-{os.getpid()}.lock"
+
+
+def _waiters_ahead(lock_dir: Path, me: str) -> list[_Waiter]:
+    """Live waiters that started waiting before us (`me`: our queue name, taken or not), oldest first.
+
+    Called under the allocation lock, which every queue change also holds.
+    """
+    ahead = []
+    for path in sorted(lock_dir.glob("wait-*.lock")):
+        if path.name >= me:
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            if _try_lock(fd):  # its waiter is gone (killed): not a place in the queue
+                try:
+                    path.unlink()
+                except OSError:
+                    pass  # another user's file in the sticky directory: skipped on every scan instead
+                continue
+            waiter = _parse_waiter(path.name, os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+        if waiter is not None:
+            ahead.append(waiter)
+    return ahead
+
+
+def _reserved(lock_dir: Path, ahead: list[_Waiter]) -> set[str]:
+    """Boards the waiters ahead keep from later jobs.
+
+    In queue order: a waiter that the free boards can serve keeps just those (it
+    takes them at its next poll); one that they cannot serve keeps its whole
+    inventory, so that boards it needs only ever come free for it.
+    """
+    reserved: set[str] = set()
+    for w in ahead:
+        free = [b for b in w.boards if b not in reserved and _held_by(_gpu_file(lock_dir, b)) is None]
+        reserved.update(free[:w.need] if len(free) >= w.need else w.boards)
+    return reserved
+
+
+def _enqueue(lock_dir: Path, name: str, need: int, boards: list[str], label: str) -> int:
+    fd = os.open(lock_dir / name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    _write_info(fd, f"need={need} boards={','.join(boards)} {_holder_info(label)}")
+    return fd
+
+
 def _holder_info(label: str) -> str:
     return (f"pid={os.getpid()} host={socket.gethostname()} "
             f"since={time.strftime('%Y-%m-%dT%H:%M:%S')} job={label}\n")
+
+
+def _describe(lock_dir: Path, devices_by_board: dict[str, str], ahead: list[_Waiter]) -> str:
+    parts = []
+    for board, device in devices_by_board.items():
+        holder = _held_by(_gpu_file(lock_dir, board))
+        if holder:
+            parts.append(f"GPU {device} held by {holder}")
+    for w in ahead:
+        if set(w.boards) & set(devices_by_board):
+            parts.append(f"queued ahead for {w.need} GPU(s): {w.info}")
+    return "; ".join(parts) or "no holder found (GPUs just released)"
 
 
 # --- leases ---------------------------------------------------------------------------------
@@ -286,8 +382,21 @@ class Lease:
         self.release()
 
 
+def _timeout_from_env(timeout: float | None) -> float | None:
+    if timeout is not None:
+        return timeout
+    value = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{TIMEOUT_ENV}={value!r}: expected a number of seconds") from None
+
+
 def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | None = None,
             label: str = "", poll_seconds: float = 0.5, timeout: float | None = None, *,
+            report_every: float = REPORT_EVERY, queue_after: float = QUEUE_AFTER,
             slurm_executor: bool | None = None) -> Lease:
     """Lease `n_gpus` GPUs from `inventory` and pin this process to them.
 
@@ -296,8 +405,10 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
     the local executor inside an allocation (salloc, sbatch) the jobs share the
     allocation's GPUs and lease them like on any machine. `slurm_executor` says
     which; None falls back to "SLURM_JOB_ID is set", which cannot tell the two
-    apart. With no GPUs in the inventory the job runs on CPU, with CUDA hidden
-    (CUDA_VISIBLE_DEVICES=""), so that it cannot land on a GPU another job holds.
+    apart. A job that gets no GPU sees none (CUDA_VISIBLE_DEVICES="").
+
+    `timeout` (default: GENJUDGE_LEASE_TIMEOUT, else none) raises TimeoutError
+    naming the holders; see the module docstring for reports and the queue.
     """
     if slurm_executor is None:
         slurm_executor = in_slurm_allocation()
@@ -323,16 +434,22 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
     boards, devices_by_board = list(pairs), pairs
     if n_gpus > len(boards):
         raise RuntimeError(f"job needs {n_gpus} GPUs but the inventory has only {len(boards)}: {inventory}")
+    timeout = _timeout_from_env(timeout)
     lock_dir = _prepare(lock_dir)
     alloc_fd = _open_lock(lock_dir / "allocate.lock")
-    start = time.monotonic()
-    announced = False
+    start, started_ns = time.monotonic(), time.time_ns()
+    queue_fd, queue_name = None, _queue_name(started_ns)
+    next_report = 0.0
     held: list[tuple[str, int]] = []
     try:
         while True:
             fcntl.flock(alloc_fd, fcntl.LOCK_EX)  # serialise scans; held for milliseconds
             try:
+                ahead = _waiters_ahead(lock_dir, queue_name)
+                reserved = _reserved(lock_dir, ahead)
                 for board in boards:
+                    if board in reserved:
+                        continue
                     fd = _lock_path(_gpu_file(lock_dir, board))
                     if fd is not None:
                         held.append((board, fd))
@@ -342,22 +459,37 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
                     info = _holder_info(label)
                     for _, fd in held:
                         _write_info(fd, info)
+                    if queue_fd is not None:
+                        os.unlink(lock_dir / queue_name)
                 else:
                     for _, fd in held:
                         os.close(fd)  # closing the only descriptor drops its flock
                     held = []
+                    if queue_fd is None and time.monotonic() - start >= queue_after:
+                        queue_fd = _enqueue(lock_dir, queue_name, n_gpus, boards, label)
             finally:
                 fcntl.flock(alloc_fd, fcntl.LOCK_UN)
             if held:
                 break
-            if not announced:
-                log.info("waiting for %d free GPU(s) among %s", n_gpus, inventory)
-                announced = True
-            if timeout is not None and time.monotonic() - start > timeout:
-                raise TimeoutError(f"no {n_gpus} free GPU(s) among {inventory} after {timeout:.0f}s")
+            waited = time.monotonic() - start
+            if waited >= next_report:
+                log.log(logging.INFO if next_report == 0 else logging.WARNING,
+                        "waiting %.0fs for %d free GPU(s) among %s: %s", waited, n_gpus, inventory,
+                        _describe(lock_dir, devices_by_board, ahead))
+                next_report += report_every
+            if timeout is not None and waited >= timeout:
+                raise TimeoutError(f"no {n_gpus} free GPU(s) among {inventory} after {timeout:g}s: "
+                                   f"{_describe(lock_dir, devices_by_board, ahead)}")
             time.sleep(poll_seconds)
     finally:
         os.close(alloc_fd)
+        if queue_fd is not None:
+            if not held:
+                try:
+                    os.unlink(lock_dir / queue_name)
+                except OSError:
+                    pass
+            os.close(queue_fd)
 
     devices = [devices_by_board[board] for board, _ in held]
     os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
