@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 
 run: setup
 	$(BIN)/snakemake $(SNAKEMAKE_ARGS)
-	@$(BIN)/genjudge summary results/$$($(BIN)/python -c "import yaml;print(yaml.safe_load(open('config/config.yaml'))['run'])")
+	@$(BIN)/genjudge summary results/$$($(BIN)/python -c "import yaml;print(yaml.safe_load(open('config/demo.yaml'))['run'])")
 
 test: setup
 	bash tests/slurm/install.sh

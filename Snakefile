@@ -5,7 +5,14 @@ from snakemake.utils import min_version
 min_version("9.20")
 
 
-configfile: "config/config.yaml"
+# The demo's config only when no --configfile is given: a user's config starts
+# from the schema's documented defaults, never from the demo's values.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/demo.yaml"
+
+
+report: "report/workflow.rst"
 
 
 include: "rules/common.smk"

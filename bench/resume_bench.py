@@ -34,12 +34,12 @@ def announced(self, prompts):
     print(f"batch {len(prompts)}", flush=True)
     return plain(self, prompts)
 generation.Generator.generate = announced
-spec = {"model": sys.argv[1], "max_new_tokens": 24, "do_sample": False, "temperature": 1.0, "top_p": 1.0,
-        "seed": 0, "batch_size": int(sys.argv[5])}
+from genjudge.specs import spec_for
+spec = spec_for("generator", model=sys.argv[1], max_new_tokens=24, batch_size=int(sys.argv[5]))
 m = run_generate(shard=0, shard_path=sys.argv[2], out_path=sys.argv[3] + "/out.parquet",
                  meta_path=sys.argv[3] + "/out.meta.json", spec=spec, store_dir=sys.argv[4], run="bench",
                  lease=Lease([], "none"), log_stream=io.StringIO())
-print("done", m["resumed_items"], m["computed_items"], flush=True)
+print("done", m.resumed_items, m.computed_items, flush=True)
 '''
 
 

@@ -47,9 +47,10 @@ def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -
     from genjudge.engine.decoding import Generator, GenParams, run_batches
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
     from genjudge.engine.prompting import render_prompt
+    from genjudge.specs import spec_for
 
     tok = load_tokenizer(model_dir)
-    model, _ = load_causal_lm({"model": model_dir})
+    model, _ = load_causal_lm(spec_for("generator", model=model_dir))
     prompts = [render_prompt(tok, p) for p in mixed_prompts(n)]
     # Every path generates exactly new_tokens per prompt, so all compare the same work.
     fixed = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens, "do_sample": False,
@@ -97,21 +98,26 @@ def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -
 def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dict:
     from genjudge.engine.decoding import Generator, GenParams, run_batches
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
-    from genjudge.engine.logprob import MARKER, LogprobScorer
+    from genjudge.engine.logprob import LogprobScorer
     from genjudge.engine.prompting import render_prompt
+    from genjudge.judging import modes
     from genjudge.judging.templates import load_template, render
+    from genjudge.specs import spec_for
+
+    ref = modes.get("reference")
+    marker = f"{ref.marker}:"
 
     tok = load_tokenizer(model_dir)
-    model, _ = load_causal_lm({"model": model_dir})
-    template = load_template(ROOT / "config/demo/judge_template.txt", "reference")
+    model, _ = load_causal_lm(spec_for("generator", model=model_dir))
+    template = load_template(ROOT / "config/demo/judge_template.txt", ref)
     qs = [json.loads(line) for line in open(ROOT / "config/demo/questions.jsonl")]
     items = [qs[i % len(qs)] for i in range(n)]
     prompts = [render_prompt(tok, render(template, question=q["question"], reference=q["answer"],
                                          candidate=q["answer"] if i % 2 else "something else"))
                for i, q in enumerate(items)]
     gen = Generator(model, tok, GenParams(max_new_tokens=new_tokens), add_special_tokens=False)
-    scorer = LogprobScorer(model, tok, add_special_tokens=False)
-    lp_prompts = [p + MARKER for p in prompts]
+    scorer = LogprobScorer(model, tok, add_special_tokens=False, labels=ref.logprob_labels, marker=marker)
+    lp_prompts = [p + marker for p in prompts]
     plain_generate = model.generate
 
     def with_rationale(**kw):  # a judge that writes a 32-token rationale before its verdict
@@ -170,6 +176,8 @@ from genjudge.stages.split import run_split
 from genjudge.stages.merge import run_merge
 from genjudge.stages.parse import run_parse
 from genjudge.stages.report import run_report
+from genjudge.config import defaults
+from genjudge.records import GenerateMeta, JudgeMeta, write_judge_records
 wd, n, shards = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 times = {}
 t = time.perf_counter()
@@ -184,30 +192,30 @@ for i in range(shards):
                         "output": [r if j % 2 else "wrong" for j, r in enumerate(s["reference"])],
                         "n_prompt_tokens": 10, "n_generated_tokens": 3, "finish_reason": "eos", "key": s["id"]})
     out.to_parquet(f"{wd}/gen/{i}.parquet", index=False)
-    m = {"shard": i, "n_items": len(s), "cuda_visible_devices": None, "hostname": "h", "load_seconds": 0.0,
-         "generate_seconds": 1.0, "resumed_items": 0, "computed_items": len(s), "tokens_per_second": 1.0,
-         "started_at": 0.0, "finished_at": 1.0, "model_fingerprint": "x"}
-    json.dump(m, open(f"{wd}/gen/{i}.meta.json", "w"))
+    GenerateMeta(shard=i, n_items=len(s), hostname="h", generate_seconds=1.0, computed_items=len(s),
+                 tokens_per_second=1.0, started_at=0.0, finished_at=1.0, model_fingerprint="x"
+                 ).write(f"{wd}/gen/{i}.meta.json")
 t = time.perf_counter()
-run_merge(f"{wd}/items.parquet", [f"{wd}/gen/{i}.parquet" for i in range(shards)], f"{wd}/generations.parquet")
+run_merge(f"{wd}/items.parquet", [f"{wd}/gen/{i}.parquet" for i in range(shards)], f"{wd}/generations.parquet",
+          [f"{wd}/gen/{i}.meta.json" for i in range(shards)])
 times["merge"] = time.perf_counter() - t
 g = pd.read_parquet(f"{wd}/generations.parquet")
 raw = pd.DataFrame({"id": g["id"], "order": 0, "decided_by": "judge", "judge_prompt": "p",
                     "judge_output": ["VERDICT: CORRECT" if o != "wrong" else "VERDICT: INCORRECT" for o in g["output"]],
                     "p_correct": float("nan"), "judge_n_prompt_tokens": 1, "judge_n_generated_tokens": 1,
                     "judge_finish_reason": "eos", "judge_key": g["id"]})
-raw.to_parquet(f"{wd}/raw.parquet", index=False)
-json.dump({"cuda_visible_devices": None, "load_seconds": 0, "judge_seconds": 1, "resumed_items": 0,
-           "computed_items": n, "model_fingerprint": "y"}, open(f"{wd}/raw.meta.json", "w"))
+write_judge_records(f"{wd}/raw.parquet", raw)
+JudgeMeta(judge_seconds=1, computed_items=n, model_fingerprint="y", started_at=0.0, finished_at=1.0
+          ).write(f"{wd}/raw.meta.json")
 t = time.perf_counter()
 run_parse(f"{wd}/generations.parquet", f"{wd}/raw.parquet", f"{wd}/judgments.parquet", "reference", None)
 times["parse"] = time.perf_counter() - t
-config = {"run": "bench", "generator": {"model": "g", "max_new_tokens": 3}, "judge": {"model": "j", "mode": "reference"}}
+config = defaults(run="bench", generator={"model": "g", "max_new_tokens": 3}, judge={"model": "j"})
 t = time.perf_counter()
 s = run_report(f"{wd}/judgments.parquet", [f"{wd}/gen/{i}.meta.json" for i in range(shards)], f"{wd}/raw.meta.json",
-               config, f"{wd}/summary.json", f"{wd}/report.md", f"{wd}/provenance.json", wd)
+               config, f"{wd}/summary.json", f"{wd}/report.md", f"{wd}/provenance.json", wd, f"{wd}/per_category.csv")
 times["report"] = time.perf_counter() - t
-assert s["n_items"] == n and abs(s["accuracy"] - 0.5) < 0.01
+assert s.n_items == n and abs(s.accuracy - 0.5) < 0.01
 print(json.dumps({"seconds": {k: round(v, 2) for k, v in times.items()},
                   "pipeline_seconds": round(sum(times.values()), 2),
                   "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))

@@ -1,73 +1,45 @@
-# Config validation and the small named functions the rules use.
+# Config validation and the small named functions the rules use; the logic is in the package.
 import os
-import sys
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
-from genjudge.dataset import load_items
+from genjudge import config as wfconfig
 from genjudge.errors import InputError
-from genjudge.sharding import shard_bounds
 from genjudge.gpu_lease import resolve_inventory
-from genjudge.modelref import check_model
-from genjudge.judging.templates import load_template
-from genjudge.judging.verdicts import compile_pattern
+from genjudge.judging import modes
+from genjudge.modelref import fingerprint
+from genjudge.specs import generator_spec, judge_spec
 
-validate(config, workflow.source_path("../config/schemas/config.schema.yaml"), set_default=True)
+try:
+    wfconfig.validate(config, workflow.basedir)
+    # The dataset is read once, in the main process; jobs re-parse this file without it.
+    wfconfig.check(config, data=workflow.is_main_process)
+except InputError as exc:
+    raise WorkflowError(f"bad input: {exc}") from None
 
 RUN = config["run"]
 RESULTS = f"results/{RUN}"
 LOGS = f"logs/{RUN}"
 SHARDS = list(range(config["shards"]))
 JUDGE_SHARDS = list(range(config["judge"]["shards"]))
-
-
-def is_demo_model(name):
-    """models/demo-* are built by rule demo_model when missing."""
-    parts = os.path.normpath(name).split(os.sep)
-    return len(parts) == 2 and parts[0] == "models" and parts[1].startswith("demo-")
+GENERATOR = generator_spec(config)
+JUDGE = judge_spec(config)
+JUDGE_MODE = modes.get(JUDGE.mode)
+GPU_INVENTORY = resolve_inventory(config["gpu_inventory"])
 
 
 def judge_template():
-    """The configured template, or the mode's default under config/templates/."""
-    return config["judge"]["template"] or f"config/templates/{config['judge']['mode']}.txt"
+    return wfconfig.judge_template(config)
 
 
 def judge_baseline(wildcards):
-    return [config["judge"]["baseline"]] if config["judge"]["mode"] == "pairwise" else []
+    return JUDGE_MODE.baseline_inputs(JUDGE)
 
 
-def check_inputs():
-    """Fail while planning, before any job runs (so no earlier output is touched)
-    and before any model is loaded, with a message naming the culprit."""
-    ds = config["dataset"]
-    n_items = len(load_items(ds["path"], ds["fields"], ds["format"]))
-    shard_bounds(n_items, config["shards"])
-    for role in ("generator", "judge"):
-        name = config[role]["model"]
-        check_model(name, role, buildable=is_demo_model(name))
-    judge = config["judge"]
-    load_template(judge_template(), judge["mode"])
-    if judge["verdict_pattern"]:
-        try:
-            compile_pattern(judge["verdict_pattern"])
-        except Exception as exc:
-            raise InputError(f"judge.verdict_pattern: {exc}") from None
-    if judge["verdict"] == "logprob" and judge["mode"] != "reference":
-        raise InputError("judge.verdict: logprob works with mode reference only")
-    if judge["mode"] == "pairwise" and not judge["baseline"]:
-        raise InputError("judge.baseline: pairwise mode needs a baseline run's generations.parquet")
-    if judge["mode"] == "pairwise" and not os.path.exists(judge["baseline"]):
-        raise InputError(f"judge.baseline: {judge['baseline']!r} not found; run the baseline first")
-
-
-try:
-    check_inputs()
-except InputError as exc:
-    raise WorkflowError(f"bad input: {exc}") from None
-
-
-GPU_INVENTORY = resolve_inventory(config["gpu_inventory"])
+def rerun_params(spec):
+    """What Snakemake compares to decide a rerun: the spec's output fields and the model's
+    fingerprint, so overwritten local weights rerun the jobs that used them."""
+    return {**spec.rerun_params(), "model_fingerprint": fingerprint(spec.model, spec.revision)}
 
 
 def on_slurm():
@@ -82,10 +54,10 @@ def generate_gpus():
 def judge_gpus():
     """GPUs of one judge job. `all` is every GPU of the machine here (or of one node on
     SLURM), shared out among data-parallel judge shards."""
-    if config["judge"]["gpus"] != "all":
-        return config["judge"]["gpus"]
+    if JUDGE.gpus != "all":
+        return JUDGE.gpus
     node = config["slurm"]["gpus_per_node"] if on_slurm() else len(GPU_INVENTORY)
-    return max(1, node // config["judge"]["shards"]) if node else 0
+    return max(1, node // len(JUDGE_SHARDS)) if node else 0
 
 
 def generate_gpu_resource(wildcards):
@@ -96,18 +68,17 @@ def judge_gpu_resource(wildcards):
     return judge_gpus()
 
 
-def model_input(role):
+def model_input(spec):
     """The demo model's directory when the workflow builds it, so it is built first."""
-    name = config[role]["model"]
-    return [name] if is_demo_model(name) else []
+    return [spec.model] if wfconfig.is_demo_model(spec.model) else []
 
 
 def demo_generator(wildcards):
-    return model_input("generator")
+    return model_input(GENERATOR)
 
 
 def demo_judge(wildcards):
-    return model_input("judge")
+    return model_input(JUDGE)
 
 
 def _res(step, key, attempt):
@@ -151,10 +122,6 @@ def slurm_resources():
     names = {"partition": "slurm_partition", "account": "slurm_account", "qos": "qos",
              "constraint": "constraint", "gpu_model": "gpu_model"}
     return {res: _setting(key) for key, res in names.items() if _setting(key)}
-
-
-def lease_params():
-    return {"inventory": GPU_INVENTORY, "lock_dir": config["lock_dir"]}
 
 
 def final_outputs():

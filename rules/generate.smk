@@ -1,5 +1,3 @@
-
-
 rule generate:
     input:
         shards=f"{RESULTS}/shards",
@@ -7,12 +5,13 @@ rule generate:
     output:
         generations=f"{RESULTS}/generations/{{shard}}.parquet",
         meta=f"{RESULTS}/generations/{{shard}}.meta.json",
+    log:
+        f"{LOGS}/generate/{{shard}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/generate/{{shard}}.tsv"
     params:
-        spec=config["generator"],
-        gpus=config["gpus_per_job"],
-        lease=lease_params(),
-        store=f"{config['cache_dir']}/generations",
-        run=RUN,
+        # Only what changes the outputs: Snakemake reruns a job when its params change.
+        spec=rerun_params(GENERATOR),
     resources:
         gpu=generate_gpu_resource,
         cpus_per_gpu=config["resources"]["generate"]["cpus_per_gpu"],
@@ -20,10 +19,6 @@ rule generate:
         runtime=gen_runtime,
         **slurm_resources(),
     threads: gen_cpus
-    log:
-        f"{LOGS}/generate/{{shard}}.log",
-    benchmark:
-        f"{LOGS}/benchmarks/generate/{{shard}}.tsv"
     script:
         "../scripts/generate.py"
 
@@ -32,6 +27,7 @@ rule merge:
     input:
         table=f"{RESULTS}/items.parquet",
         shards=expand(f"{RESULTS}/generations/{{shard}}.parquet", shard=SHARDS),
+        metas=expand(f"{RESULTS}/generations/{{shard}}.meta.json", shard=SHARDS),
     output:
         f"{RESULTS}/generations.parquet",
     log:

@@ -1,5 +1,3 @@
-
-
 rule judge:
     input:
         generations=f"{RESULTS}/generations.parquet",
@@ -7,15 +5,16 @@ rule judge:
         baseline=judge_baseline,
         model=demo_judge,
     output:
-        raw=f"{RESULTS}/judge/shards/{{jshard}}.parquet",
-        meta=f"{RESULTS}/judge/shards/{{jshard}}.meta.json",
+        # The shard count is in the name: changing judge.shards makes new jobs, not stale files.
+        raw=f"{RESULTS}/judge/shards/{{jshard}}-of-{len(JUDGE_SHARDS)}.parquet",
+        meta=f"{RESULTS}/judge/shards/{{jshard}}-of-{len(JUDGE_SHARDS)}.meta.json",
+    log:
+        f"{LOGS}/judge/{{jshard}}.log",
+    benchmark:
+        f"{LOGS}/benchmarks/judge/{{jshard}}.tsv"
     params:
-        # The verdict pattern is not a judge parameter: changing it re-parses only.
-        spec={k: v for k, v in config["judge"].items() if k != "verdict_pattern"},
-        gpus=judge_gpus(),
-        lease=lease_params(),
-        store=f"{config['cache_dir']}/judge",
-        run=RUN,
+        # The verdict pattern is not here: changing it re-parses only.
+        spec=rerun_params(JUDGE),
         n_shards=len(JUDGE_SHARDS),
     resources:
         gpu=judge_gpu_resource,
@@ -25,18 +24,14 @@ rule judge:
         runtime=judge_runtime,
         **slurm_resources(),
     threads: judge_cpus
-    log:
-        f"{LOGS}/judge/{{jshard}}.log",
-    benchmark:
-        f"{LOGS}/benchmarks/judge/{{jshard}}.tsv"
     script:
         "../scripts/judge.py"
 
 
 rule merge_judge:
     input:
-        raw=expand(f"{RESULTS}/judge/shards/{{jshard}}.parquet", jshard=JUDGE_SHARDS),
-        meta=expand(f"{RESULTS}/judge/shards/{{jshard}}.meta.json", jshard=JUDGE_SHARDS),
+        raw=expand(f"{RESULTS}/judge/shards/{{jshard}}-of-{len(JUDGE_SHARDS)}.parquet", jshard=JUDGE_SHARDS),
+        meta=expand(f"{RESULTS}/judge/shards/{{jshard}}-of-{len(JUDGE_SHARDS)}.meta.json", jshard=JUDGE_SHARDS),
     output:
         raw=f"{RESULTS}/judge/raw.parquet",
         meta=f"{RESULTS}/judge/raw.meta.json",
@@ -52,10 +47,10 @@ rule parse_verdicts:
         raw=f"{RESULTS}/judge/raw.parquet",
     output:
         f"{RESULTS}/judgments.parquet",
-    params:
-        mode=config["judge"]["mode"],
-        pattern=config["judge"]["verdict_pattern"],
     log:
         f"{LOGS}/parse_verdicts.log",
+    params:
+        mode=JUDGE.mode,
+        pattern=JUDGE.verdict_pattern,
     script:
         "../scripts/parse_verdicts.py"

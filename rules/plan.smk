@@ -7,8 +7,6 @@ rule plan:
         judge=demo_judge,
     output:
         f"{RESULTS}/plan.json",
-    params:
-        configfiles=workflow.overwrite_configfiles,
     log:
         f"{LOGS}/plan.log",
     script:

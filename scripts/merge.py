@@ -3,5 +3,6 @@
 from genjudge.job_log import job_log
 from genjudge.stages.merge import run_merge
 
-with job_log(snakemake.log[0], "merge"):  # noqa: F821 - injected by Snakemake
-    run_merge(snakemake.input.table, list(snakemake.input.shards), snakemake.output[0])  # noqa: F821
+sm = snakemake  # noqa: F821 - injected by Snakemake
+with job_log(sm.log[0], "merge"):
+    run_merge(sm.input.table, list(sm.input.shards), sm.output[0], list(sm.input.metas))

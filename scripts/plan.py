@@ -1,11 +1,12 @@
-"""Print the GPU check and memory plan (rule plan)."""
+"""Print the GPU check and memory plan for the run's config (rule plan)."""
 
-import sys
+from pathlib import Path
 
-from genjudge.cli import main
+from genjudge.stages.plan import make_plan, write_plan
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
-args = ["plan", "--json", sm.output[0]]
-for path in sm.params.configfiles:
-    args += ["--configfile", str(path)]
-sys.exit(main(args))
+lines, plans = make_plan(sm.config)
+text = "\n".join(lines)
+print(text)
+Path(sm.log[0]).write_text(text + "\n")
+write_plan(sm.output[0], plans)

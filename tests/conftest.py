@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ["Snakefile", "rules", "scripts", "config", "profiles", "slurm"]
+WORKFLOW_PARTS = ["Snakefile", "rules", "scripts", "config", "profiles", "slurm", "report"]
 
 
 def copy_workflow(dest: Path) -> None:
@@ -55,7 +55,7 @@ class Workflow:
         self.lock_dir = lock_dir
 
     def write_config(self, name="test.yaml", **overrides) -> Path:
-        cfg = yaml.safe_load((self.path / "config" / "config.yaml").read_text())
+        cfg = yaml.safe_load((self.path / "config" / "demo.yaml").read_text())
         _deep_update(cfg, overrides)
         cfg.setdefault("lock_dir", str(self.lock_dir))
         if cfg.get("lock_dir") is None:

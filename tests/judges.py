@@ -8,23 +8,25 @@ from pathlib import Path
 from genjudge.demo.models import build_model
 from genjudge.engine.loading import load_tokenizer
 from genjudge.engine.prompting import render_prompt
+from genjudge.judging import modes
 from genjudge.judging.templates import load_template, render
 from genjudge.demo.finetune import finetune
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def constant_judge(path: Path, mode: str, answer: str, steps: int = 60) -> Path:
+def constant_judge(path: Path, mode: str, answer: str, steps: int = 60, template_path=None) -> Path:
     """A judge that has learned to answer `answer` to any prompt of `mode`'s template."""
-    template_path = ROOT / "config" / "templates" / f"{mode}.txt"
+    judge_mode = modes.get(mode)
+    template_path = template_path or ROOT / judge_mode.default_template()
     build_model(path, [ROOT / "config/demo/questions.jsonl", template_path], seed=5)
     tok = load_tokenizer(str(path))
-    template = load_template(template_path, mode)
+    template = load_template(template_path, judge_mode)
     questions = [json.loads(line) for line in open(ROOT / "config/demo/questions.jsonl")]
     pairs = []
     for i, q in enumerate(questions):
         values = {"question": q["question"], "reference": q["answer"]}
-        if mode == "pairwise":
+        if "answer_a" in judge_mode.placeholders:
             values.update(answer_a=f"answer {i}", answer_b=q["answer"])
         else:
             values.update(candidate=f"{i}")

@@ -8,6 +8,7 @@ from genjudge.demo.models import build_model
 from genjudge.engine.decoding import Generator, GenParams, length_sorted, run_batches
 from genjudge.engine.loading import load_causal_lm, load_tokenizer
 from genjudge.engine.prompting import render_prompt
+from genjudge.specs import spec_for
 from judges import ROOT
 
 PROMPTS = [f"What is {i} + {i * 7 % 13}?" + " Please answer." * (i % 5) for i in range(23)]
@@ -17,7 +18,7 @@ PROMPTS = [f"What is {i} + {i * 7 % 13}?" + " Please answer." * (i % 5) for i in
 def generator(tmp_path_factory):
     path = build_model(tmp_path_factory.mktemp("m") / "gen", [ROOT / "config/demo/questions.jsonl"], seed=2)
     tok = load_tokenizer(str(path))
-    model, _ = load_causal_lm({"model": str(path)})
+    model, _ = load_causal_lm(spec_for("generator", model=str(path)))
     gen = Generator(model, tok, GenParams(max_new_tokens=6), add_special_tokens=False)
     prompts = [render_prompt(tok, p) for p in PROMPTS]
     return gen, prompts

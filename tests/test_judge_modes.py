@@ -5,7 +5,11 @@ import io
 import pandas as pd
 import pytest
 
+from genjudge.config import defaults
 from genjudge.demo.models import build_model
+from genjudge.judging import modes
+from genjudge.records import GenerateMeta
+from genjudge.specs import spec_for
 from genjudge.errors import InputError
 from genjudge.gpu_lease import Lease
 from genjudge.stages.judge import run_judge
@@ -39,27 +43,22 @@ def random_judge(tmp_path_factory):
 
 
 def spec(model, **kw):
-    base = {"model": str(model), "revision": None, "mode": "reference", "verdict": "generate", "cascade": False,
-            "baseline": None, "dtype": "auto", "device_map": "auto", "max_memory": None, "offload_folder": None,
-            "quantization": "none", "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True,
-            "bnb_4bit_compute_dtype": "bfloat16", "max_new_tokens": 12, "batch_size": 4, "memory_margin": 0.9,
-            "system_prompt": None, "use_chat_template": "auto"}
-    return {**base, **kw}
+    return spec_for("judge", **{"model": str(model), "max_new_tokens": 12, "batch_size": 4, **kw})
 
 
 def judge(tmp_path, gens_path, s):
     raw, meta = tmp_path / "raw.parquet", tmp_path / "raw.meta.json"
-    template = s.get("template") or ROOT / "config" / "templates" / f"{s['mode']}.txt"
+    template = s.template or ROOT / "config" / "templates" / f"{s.mode}.txt"
     m = run_judge(generations_path=gens_path, out_path=raw, meta_path=meta, spec=s, template_path=template,
                   store_dir=tmp_path / "store", run="t", lease=Lease([], "none"), log_stream=io.StringIO())
-    df = parse_judgments(ITEMS.drop(columns=[]), pd.read_parquet(raw), s["mode"])
-    config = {"run": "t", "generator": {"model": "g", "max_new_tokens": 8}, "judge": s}
-    gen_meta = {"shard": 0, "n_items": 6, "cuda_visible_devices": None, "hostname": "h", "load_seconds": 1.0,
-                "generate_seconds": 1.0, "resumed_items": 0, "computed_items": 6, "tokens_per_second": 1.0,
-                "started_at": 0.0, "finished_at": 2.0}
+    df = parse_judgments(ITEMS.drop(columns=[]), pd.read_parquet(raw), s.mode)
+    config = defaults(run="t", generator={"model": "g", "max_new_tokens": 8}, judge=s.as_dict())
+    gen_meta = GenerateMeta(shard=0, n_items=6, cuda_visible_devices=None, hostname="h", load_seconds=1.0,
+                            generate_seconds=1.0, resumed_items=0, computed_items=6, tokens_per_second=1.0,
+                            started_at=0.0, finished_at=2.0)
     summary = summarise(df, [gen_meta], m, config)
     md = render_markdown(summary, df)
-    return m, pd.read_parquet(raw), df, summary, md
+    return m.to_dict(), pd.read_parquet(raw), df, summary.to_dict(), md
 
 
 def test_reference_mode_with_cascade_sends_only_non_matches_to_the_judge(tmp_path, gens_path, random_judge):
@@ -88,9 +87,10 @@ def test_logprob_verdicts_are_never_unparsed(tmp_path, gens_path, random_judge):
 
 def test_logprob_refuses_labels_that_share_a_first_token(random_judge):
     tok = load_tokenizer(str(random_judge))
-    assert len(set(label_token_ids(tok))) == 2
+    ref = modes.get("reference")
+    assert len(set(label_token_ids(tok, ref.logprob_labels, "VERDICT:"))) == 2
     with pytest.raises(InputError, match="start with the same token"):
-        label_token_ids(tok, labels=("CORRECT", "CORRECTLY"))
+        label_token_ids(tok, labels=("CORRECT", "CORRECTLY"), marker="VERDICT:")
 
 
 def test_score_mode_reads_the_last_score(tmp_path, gens_path):

@@ -3,6 +3,7 @@
 import json
 import re
 
+import pandas as pd
 import pytest
 
 from judges import constant_judge
@@ -64,3 +65,75 @@ def test_data_parallel_judge_shards_each_lease_their_gpu_and_merge(workflow):
     s = json.loads((workflow.results("jp") / "report" / "summary.json").read_text())
     assert s["n_items"] == 44 and s["n_judged"] + s["n_unparsed"] == 44
     assert s["judge"]["shards"] == 2
+
+
+YESNO_MODE = '''
+from genjudge.judging.modes import JudgeMode, register
+from genjudge.judging.modes.base import rate_text, share
+
+
+class YesNo(JudgeMode):
+    """A toy grader: does the answer address the question at all?"""
+
+    name = "yesno"
+    placeholders = frozenset({"question", "candidate"})
+    pattern = r"ANSWER:\\s*(YES|NO)\\b"
+    labels = {"YES": "yes", "NO": "no"}
+    marker = "ANSWER"
+
+    def metrics(self, g):
+        return {"yes_rate": share(g[g["verdict"].notna()], "yes")}
+
+    def headline(self, s):
+        return [("answered yes", rate_text(s["yes_rate"]))]
+
+    def category_column(self):
+        return "yes", lambda c: rate_text(c["yes_rate"])
+
+
+register(YesNo())
+'''
+
+
+def test_a_mode_of_ones_own_runs_end_to_end_from_a_plugin_file(workflow):
+    from genjudge.config import load_plugins
+
+    (workflow.path / "yesno_mode.py").write_text(YESNO_MODE)
+    (workflow.path / "yesno.txt").write_text("Question: {question}\nAnswer: {candidate}\n"
+                                             "Does the answer address the question? End with ANSWER: YES or ANSWER: NO.\n")
+    load_plugins({"plugins": [str(workflow.path / "yesno_mode.py")]})
+    constant_judge(workflow.path / "models" / "yesno-judge", "yesno", "ANSWER: YES",
+                   template_path=workflow.path / "yesno.txt")
+    cfg = workflow.write_config("yn.yaml", run="yn", plugins=["yesno_mode.py"], shards=2,
+                                generator={"max_new_tokens": 8},
+                                judge={"model": "models/yesno-judge", "mode": "yesno", "template": "yesno.txt",
+                                       "max_new_tokens": 8})
+    workflow.run("--cores", "2", "--configfile", cfg)
+    s = json.loads((workflow.results("yn") / "report" / "summary.json").read_text())
+    assert s["mode"] == "yesno" and s["n_items"] == 44 and s["n_unparsed"] == 0
+    assert s["yes_rate"]["value"] == 1.0
+    assert sum(c["yes_rate"]["n"] for c in s["per_category"].values()) == 44
+    md = (workflow.results("yn") / "report" / "report.md").read_text()
+    assert "| answered yes | 100.0% [" in md and "| category | items | judged | unparsed | yes |" in md
+    raw = pd.read_parquet(workflow.results("yn") / "judge" / "raw.parquet")
+    assert raw["judge_prompt"].str.contains("End with ANSWER: YES or ANSWER: NO.", regex=False).all()
+
+
+def test_an_unknown_mode_is_refused_while_planning(workflow):
+    cfg = workflow.write_config("bad.yaml", judge={"mode": "yesno", "template": None})
+    proc = workflow.run("-n", "--configfile", cfg, check=False)
+    assert proc.returncode != 0
+    assert "judge.mode: unknown mode 'yesno'; known modes: pairwise, reference, score" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("change", [{"quantization": "8bit"}, {"dtype": "float32"}])
+def test_changing_only_the_judge_precision_rejudges_every_item(workflow, change):
+    cfg = workflow.write_config("p.yaml", run="p", **FAST)
+    workflow.run("--cores", "2", "--configfile", cfg)
+    meta = workflow.results("p") / "judge" / "raw.meta.json"
+    assert json.loads(meta.read_text())["computed_items"] == 44
+    new = workflow.write_config("p.yaml", run="p", **{**FAST, "judge": {**FAST["judge"], **change}})
+    assert plan_counts(workflow, new)["judge"] == "1"
+    workflow.run("--cores", "2", "--configfile", new)
+    m = json.loads(meta.read_text())
+    assert m["computed_items"] == 44 and m["resumed_items"] == 0

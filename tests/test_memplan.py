@@ -8,6 +8,7 @@ import pytest
 
 from genjudge.errors import InputError
 from genjudge.engine.memory_plan import GB, empty_model, load_config, parse_inventory_spec, plan, render
+from genjudge.specs import spec_for
 
 CFG70 = str(Path(__file__).parent / "data" / "llama-3.1-70b-config")
 
@@ -18,7 +19,7 @@ def llama70b():
 
 
 def plan70(model, gpus, quant="none"):
-    return plan({"model": CFG70, "dtype": "bfloat16", "quantization": quant, "device_map": "auto"},
+    return plan(spec_for("judge", model=CFG70, dtype="bfloat16", quantization=quant, device_map="auto"),
                 parse_inventory_spec(gpus), 8, 4096, "judge", model=model)
 
 
@@ -78,9 +79,10 @@ def test_demo_model_plan_matches_the_loaded_model(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("What is 2 + 3? 5\n")
     path = build_model(tmp_path / "m", [corpus])
-    p = plan({"model": str(path)}, [], 4, 64, "generator")
-    model, placement = load_causal_lm({"model": str(path)})
+    spec = spec_for("generator", model=str(path))
+    p = plan(spec, [], 4, 64, "generator")
+    model, placement = load_causal_lm(spec)
     assert p["parameters"] == sum(x.numel() for x in model.parameters()) == sum(placement.values())
     assert p["fits"] is None and "CPU" in render(p)
-    gpu = plan({"model": str(path)}, parse_inventory_spec("2x1GiB"), 4, 64, "generator")
+    gpu = plan(spec, parse_inventory_spec("2x1GiB"), 4, 64, "generator")
     assert gpu["fits"] and sum(gpu["device_map_params"].values()) == p["parameters"]

@@ -1,4 +1,12 @@
-from genjudge.judging.verdicts import DEFAULT_PATTERN, parse_verdict
+from genjudge.judging import modes
+from genjudge.judging.verdicts import parse_verdict as _parse
+
+REF = modes.get("reference")
+DEFAULT_PATTERN = REF.pattern
+
+
+def parse_verdict(text, pattern=REF.pattern, labels=None, marker="VERDICT"):
+    return _parse(text, pattern, REF.labels if labels is None else labels, marker)
 
 
 def test_last_verdict_marker_wins_over_reasoning():
@@ -41,12 +49,14 @@ def test_custom_pattern():
 
 
 def test_score_and_pairwise_patterns_take_the_last_marker():
-    from genjudge.judging.verdicts import MODES
+    def parts(name):
+        m = modes.get(name)
+        return m.pattern, m.labels, m.marker
 
-    pattern, labels, marker = MODES["score"]
+    pattern, labels, marker = parts("score")
     assert parse_verdict("SCORE: 3 ... no, SCORE: 10", pattern, labels, marker).verdict == "10"
     assert parse_verdict("SCORE: 11", pattern, labels, marker).verdict is None
-    pattern, labels, marker = MODES["pairwise"]
+    pattern, labels, marker = parts("pairwise")
     assert parse_verdict("A is longer but VERDICT: B", pattern, labels, marker).verdict == "b"
     assert parse_verdict("VERDICT: [[A]]", pattern, labels, marker).verdict == "a"
     assert parse_verdict("VERDICT: TIE", pattern, labels, marker).verdict == "tie"

@@ -2,6 +2,7 @@
 
 import json
 import re
+import zipfile
 
 import pandas as pd
 import pytest
@@ -53,6 +54,14 @@ def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(workflow):
     assert "tok/s" in (workflow.path / "logs" / "demo" / "generate" / "0.log").read_text()
     # Nothing left to do on a second invocation.
     assert "Nothing to be done" in workflow.run("-n").stdout + workflow.run("-n").stderr
+    # Snakemake's own report packages the results with their captions.
+    workflow.run("--report", "report.zip")
+    with zipfile.ZipFile(workflow.path / "report.zip") as zf:
+        names = zf.namelist()
+        html = zf.read(next(n for n in names if n.endswith("report.html"))).decode()
+    assert any(n.endswith("/summary.json") for n in names) and any(n.endswith("/report.md") for n in names)
+    assert any(n.endswith("/per_category.csv") for n in names)
+    assert "Headline numbers of run" in html and "models/demo-judge" in html  # captions filled from config
 
 
 BAD_DATASETS = {

@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 
 def cmd_summary(args) -> int:
+    from genjudge.records import RunSummary
+    from genjudge.stages.report import headline_rows
+
     path = Path(args.run_dir) / "report" / "summary.json"
     if not path.exists():
         print(f"error: {path} not found; has the run finished?", file=sys.stderr)
         return 1
-    s = json.loads(path.read_text())
-
-    def pct(x):
-        return "n/a" if x is None else f"{100 * x:.1f}%"
-
-    ci = s.get("accuracy_ci95")
-    print(f"report:   {Path(args.run_dir) / 'report' / 'report.md'}")
-    print(f"items:    {s['n_items']}  judged: {s['n_judged']}  unparsed: {s['n_unparsed']} ({pct(s['unparsed_rate'])})")
-    print(f"accuracy: {pct(s['accuracy'])}" + (f"  95% CI [{pct(ci[0])}, {pct(ci[1])}]" if ci else ""))
-    print(f"exact match: {pct(s['exact_match']['value'])}  "
-          f"judge agrees with exact match: {pct(s['judge_exact_match_agreement']['value'])}")
+    s = RunSummary.read(path)
+    print(f"report: {Path(args.run_dir) / 'report' / 'report.md'}")
+    rows = headline_rows(s)
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"  {k:<{width}}  {v}")
     return 0
 
 
@@ -38,50 +35,20 @@ def cmd_gpus(args) -> int:
     return 0
 
 
-def load_workflow_config(configfiles: list[str], root: Path) -> dict:
-    """config/config.yaml, then each --configfile over it, validated with the workflow's schema."""
-    import yaml
-    from snakemake.utils import update_config, validate
-
-    config: dict = {}
-    for path in [root / "config" / "config.yaml", *map(Path, configfiles)]:
-        if path.exists():
-            update_config(config, yaml.safe_load(path.read_text()) or {})
-    validate(config, str(root / "config" / "schemas" / "config.schema.yaml"), set_default=True)
-    return config
-
-
 def cmd_plan(args) -> int:
+    from genjudge import config as wfconfig
     from genjudge.errors import InputError
-    from genjudge.engine.devices import cuda_gpus, driver_info
-    from genjudge.engine.memory_plan import parse_inventory_spec, plan, render
+    from genjudge.stages.plan import make_plan, write_plan
 
-    config = load_workflow_config(args.configfile, Path(args.directory))
     try:
-        if args.gpus:
-            gpus = parse_inventory_spec(args.gpus)
-            print(f"GPUs (hypothetical): {len(gpus)} x {gpus[0].total_bytes / 2**30:.0f} GiB")
-        else:
-            gpus = cuda_gpus()
-            print(f"GPUs here: {len(gpus) or 'none'} {driver_info()}")
-            for g in gpus:
-                print(f"  {g.index}: {g.name}, {g.total_bytes / 2**30:.1f} GiB total, "
-                      f"{(g.free_bytes or 0) / 2**30:.1f} GiB free")
-        plans = []
-        for role in args.role:
-            spec = config[role]
-            n = config["gpus_per_job"] if role == "generator" else (
-                len(gpus) if config["judge"]["gpus"] == "all" else config["judge"]["gpus"])
-            job_gpus = gpus[:n] if n else []
-            batch = args.batch_size or (spec["batch_size"] if spec["batch_size"] != "auto" else 8)
-            p = plan(spec, job_gpus, batch, args.prompt_tokens + spec["max_new_tokens"], role)
-            plans.append(p)
-            print(render(p))
+        config = wfconfig.load(args.configfile, args.config, args.directory)
+        lines, plans = make_plan(config, args.gpus, args.role, args.batch_size, args.prompt_tokens)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    print("\n".join(lines))
     if args.json:
-        Path(args.json).write_text(json.dumps(plans, indent=2, default=str))
+        write_plan(args.json, plans)
     return 0
 
 
@@ -108,13 +75,16 @@ def main(argv=None) -> int:
     g.set_defaults(fn=cmd_gpus)
     pl = sub.add_parser("plan", help="GPU check and memory plan for the configured generator and judge "
                                      "(reads config.json only, loads no weights)")
-    pl.add_argument("--configfile", action="append", default=[], help="config file(s) over config/config.yaml")
+    pl.add_argument("--configfile", action="append", default=[],
+                    help="config file(s), as for snakemake (none: the demo, config/demo.yaml)")
+    pl.add_argument("--config", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                    help="overrides, as snakemake's --config")
     pl.add_argument("--gpus", help="hypothetical inventory instead of this machine's, e.g. 4x80GiB")
     pl.add_argument("--role", action="append", choices=["generator", "judge"],
                     help="plan only this model (repeatable); default both")
     pl.add_argument("--batch-size", type=int, help="default: the configured batch size (8 for auto)")
     pl.add_argument("--prompt-tokens", type=int, default=512, help="prompt length assumed for the KV cache")
-    pl.add_argument("--directory", default=".", help="the workflow directory")
+    pl.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
     pl.add_argument("--json", help="also write the plans to this JSON file")
     pl.set_defaults(fn=cmd_plan)
     t = sub.add_parser("train-demo", help="train one of the demo models (deterministic, CPU)")

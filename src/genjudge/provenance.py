@@ -34,7 +34,13 @@ def git_state(directory) -> dict:
     return {"commit": commit or None, "dirty": dirty if commit else None}
 
 
-def provenance(config: dict, gen_metas: list[dict], judge_meta: dict, workflow_dir) -> dict:
+def _one(fingerprints: set):
+    """The fingerprint all jobs share (merge refuses shards that differ), or all of them, sorted."""
+    fps = sorted(f for f in fingerprints if f)
+    return fps[0] if len(fps) == 1 else (fps or None)
+
+
+def provenance(config: dict, gen_metas, judge_meta, workflow_dir) -> dict:
     canonical = json.dumps(config, sort_keys=True, default=str)
     return {
         "config": config,
@@ -42,9 +48,9 @@ def provenance(config: dict, gen_metas: list[dict], judge_meta: dict, workflow_d
         "packages": package_versions(),
         "models": {
             "generator": {"model": config["generator"]["model"], "revision": config["generator"].get("revision"),
-                          "fingerprint": sorted({m["model_fingerprint"] for m in gen_metas})[0] if gen_metas else None},
+                          "fingerprint": _one({m.model_fingerprint for m in gen_metas})},
             "judge": {"model": config["judge"]["model"], "revision": config["judge"].get("revision"),
-                      "fingerprint": judge_meta.get("model_fingerprint")},
+                      "fingerprint": _one({m.model_fingerprint for m in judge_meta.jobs()})},
         },
         "git": git_state(workflow_dir),
     }

@@ -23,6 +23,7 @@ from pathlib import Path
 from genjudge.demo.models import build_model
 from genjudge.engine.loading import load_tokenizer
 from genjudge.engine.prompting import render_prompt
+from genjudge.judging import modes
 from genjudge.judging.templates import load_template, render
 from genjudge.demo.finetune import finetune
 
@@ -91,7 +92,7 @@ def judge_examples(questions: list[dict], tok, template: str, n: int, seed: int)
 
 
 def train_judge(out_dir, root: Path, seed: int = 1) -> dict:
-    template = load_template(root / "config/demo/judge_template.txt", "reference")
+    template = load_template(root / "config/demo/judge_template.txt", modes.get("reference"))
     return _train(out_dir, root, seed, lambda qs, tok: judge_examples(qs, tok, template, JUDGE_EXAMPLES, seed),
                   JUDGE_STEPS, 32)
 

@@ -11,28 +11,30 @@ import time
 from dataclasses import dataclass, field
 
 from genjudge.engine.decoding import Generator, GenParams, Throughput, run_batches
+from genjudge.engine.prompting import render_prompt, uses_chat_template
 from genjudge.item_store import ItemStore, item_key
 from genjudge.modelref import fingerprint
-from genjudge.engine.prompting import render_prompt, uses_chat_template
+from genjudge.specs import GeneratorSpec, ModelSpec
 
 log = logging.getLogger(__name__)
 
 
-def gen_params(spec: dict) -> GenParams:
-    return GenParams(max_new_tokens=int(spec["max_new_tokens"]), do_sample=bool(spec.get("do_sample", False)),
-                     temperature=float(spec.get("temperature", 1.0)), top_p=float(spec.get("top_p", 1.0)),
-                     seed=int(spec.get("seed", 0)))
+def gen_params(spec: ModelSpec) -> GenParams:
+    """Decoding parameters: a generator may sample; a judge always decodes greedily."""
+    if isinstance(spec, GeneratorSpec) and spec.do_sample:
+        return GenParams(max_new_tokens=spec.max_new_tokens, do_sample=True, temperature=spec.temperature,
+                         top_p=spec.top_p, seed=spec.seed)
+    return GenParams(max_new_tokens=spec.max_new_tokens, do_sample=False)
 
 
-def resolve_batch_size(spec: dict, model, gen: Generator, prompts: list[str], lengths: list[int]) -> int:
+def resolve_batch_size(spec: ModelSpec, model, gen: Generator, prompts: list[str], lengths: list[int]) -> int:
     """The configured batch size, or for `auto` the largest that fits (probed with the longest prompt)."""
-    if spec["batch_size"] != "auto":
-        return int(spec["batch_size"])
+    if spec.batch_size != "auto":
+        return int(spec.batch_size)
     from genjudge.engine.batch_size import auto_batch_size
 
     longest = prompts[max(range(len(prompts)), key=lambda i: lengths[i])]
-    return auto_batch_size(model, probe=lambda bs: gen.probe(longest, bs),
-                           margin=float(spec.get("memory_margin", 0.9)))
+    return auto_batch_size(model, probe=lambda bs: gen.probe(longest, bs), margin=float(spec.memory_margin))
 
 
 @dataclass
@@ -54,26 +56,25 @@ class Completion:
 class PromptSet:
     """A model's tokenizer and the keyed prompts it will complete."""
 
-    def __init__(self, spec: dict, kind: str, extra_key: dict | None = None, suffix: str = ""):
+    def __init__(self, spec: ModelSpec, kind: str, suffix: str = ""):
         from genjudge.engine.loading import load_tokenizer
 
         t0 = time.monotonic()
         self.spec = spec
         self.kind = kind
-        self.tok = load_tokenizer(spec["model"], spec.get("revision"))
-        self.chat = uses_chat_template(self.tok, spec.get("use_chat_template", "auto"))
+        self.tok = load_tokenizer(spec.model, spec.revision)
+        self.chat = uses_chat_template(self.tok, spec.use_chat_template)
         self.params = gen_params(spec)
-        self.fp = fingerprint(spec["model"], spec.get("revision"))
-        self.extra_key = extra_key or {}
+        self.fp = fingerprint(spec.model, spec.revision)
         self.suffix = suffix  # appended after the chat template (logprob: the verdict marker)
         self.setup_seconds = time.monotonic() - t0
 
     def render(self, texts: list[str]) -> list[str]:
-        return [render_prompt(self.tok, t, self.spec.get("system_prompt"), self.chat) + self.suffix for t in texts]
+        return [render_prompt(self.tok, t, self.spec.system_prompt, self.chat) + self.suffix for t in texts]
 
     def key(self, prompt: str) -> str:
-        return item_key(kind=self.kind, model=self.fp, params=self.params.as_dict(), prompt=prompt,
-                        **self.extra_key)
+        """Everything that decides this item's result: the spec's item fields, the model's files, the prompt."""
+        return item_key(kind=self.kind, model=self.fp, params=self.spec.item_params(), prompt=prompt)
 
 
 def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore, desc: str,
@@ -93,7 +94,7 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
         from genjudge.engine.devices import torch_device_info
 
         longest = max(len(p) for p in prompts)  # characters: an upper bound on tokens
-        mplan = job_plan(pset.spec, pset.spec["batch_size"], longest + pset.params.max_new_tokens, pset.kind)
+        mplan = job_plan(pset.spec, pset.spec.batch_size, longest + pset.params.max_new_tokens, pset.kind)
         log.info("memory plan:\n%s", render(mplan) if "error" not in mplan else mplan["error"])
         model, placement = load_causal_lm(pset.spec)
         load_seconds += time.monotonic() - t0

@@ -18,7 +18,7 @@ _DTYPES = {"float16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf1
 def _torch_dtype(name: str):
     import torch
 
-    if name in (None, "auto"):
+    if name == "auto":
         return "auto"
     return getattr(torch, _DTYPES[name])
 
@@ -33,10 +33,10 @@ def load_tokenizer(name: str, revision: str | None = None):
     return tok
 
 
-def quantization_config(spec: dict):
+def quantization_config(spec):
     """A BitsAndBytesConfig for `quantization: 8bit|4bit`, or None."""
-    quant = spec.get("quantization", "none")
-    if quant in (None, "none"):
+    quant = spec.quantization
+    if quant == "none":
         return None
     from transformers import BitsAndBytesConfig
 
@@ -45,34 +45,34 @@ def quantization_config(spec: dict):
     if quant == "4bit":
         return BitsAndBytesConfig(
             load_in_4bit=True,
-            bnb_4bit_quant_type=spec.get("bnb_4bit_quant_type", "nf4"),
-            bnb_4bit_use_double_quant=bool(spec.get("bnb_4bit_use_double_quant", True)),
-            bnb_4bit_compute_dtype=_torch_dtype(spec.get("bnb_4bit_compute_dtype", "bfloat16")),
+            bnb_4bit_quant_type=spec.bnb_4bit_quant_type,
+            bnb_4bit_use_double_quant=bool(spec.bnb_4bit_use_double_quant),
+            bnb_4bit_compute_dtype=_torch_dtype(spec.bnb_4bit_compute_dtype),
         )
     raise ValueError(f"unknown quantization {quant!r}")
 
 
-def load_causal_lm(spec: dict):
-    """Load `spec['model']` spread over the visible GPUs (or the CPU).
+def load_causal_lm(spec):
+    """Load `spec.model` (a ModelSpec) spread over the visible GPUs (or the CPU).
 
     Returns (model, placement) where placement maps device -> parameter count.
     """
     import torch
     from transformers import AutoModelForCausalLM
 
-    kwargs = {"revision": spec.get("revision"), "dtype": _torch_dtype(spec.get("dtype", "auto"))}
+    kwargs = {"revision": spec.revision, "dtype": _torch_dtype(spec.dtype)}
     quant = quantization_config(spec)
     if quant is not None:
         kwargs["quantization_config"] = quant
     if torch.cuda.is_available():
-        kwargs["device_map"] = spec.get("device_map", "auto")
-        if spec.get("max_memory"):
-            kwargs["max_memory"] = {(int(k) if str(k).isdigit() else k): v for k, v in spec["max_memory"].items()}
-        if spec.get("offload_folder"):
-            kwargs["offload_folder"] = spec["offload_folder"]
+        kwargs["device_map"] = spec.device_map
+        if spec.max_memory:
+            kwargs["max_memory"] = {(int(k) if str(k).isdigit() else k): v for k, v in spec.max_memory.items()}
+        if spec.offload_folder:
+            kwargs["offload_folder"] = spec.offload_folder
     else:
         kwargs["device_map"] = {"": "cpu"}
-    model = AutoModelForCausalLM.from_pretrained(spec["model"], **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(spec.model, **kwargs)
     model.eval()
     placement = parameter_placement(model)
     for device, count in placement.items():

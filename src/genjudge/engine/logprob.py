@@ -1,8 +1,9 @@
 """Logprob verdicts: one forward pass per prompt, no decoding, never unparsed.
 
-The judge prompt is followed by the verdict marker ("VERDICT:") and the model's
-next-token distribution is read at that position. Each label is represented by
-the first token of its continuation (" CORRECT", " INCORRECT"); labels whose
+The judge prompt is followed by the grading mode's verdict marker ("VERDICT:")
+and the model's next-token distribution is read at that position. Each of the
+mode's labels is represented by the first token of its continuation
+(" CORRECT", " INCORRECT"); labels whose
 first tokens collide under the judge's tokenizer cannot be told apart this way,
 so that is refused at load time.
 """
@@ -11,11 +12,9 @@ from __future__ import annotations
 
 from genjudge.errors import InputError
 
-MARKER = "VERDICT:"
-LABELS = ("CORRECT", "INCORRECT")
 
-
-def label_token_ids(tokenizer, labels=LABELS, marker=MARKER) -> list[int]:
+def label_token_ids(tokenizer, labels: tuple[str, ...], marker: str) -> list[int]:
+    """The first token of each label's continuation after `marker`; colliding labels are refused."""
     prefix = tokenizer(marker, add_special_tokens=False)["input_ids"]
     ids = []
     for label in labels:
@@ -33,11 +32,13 @@ def label_token_ids(tokenizer, labels=LABELS, marker=MARKER) -> list[int]:
 class LogprobScorer:
     """Same interface as generation.Generator: token_lengths, generate (one batch), probe."""
 
-    def __init__(self, model, tokenizer, add_special_tokens: bool):
+    def __init__(self, model, tokenizer, add_special_tokens: bool, labels: tuple[str, ...], marker: str):
         self.model = model
         self.tok = tokenizer
         self.add_special_tokens = add_special_tokens
-        self.ids = label_token_ids(tokenizer)
+        self.labels = labels
+        self.marker = marker
+        self.ids = label_token_ids(tokenizer, labels, marker)
 
     def token_lengths(self, prompts: list[str]) -> list[int]:
         enc = self.tok(prompts, add_special_tokens=self.add_special_tokens)
@@ -61,8 +62,9 @@ class LogprobScorer:
         probs = torch.softmax(logits[:, self.ids], dim=-1)
         out = []
         for row, n_prompt in zip(probs.tolist(), enc["attention_mask"].sum(dim=1).tolist()):
-            label = LABELS[max(range(len(LABELS)), key=lambda i: row[i])]
-            out.append({"output": f"{MARKER} {label}", "p_correct": row[0], "n_prompt_tokens": int(n_prompt),
+            label = self.labels[max(range(len(self.labels)), key=lambda i: row[i])]
+            # p_correct: the probability of the first (positive) label among the labels.
+            out.append({"output": f"{self.marker} {label}", "p_correct": row[0], "n_prompt_tokens": int(n_prompt),
                         "n_generated_tokens": 0, "finish_reason": "logprob"})
         return out
 

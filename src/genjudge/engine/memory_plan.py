@@ -36,7 +36,7 @@ def parse_inventory_spec(spec: str) -> list[Gpu]:
     return [Gpu(str(i), f"hypothetical {m.group(2)}{m.group(3) or 'GiB'}", size, size) for i in range(n)]
 
 
-def job_plan(spec: dict, batch_size, seq_len: int, role: str) -> dict:
+def job_plan(spec, batch_size, seq_len: int, role: str) -> dict:
     """The plan for the GPUs this job can see, for its meta file; never fails the job."""
     try:
         bs = batch_size if isinstance(batch_size, int) else 8
@@ -168,29 +168,27 @@ def plan_device_map(model, gpus: list[Gpu], precision: str, strategy: str = "aut
     return Placement(device_map, dict(params), dict(layers), offloaded)
 
 
-def plan(spec: dict, gpus: list[Gpu], batch_size: int, seq_len: int, role: str, model=None) -> dict:
+def plan(spec, gpus: list[Gpu], batch_size: int, seq_len: int, role: str, model=None) -> dict:
     """Everything the plan prints for one model, as a dict (also written into job meta)."""
     import logging
 
     # accelerate warns "Device N is not available" for every hypothetical GPU.
     logging.getLogger("accelerate").setLevel(logging.ERROR)
     logging.getLogger("accelerate.utils.modeling").setLevel(logging.ERROR)
-    config = load_config(spec["model"], spec.get("revision"))
+    config = load_config(spec.model, spec.revision)
     model = model if model is not None else empty_model(config)
     n_params = sum(p.numel() for p in model.parameters())
     weights = {p: weight_bytes(model, p) for p in PRECISIONS}
-    precision = spec.get("quantization", "none")
-    if precision in (None, "none"):  # unquantized: the dtype, with `auto` planned as bf16
-        precision = "bfloat16" if spec.get("dtype", "auto") == "auto" else spec["dtype"]
+    precision = spec.precision
     kv = kv_cache_bytes(config, batch_size, seq_len)
-    out = {"role": role, "model": spec["model"], "parameters": n_params,
+    out = {"role": role, "model": spec.model, "parameters": n_params,
            "weights_bytes": weights, "precision": precision, "kv_cache_bytes": kv,
            "batch_size": batch_size, "seq_len": seq_len, "gpus": [g.__dict__ for g in gpus]}
     if not gpus:
         out.update(fits=None, note="no GPUs: the model runs on the CPU")
         return out
     gpus = [g if isinstance(g, Gpu) else Gpu(**g) for g in gpus]
-    placement = plan_device_map(model, gpus, precision, spec.get("device_map", "auto"), spec.get("max_memory"))
+    placement = plan_device_map(model, gpus, precision, spec.device_map, spec.max_memory)
     total = sum(g.total_bytes for g in gpus)
     w = weights[precision] if precision in weights else weights["bfloat16"]
     headroom = total - w

@@ -1,4 +1,4 @@
-"""Judge prompt templates: plain text files with {question}, {reference}, {candidate}.
+"""Judge prompt templates: plain text files with the grading mode's placeholders ({question}, ...).
 
 Literal braces in a template are written doubled ({{ and }}), as in str.format.
 """
@@ -11,12 +11,9 @@ from pathlib import Path
 from genjudge.dataset import is_missing
 from genjudge.errors import InputError
 
-FIELDS = {"reference": {"question", "reference", "candidate"},
-          "score": {"question", "reference", "candidate"},
-          "pairwise": {"question", "reference", "answer_a", "answer_b"}}
 
-
-def load_template(path, mode: str) -> str:
+def load_template(path, mode) -> str:
+    """Read a template and check its placeholders against the grading mode's (`mode.placeholders`)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"judge.template: template file {str(path)!r} not found")
@@ -25,9 +22,10 @@ def load_template(path, mode: str) -> str:
         names = {f for _, f, _, _ in string.Formatter().parse(text) if f}
     except ValueError as exc:
         raise InputError(f"{path}: bad template ({exc}); write literal braces as {{{{ and }}}}") from None
-    unknown = names - FIELDS[mode]
+    unknown = names - mode.placeholders
     if unknown:
-        raise InputError(f"{path}: unknown placeholder(s) {sorted(unknown)}; mode {mode!r} offers {sorted(FIELDS[mode])}")
+        raise InputError(f"{path}: unknown placeholder(s) {sorted(unknown)}; mode {mode.name!r} offers "
+                         f"{sorted(mode.placeholders)}")
     return text
 
 

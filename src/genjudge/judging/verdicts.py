@@ -3,25 +3,14 @@
 The pattern is searched everywhere in the text and the LAST match decides, so
 a judge that discusses "incorrect" options in its reasoning before its final
 `VERDICT: CORRECT` is read correctly. No match gives an explicit `unparsed`
-result with a reason; it is never counted as a wrong answer.
+result with a reason; it is never counted as a wrong answer. Each grading mode
+(`judging/modes/`) owns its pattern, labels and marker word.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-DEFAULT_PATTERN = r"VERDICT:\s*\**\s*(CORRECT|INCORRECT|PARTIAL)\b"
-DEFAULT_LABELS = {"CORRECT": "correct", "INCORRECT": "incorrect", "PARTIAL": "partial"}
-SCORE_PATTERN = r"SCORE:\s*\**\s*(10|[1-9])\b"
-PAIRWISE_PATTERN = r"VERDICT:\s*\**\s*\[{0,2}(A|B|TIE)\]{0,2}(?![A-Za-z])"
-
-# Per grading mode: (pattern, labels, marker). Score labels are empty: the captured number is the verdict.
-MODES = {
-    "reference": (DEFAULT_PATTERN, DEFAULT_LABELS, "VERDICT"),
-    "score": (SCORE_PATTERN, {}, "SCORE"),
-    "pairwise": (PAIRWISE_PATTERN, {"A": "a", "B": "b", "TIE": "tie"}, "VERDICT"),
-}
 
 
 @dataclass
@@ -38,9 +27,9 @@ def compile_pattern(pattern: str) -> re.Pattern:
     return rx
 
 
-def parse_verdict(text: str | None, pattern: str = DEFAULT_PATTERN, labels: dict | None = None,
-                  marker: str | None = "VERDICT") -> Verdict:
-    labels = DEFAULT_LABELS if labels is None else labels
+def parse_verdict(text: str | None, pattern, labels: dict, marker: str | None) -> Verdict:
+    """`labels` maps the captured text to a verdict (empty: the captured text is the verdict);
+    `marker` is the word the pattern anchors on, used only to explain a failed parse."""
     rx = compile_pattern(pattern) if isinstance(pattern, str) else pattern
     if text is None or not text.strip():
         return Verdict(None, "empty judge output", 0)
@@ -48,7 +37,9 @@ def parse_verdict(text: str | None, pattern: str = DEFAULT_PATTERN, labels: dict
     if not matches:
         if marker and marker.lower() in text.lower():
             return Verdict(None, f"{marker} marker without a recognised label", 0)
-        return Verdict(None, "no verdict marker", 0)
+        if marker:
+            return Verdict(None, "no verdict marker", 0)
+        return Verdict(None, f"no match for the verdict pattern {rx.pattern!r}", 0)
     raw = matches[-1].group(1)
     if raw in labels:
         return Verdict(labels[raw], None, len(matches))

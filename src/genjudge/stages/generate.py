@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from genjudge import atomic, meta as jobmeta
+from genjudge import atomic
 from genjudge.engine.completion import PromptSet, complete, completion_meta
 from genjudge.item_store import ItemStore
+from genjudge.records import GenerateMeta
 from genjudge.shard_files import read_shard
+from genjudge.specs import GeneratorSpec
 
 OUTPUT_COLUMNS = ["id", "prompt_sent", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason", "key"]
 
 
-def run_generate(*, shard: int, shard_path, out_path, meta_path, spec: dict, store_dir, run: str,
-                 lease, log_stream) -> dict:
-    meta = jobmeta.base_meta(lease)
-    meta.update(shard=int(shard), run=run, model=spec["model"], revision=spec.get("revision"))
+def run_generate(*, shard: int, shard_path, out_path, meta_path, spec: GeneratorSpec, store_dir, run: str,
+                 lease, log_stream) -> GenerateMeta:
+    meta = GenerateMeta.start(lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision)
     items = read_shard(shard_path)
     pset = PromptSet(spec, kind="generate")
     store = ItemStore(store_dir, f"{run}-shard{shard}")
@@ -30,5 +31,4 @@ def run_generate(*, shard: int, shard_path, out_path, meta_path, spec: dict, sto
     atomic.write_parquet(out_path, out)
     meta.update(n_items=len(out), n_generated_tokens=int(out["n_generated_tokens"].sum()),
                 **completion_meta(c, "generate_seconds"))
-    return jobmeta.finish(meta, meta_path)
-
+    return meta.finish(meta_path)

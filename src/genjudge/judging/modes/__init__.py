@@ -1,0 +1,11 @@
+"""Grading modes, one object each, looked up by name.
+
+Adding a mode: a module with a `JudgeMode` subclass (placeholders, pattern,
+labels, requests, parse, metrics, headline), its template, and `register(...)`.
+Modes outside the package are loaded from the config's `plugins`.
+"""
+
+from genjudge.judging.modes.base import JudgeMode, JudgeRequest, get, logprob_modes, names, register
+from genjudge.judging.modes import pairwise, reference, score  # noqa: F401  (built-in modes register)
+
+__all__ = ["JudgeMode", "JudgeRequest", "get", "logprob_modes", "names", "register"]

@@ -1,0 +1,172 @@
+"""What every grading mode is: its template's placeholders, its verdict pattern and
+labels, how it turns answers into judge requests, how it reads verdicts back, and
+which measures it reports.
+
+A mode is one object; callers look it up by name (`genjudge.judging.modes.get`) and
+never branch on the name. Reading verdicts binds to the LAST match of the pattern in
+the judge's text; no match is an explicit unparsed result with a reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from genjudge.errors import InputError
+from genjudge.judging.stats import mean_interval, rate
+from genjudge.judging.templates import render
+from genjudge.judging.textnorm import exact_match
+from genjudge.judging.verdicts import Verdict, compile_pattern, parse_verdict
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One call of the judge, or an item a rule decided (`text` is None then)."""
+
+    id: str
+    order: int  # 0; pairwise: 0 = candidate shown as A, 1 = candidate shown as B
+    decided_by: str  # "judge" or "rule"
+    text: str | None
+
+
+def pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def rate_text(r: dict) -> str:
+    """`75.0% [62.1, 84.6]`."""
+    ci = "" if not r.get("ci95") else f" [{100 * r['ci95'][0]:.1f}, {100 * r['ci95'][1]:.1f}]"
+    return f"{pct(r['value'])}{ci}"
+
+
+class JudgeMode:
+    """A single-answer grading mode. Subclasses set the class attributes and the metrics."""
+
+    name: str = ""
+    placeholders: frozenset[str] = frozenset({"question", "reference", "candidate"})
+    pattern: str = ""  # default verdict pattern: group 1 is the label
+    labels: dict[str, str] = {}  # label as written -> verdict; empty: the captured text is the verdict
+    marker: str | None = None  # word that names the verdict line, for unparsed reasons
+    logprob_labels: tuple[str, ...] | None = None  # labels scored after `marker:` by `verdict: logprob`
+    rule_verdict: str | None = None  # `cascade: true`: the verdict of an exact match, decided without the judge
+    needs_baseline = False
+    report_columns: tuple[str, ...] = ()  # columns of judgments.parquet the mode's measures read
+
+    # --- configuration ---
+    def default_template(self) -> str:
+        """Path of the mode's template, relative to the workflow directory."""
+        return f"config/templates/{self.name}.txt"
+
+    def check(self, spec) -> None:
+        """Refuse judge settings this mode cannot honour (raises InputError)."""
+        if spec.verdict == "logprob" and not self.logprob_labels:
+            raise InputError(f"judge.verdict: logprob is not available in mode {self.name!r} "
+                             f"(modes with logprob verdicts: {', '.join(logprob_modes())})")
+        if spec.cascade and self.rule_verdict is None:
+            raise InputError(f"judge.cascade: mode {self.name!r} has no rule to decide exact matches by")
+
+    def baseline_inputs(self, spec) -> list[str]:
+        """Files the judge job reads besides the generations (pairwise: the baseline run)."""
+        return []
+
+    # --- judging ---
+    def requests(self, gens: pd.DataFrame, spec, template: str) -> list[JudgeRequest]:
+        out = []
+        for row in gens.itertuples():
+            if spec.cascade and exact_match(row.output, row.reference):
+                out.append(JudgeRequest(row.id, 0, "rule", None))
+            else:
+                out.append(JudgeRequest(row.id, 0, "judge", render(template, question=row.prompt,
+                                                                     reference=row.reference,
+                                                                     candidate=row.output)))
+        return out
+
+    # --- parsing ---
+    def compile(self, pattern: str | None) -> re.Pattern:
+        return compile_pattern(pattern or self.pattern)
+
+    def parse_text(self, text, rx: re.Pattern, custom: bool) -> Verdict:
+        # With a custom pattern, the mode's marker word says nothing about why it did not match.
+        return parse_verdict(text, rx, self.labels, None if custom else self.marker)
+
+    def parse(self, df: pd.DataFrame, raw: pd.DataFrame, pattern: str | None) -> pd.DataFrame:
+        """df: the merged generations with exact_match; adds verdict, unparsed_reason and the mode's columns."""
+        rx = self.compile(pattern)
+        first = orders(raw, df, 0)
+        df["decided_by"] = first["decided_by"].to_numpy()
+        df["judge_output"] = first["judge_output"].to_numpy()
+        df["p_correct"] = first["p_correct"].to_numpy()
+        parsed = [None if d == "rule" else self.parse_text(t, rx, bool(pattern))
+                  for d, t in zip(df["decided_by"], df["judge_output"])]
+        df["verdict"] = [self.rule_verdict if p is None else p.verdict for p in parsed]
+        df["unparsed_reason"] = [None if p is None else p.reason for p in parsed]
+        df["n_verdict_markers"] = [0 if p is None else p.n_markers for p in parsed]
+        return df
+
+    # --- measures ---
+    def metrics(self, g: pd.DataFrame) -> dict:
+        """The mode's measures over one group of judgments (the run, or one category)."""
+        raise NotImplementedError
+
+    def summary(self, df: pd.DataFrame, metrics: dict) -> dict:
+        """Run-level fields beside the metrics (e.g. the headline accuracy)."""
+        return {}
+
+    def headline(self, s: dict) -> list[tuple[str, str]]:
+        """(measure, value) rows for the report and `genjudge summary`."""
+        raise NotImplementedError
+
+    def category_column(self) -> tuple[str, callable]:
+        """Heading and cell of the per-category table."""
+        raise NotImplementedError
+
+
+def orders(raw: pd.DataFrame, df: pd.DataFrame, order: int) -> pd.DataFrame:
+    """The raw judge rows of one order, aligned with df's ids; every id must be there."""
+    rows = raw[raw["order"] == order].set_index("id").reindex(df["id"])
+    if rows["decided_by"].isna().any():
+        missing = df["id"][rows["decided_by"].isna().to_numpy()].tolist()
+        raise ValueError(f"judge outputs missing for {len(missing)} item(s), e.g. {missing[:5]}")
+    return rows
+
+
+def counts(series: pd.Series) -> dict:
+    return {str(k): int(v) for k, v in series.value_counts().items()}
+
+
+def share(parsed: pd.DataFrame, value: str) -> dict:
+    return rate(int((parsed["verdict"] == value).sum()), len(parsed))
+
+
+def mean_of(values) -> dict:
+    return mean_interval([float(x) for x in values])
+
+
+_REGISTRY: dict[str, JudgeMode] = {}
+
+
+def register(mode: JudgeMode) -> JudgeMode:
+    """Make a mode available by its name (built-in modes register on import)."""
+    if not mode.name:
+        raise ValueError("a judge mode needs a name")
+    _REGISTRY[mode.name] = mode
+    return mode
+
+
+def get(name: str) -> JudgeMode:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise InputError(f"judge.mode: unknown mode {name!r}; known modes: {', '.join(sorted(_REGISTRY))} "
+                         "(a mode of your own is a module that calls genjudge.judging.modes.register, "
+                         "listed under `plugins`)") from None
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def logprob_modes() -> list[str]:
+    return [n for n, m in sorted(_REGISTRY.items()) if m.logprob_labels]

@@ -1,0 +1,109 @@
+"""pairwise: the candidate against a baseline run's answer, judged in both orders.
+
+Order 0 shows the candidate as A, order 1 as B. A verdict that flips with the
+order is position bias, not a preference: it counts as a tie.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from genjudge.errors import InputError
+from genjudge.judging.modes.base import JudgeMode, JudgeRequest, orders, pct, rate_text, register, share
+from genjudge.judging.stats import rate
+from genjudge.judging.templates import render
+
+# Verdicts from the candidate's side, per order.
+OUTCOME = {0: {"a": "win", "b": "loss", "tie": "tie"}, 1: {"a": "loss", "b": "win", "tie": "tie"}}
+OUTCOMES = ("win", "tie", "loss")
+
+
+def load_baseline(path, ids) -> dict:
+    if not path:
+        raise InputError("judge.baseline: pairwise mode needs a baseline run's generations.parquet")
+    try:
+        base = pd.read_parquet(path, columns=["id", "output"])
+    except FileNotFoundError:
+        raise InputError(f"judge.baseline: {path!r} not found") from None
+    answers = dict(zip(base["id"], base["output"]))
+    missing = [i for i in ids if i not in answers]
+    if missing:
+        raise InputError(f"judge.baseline: {path} has no answer for {len(missing)} id(s), e.g. {missing[:5]}")
+    return answers
+
+
+class Pairwise(JudgeMode):
+    name = "pairwise"
+    placeholders = frozenset({"question", "reference", "answer_a", "answer_b"})
+    pattern = r"VERDICT:\s*\**\s*\[{0,2}(A|B|TIE)\]{0,2}(?![A-Za-z])"
+    labels = {"A": "a", "B": "b", "TIE": "tie"}
+    marker = "VERDICT"
+    needs_baseline = True
+    report_columns = ("judge_output_swapped", "outcome_order0", "outcome_order1", "position_consistent")
+
+    def check(self, spec) -> None:
+        super().check(spec)
+        import os
+
+        if not spec.baseline:
+            raise InputError("judge.baseline: pairwise mode needs a baseline run's generations.parquet")
+        if not os.path.exists(spec.baseline):
+            raise InputError(f"judge.baseline: {spec.baseline!r} not found; run the baseline first")
+
+    def baseline_inputs(self, spec) -> list[str]:
+        return [spec.baseline]
+
+    def requests(self, gens, spec, template):
+        baseline = load_baseline(spec.baseline, gens["id"].tolist())
+        out = []
+        for row in gens.itertuples():
+            pair = (row.output, baseline[row.id])
+            for order, (a, b) in enumerate((pair, pair[::-1])):
+                out.append(JudgeRequest(row.id, order, "judge", render(template, question=row.prompt,
+                                                                      reference=row.reference,
+                                                                      answer_a=a, answer_b=b)))
+        return out
+
+    def parse(self, df, raw, pattern):
+        rx = self.compile(pattern)
+        first, second = orders(raw, df, 0), orders(raw, df, 1)
+        df["decided_by"] = first["decided_by"].to_numpy()
+        df["judge_output"] = first["judge_output"].to_numpy()
+        df["p_correct"] = first["p_correct"].to_numpy()
+        df["judge_output_swapped"] = second["judge_output"].to_numpy()
+        verdicts, reasons, o0s, o1s, consistent = [], [], [], [], []
+        for t0, t1 in zip(df["judge_output"], df["judge_output_swapped"]):
+            p0, p1 = self.parse_text(t0, rx, bool(pattern)), self.parse_text(t1, rx, bool(pattern))
+            o0 = OUTCOME[0].get(p0.verdict) if p0.verdict else None
+            o1 = OUTCOME[1].get(p1.verdict) if p1.verdict else None
+            o0s.append(o0)
+            o1s.append(o1)
+            if o0 is None or o1 is None:
+                verdicts.append(None)
+                reasons.append("; ".join(f"order {i}: {p.reason}" for i, p in enumerate((p0, p1)) if p.reason))
+                consistent.append(None)
+            else:
+                consistent.append(o0 == o1)
+                verdicts.append(o0 if o0 == o1 else "tie")
+                reasons.append(None)
+        df["verdict"], df["unparsed_reason"] = verdicts, reasons
+        df["outcome_order0"], df["outcome_order1"], df["position_consistent"] = o0s, o1s, consistent
+        return df
+
+    def metrics(self, g: pd.DataFrame) -> dict:
+        parsed = g[g["verdict"].notna()]
+        out = {k: share(parsed, k) for k in OUTCOMES}
+        cons = parsed["position_consistent"].dropna().astype(bool)
+        out["position_consistency"] = rate(int(cons.sum()), len(cons))
+        return out
+
+    def headline(self, s: dict) -> list[tuple[str, str]]:
+        rows = [(f"{k} (vs baseline)", rate_text(s[k])) for k in OUTCOMES]
+        rows.append(("position consistency", rate_text(s["position_consistency"])))
+        return rows
+
+    def category_column(self):
+        return "win / tie / loss", lambda c: " / ".join(pct(c[k]["value"]) for k in OUTCOMES)
+
+
+register(Pairwise())

@@ -1,0 +1,48 @@
+"""reference: question + reference answer + candidate -> CORRECT / INCORRECT (/ PARTIAL)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from genjudge.judging.modes.base import JudgeMode, counts, rate_text, register, share
+from genjudge.judging.stats import rate
+
+
+class Reference(JudgeMode):
+    name = "reference"
+    pattern = r"VERDICT:\s*\**\s*(CORRECT|INCORRECT|PARTIAL)\b"
+    labels = {"CORRECT": "correct", "INCORRECT": "incorrect", "PARTIAL": "partial"}
+    marker = "VERDICT"
+    logprob_labels = ("CORRECT", "INCORRECT")
+    rule_verdict = "correct"
+
+    def metrics(self, g: pd.DataFrame) -> dict:
+        parsed = g[g["verdict"].notna()]
+        out = {"accuracy": share(parsed, "correct"), "verdict_counts": counts(parsed["verdict"])}
+        p = g["p_correct"].dropna() if "p_correct" in g else []
+        if len(p):
+            out["mean_p_correct"] = float(p.mean())
+        return out
+
+    def summary(self, df: pd.DataFrame, metrics: dict) -> dict:
+        parsed = df[df["verdict"].notna()]
+        both = parsed[parsed["exact_match"].notna() & (parsed["decided_by"] == "judge")]
+        agree = int(((both["verdict"] == "correct") == both["exact_match"].astype(bool)).sum())
+        return {"accuracy": metrics["accuracy"]["value"], "accuracy_ci95": metrics["accuracy"]["ci95"],
+                "judge_exact_match_agreement": rate(agree, len(both)), "decided_by": counts(df["decided_by"])}
+
+    def headline(self, s: dict) -> list[tuple[str, str]]:
+        rows = [("accuracy (judge, over parsed)", rate_text({"value": s["accuracy"], "ci95": s["accuracy_ci95"]}))]
+        if "mean_p_correct" in s:
+            rows.append(("mean judge probability of CORRECT (logprob)", f"{s['mean_p_correct']:.3f}"))
+        rows.append(("judge agrees with exact match", rate_text(s["judge_exact_match_agreement"])))
+        rows.append(("decided by", ", ".join(f"{k}: {v}" for k, v in s["decided_by"].items())))
+        return rows
+
+    def category_column(self):
+        return "accuracy", lambda c: rate_text(c["accuracy"])
+
+
+register(Reference())
+
+

@@ -1,0 +1,249 @@
+"""Typed, versioned records: job meta, raw judge rows and the run summary.
+
+Each is written and read through its own type; every file carries the
+`schema_version` it was written with, and reading a file of another version is
+an error that says so rather than a KeyError later. The README's list of meta
+fields is checked against these classes by the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import time
+from dataclasses import asdict, dataclass, field, fields
+
+import pandas as pd
+
+from genjudge import atomic
+
+SCHEMA_VERSION = 1
+
+
+class RecordError(ValueError):
+    pass
+
+
+def _check_version(kind: str, found, path) -> None:
+    if found != SCHEMA_VERSION:
+        raise RecordError(f"{path}: {kind} written with schema_version {found!r}; this genjudge reads "
+                          f"{SCHEMA_VERSION}. Rerun the step that wrote it (or use the matching genjudge).")
+
+
+class _Record:
+    @classmethod
+    def from_dict(cls, data: dict, where="record"):
+        _check_version(cls.__name__, data.get("schema_version"), where)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise RecordError(f"{where}: unknown {cls.__name__} field(s) {unknown}")
+        return cls(**data)
+
+    @classmethod
+    def read(cls, path):
+        return cls.from_dict(json.loads(open(path, encoding="utf-8").read()), str(path))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def update(self, **values) -> None:
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise AttributeError(f"{type(self).__name__} has no field(s) {unknown}")
+        for k, v in values.items():
+            setattr(self, k, v)
+
+
+@dataclass
+class JobMeta(_Record):
+    """Where and how one model job ran; written beside its output as `<output>.meta.json`."""
+
+    schema_version: int = SCHEMA_VERSION
+    run: str | None = None
+    hostname: str | None = None
+    pid: int | None = None
+    slurm_job_id: str | None = None
+    python: str | None = None
+    cuda_visible_devices: str | None = None
+    gpu_source: str | None = None  # lease, slurm or none
+    gpus: list = field(default_factory=list)
+    waited_for_gpus_seconds: float = 0.0
+    started_at: float | None = None  # unix seconds
+    finished_at: float | None = None
+    model: str | None = None
+    revision: str | None = None
+    model_fingerprint: str | None = None
+    chat_template: bool | None = None
+    n_items: int = 0
+    batch_size: int | None = None
+    load_seconds: float = 0.0
+    resumed_items: int = 0
+    computed_items: int = 0
+    tokens_per_second: float | None = None
+    placement: dict | None = None  # parameters per device
+    device: dict | None = None  # torch's view of the devices
+    memory_plan: dict | None = None
+
+    @classmethod
+    def start(cls, lease, **values):
+        """A meta for a job that starts now, with the GPUs `lease` gave it."""
+        meta = cls(hostname=socket.gethostname(), pid=os.getpid(), slurm_job_id=os.environ.get("SLURM_JOB_ID"),
+                   python=platform.python_version(), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                   gpu_source=lease.source, gpus=list(lease.devices),
+                   waited_for_gpus_seconds=round(lease.waited_seconds, 3), started_at=time.time())
+        meta.update(**values)
+        return meta
+
+    def finish(self, path):
+        self.finished_at = time.time()
+        self.write(path)
+        return self
+
+    def write(self, path) -> None:
+        atomic.write_json(path, self.to_dict())
+
+    @property
+    def wall_seconds(self) -> float:
+        return round(self.finished_at - self.started_at, 3)
+
+
+@dataclass
+class GenerateMeta(JobMeta):
+    shard: int = 0
+    n_generated_tokens: int = 0
+    generate_seconds: float = 0.0
+
+
+@dataclass
+class JudgeMeta(JobMeta):
+    judge_shard: int = 0
+    mode: str | None = None
+    verdict: str | None = None
+    cascade: bool | None = None
+    quantization: str | None = None
+    device_map: str | None = None
+    template: str | None = None
+    template_hash: str | None = None
+    n_requests: int = 0
+    n_decided_by_rule: int = 0
+    judge_seconds: float = 0.0
+    shards: list | None = None  # the judge-shard metas, in a merged meta of several shards
+
+    @classmethod
+    def from_dict(cls, data: dict, where="record"):
+        meta = super().from_dict(data, where)
+        if meta.shards:
+            meta.shards = [m if isinstance(m, JudgeMeta) else JudgeMeta.from_dict(m, where) for m in meta.shards]
+        return meta
+
+    @classmethod
+    def merged(cls, metas: list[JudgeMeta]) -> JudgeMeta:
+        """One meta for data-parallel judge shards: sums and spans, each shard's meta kept."""
+        if len(metas) == 1:
+            return metas[0]
+        first = metas[0]
+        return cls(run=first.run, model=first.model, revision=first.revision, mode=first.mode,
+                   verdict=first.verdict, cascade=first.cascade, quantization=first.quantization,
+                   device_map=first.device_map, template=first.template, template_hash=first.template_hash,
+                   model_fingerprint=first.model_fingerprint, placement=first.placement, shards=metas,
+                   cuda_visible_devices=";".join(str(m.cuda_visible_devices) for m in metas),
+                   n_items=sum(m.n_items for m in metas), n_requests=sum(m.n_requests for m in metas),
+                   n_decided_by_rule=sum(m.n_decided_by_rule for m in metas),
+                   load_seconds=round(sum(m.load_seconds for m in metas), 3),
+                   judge_seconds=round(sum(m.judge_seconds for m in metas), 3),
+                   resumed_items=sum(m.resumed_items for m in metas),
+                   computed_items=sum(m.computed_items for m in metas),
+                   started_at=min(m.started_at for m in metas), finished_at=max(m.finished_at for m in metas))
+
+    def jobs(self) -> list[JudgeMeta]:
+        return list(self.shards) if self.shards else [self]
+
+
+@dataclass
+class JudgeRecord:
+    """One row of `judge/raw.parquet`: a judge call (or a rule's decision) and what came back."""
+
+    id: str
+    order: int
+    decided_by: str
+    judge_prompt: str | None = None
+    judge_output: str | None = None
+    p_correct: float | None = None
+    judge_n_prompt_tokens: int = 0
+    judge_n_generated_tokens: int = 0
+    judge_finish_reason: str | None = None
+    judge_key: str | None = None
+
+
+RAW_COLUMNS = [f.name for f in fields(JudgeRecord)]
+_VERSION_KEY = b"genjudge.schema_version"
+
+
+def write_judge_records(path, rows: list[JudgeRecord] | pd.DataFrame) -> None:
+    import pyarrow as pa
+
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame([asdict(r) for r in rows], columns=RAW_COLUMNS)
+    df = df[RAW_COLUMNS].astype({"p_correct": "float64"})
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           _VERSION_KEY: str(SCHEMA_VERSION).encode()})
+    with atomic.atomic_path(path) as tmp:
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, tmp)
+
+
+def read_judge_records(path, columns: list[str] | None = None) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    found = meta.get(_VERSION_KEY)
+    _check_version("judge records", int(found) if found else None, path)
+    return pd.read_parquet(path, columns=columns)
+
+
+@dataclass
+class RunSummary(_Record):
+    """`report/summary.json`. The mode's measures (`metrics`) are written at the top level
+    beside these fields, so a reference run has `accuracy`, a pairwise run `win`/`tie`/`loss`."""
+
+    schema_version: int = SCHEMA_VERSION
+    run: str = ""
+    mode: str = ""
+    n_items: int = 0
+    n_judged: int = 0
+    n_unparsed: int = 0
+    unparsed_rate: float | None = None
+    unparsed_reasons: dict = field(default_factory=dict)
+    accuracy: float | None = None
+    accuracy_ci95: list | None = None
+    exact_match: dict = field(default_factory=dict)
+    per_category: dict = field(default_factory=dict)
+    placement_warnings: list = field(default_factory=list)
+    shards: list = field(default_factory=list)
+    generator: dict = field(default_factory=dict)
+    judge: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        metrics = out.pop("metrics")
+        # A mode's rate of the headline (`accuracy` with its interval) is the field, flattened.
+        clash = set(metrics) & set(out) - {"accuracy"}
+        if clash:
+            raise RecordError(f"mode measures {sorted(clash)} clash with summary fields")
+        return {**out, **{k: v for k, v in metrics.items() if k not in out}}
+
+    @classmethod
+    def from_dict(cls, data: dict, where="summary"):
+        _check_version(cls.__name__, data.get("schema_version"), where)
+        known = {f.name for f in fields(cls)} - {"metrics"}
+        return cls(**{k: v for k, v in data.items() if k in known},
+                   metrics={k: v for k, v in data.items() if k not in known})
+
+    def write(self, path) -> None:
+        atomic.write_json(path, self.to_dict())

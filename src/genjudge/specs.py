@@ -1,0 +1,142 @@
+"""Typed specs of the generator, the judge, the dataset and job resources.
+
+Built once, at a job's boundary, from the validated config (whose schema is the
+only home of defaults): no field here has a default. Each field declares whether
+what it changes: `item` fields change each item's result (they go into the
+item-cache key, `item_params`, and into the rule `params:` that tell Snakemake
+when to rerun, `rerun_params`); `job` fields change a job's output but not what
+the model says about one item (rerun only); `run` fields change neither (how
+fast, on which devices). Precision (dtype, quantization and the
+bitsandbytes settings) is part of it: a 4-bit judge never reuses bf16 answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+def _item():
+    return field(metadata={"changes": "item"})
+
+
+def _job():
+    return field(metadata={"changes": "job"})
+
+
+def _run():
+    return field(metadata={"changes": None})
+
+
+class Spec:
+    @classmethod
+    def from_config(cls, section: dict):
+        """Build from a validated config section; every field must be there (schema defaults)."""
+        names = {f.name for f in fields(cls)}
+        missing = sorted(names - set(section))
+        if missing:
+            raise KeyError(f"{cls.__name__}: config lacks {missing}; was it validated against the schema?")
+        return cls(**{k: section[k] for k in names})
+
+    @classmethod
+    def fields_changing(cls, *what: str) -> list[str]:
+        return [f.name for f in fields(cls) if f.metadata.get("changes") in what]
+
+    def rerun_params(self) -> dict:
+        """The fields that change outputs, as plain data for a rule's `params:`."""
+        return {k: getattr(self, k) for k in self.fields_changing("item", "job")}
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class ModelSpec(Spec):
+    """What both roles share: which model, how it is loaded, how it decodes."""
+
+    model: str = _item()
+    revision: str | None = _item()
+    dtype: str = _item()
+    quantization: str = _item()
+    bnb_4bit_quant_type: str = _item()
+    bnb_4bit_use_double_quant: bool = _item()
+    bnb_4bit_compute_dtype: str = _item()
+    max_new_tokens: int = _item()
+    system_prompt: str | None = _item()
+    use_chat_template: Any = _item()
+    device_map: str = _run()
+    max_memory: dict | None = _run()
+    batch_size: Any = _run()
+    memory_margin: float = _run()
+
+    def item_params(self) -> dict:
+        """What decides one item's result besides the model's files and the prompt as sent:
+        the `item` fields, less the model's name and revision (its fingerprint stands for them)."""
+        return {k: getattr(self, k) for k in self.fields_changing("item") if k not in ("model", "revision")}
+
+    @property
+    def precision(self) -> str:
+        """`8bit`/`4bit`, or the dtype (`auto` planned as bfloat16)."""
+        if self.quantization != "none":
+            return self.quantization
+        return "bfloat16" if self.dtype == "auto" else self.dtype
+
+
+@dataclass(frozen=True)
+class GeneratorSpec(ModelSpec):
+    do_sample: bool = _item()
+    temperature: float = _item()
+    top_p: float = _item()
+    seed: int = _item()
+    offload_folder: str | None = _run()
+
+
+@dataclass(frozen=True)
+class JudgeSpec(ModelSpec):
+    verdict: str = _item()
+    # The mode, template and baseline shape the prompt, which is in the item key already;
+    # cascade decides which items reach the judge, not what the judge says about one.
+    mode: str = _job()
+    template: str | None = _job()
+    cascade: bool = _job()
+    baseline: str | None = _job()
+    # Parsing only: changing the pattern re-parses stored outputs without the judge.
+    verdict_pattern: str | None = _run()
+    shards: int = _run()  # the judge-shard files carry their count in their names
+    gpus: Any = _run()
+    offload_folder: str | None = _run()
+
+
+@dataclass(frozen=True)
+class DatasetSpec(Spec):
+    path: str = _job()
+    format: str = _job()
+    fields: dict = _job()
+
+
+@dataclass(frozen=True)
+class ResourcesSpec(Spec):
+    mem_mb: int = _run()
+    runtime: int = _run()
+    cpus_per_gpu: int = _run()
+    cpus: int = _run()
+
+
+def generator_spec(config: dict) -> GeneratorSpec:
+    return GeneratorSpec.from_config(config["generator"])
+
+
+def judge_spec(config: dict) -> JudgeSpec:
+    return JudgeSpec.from_config(config["judge"])
+
+
+def dataset_spec(config: dict) -> DatasetSpec:
+    return DatasetSpec.from_config(config["dataset"])
+
+
+def spec_for(role: str, **values):
+    """A generator or judge spec from the schema's defaults and `values` (tests, benches, scripts)."""
+    from genjudge.config import defaults
+
+    cls = {"generator": GeneratorSpec, "judge": JudgeSpec}[role]
+    return cls.from_config(defaults(**{role: values})[role])
