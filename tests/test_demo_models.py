@@ -12,12 +12,18 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_retraining_the_generator_reproduces_the_committed_checkpoint(tmp_path):
-    out = tmp_path / "demo-generator"
-    train_generator(out, ROOT)
+def test_retraining_the_generator_is_deterministic_and_matches_the_committed_tokenizer(tmp_path):
+    # Weights are bit-for-bit reproducible on one machine; another CPU's float kernels may
+    # round differently, so the committed weights are compared by what they generate
+    # (the demo run's exact-match rate), and only tokenizer and config byte for byte.
+    first, second = tmp_path / "a" / "demo-generator", tmp_path / "b" / "demo-generator"
+    for out in (first, second):
+        out.parent.mkdir()
+        train_generator(out, ROOT)
+    assert digest(first / "model.safetensors") == digest(second / "model.safetensors")
     committed = ROOT / "models" / "demo-generator"
-    for name in ("model.safetensors", "tokenizer.json", "config.json"):
-        assert digest(out / name) == digest(committed / name), name
+    for name in ("tokenizer.json", "config.json"):
+        assert digest(first / name) == digest(committed / name), name
 
 
 def test_generator_is_taught_a_fixed_quarter_of_wrong_answers():
