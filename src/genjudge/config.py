@@ -141,6 +141,19 @@ def is_demo_model(name: str) -> bool:
     return len(parts) == 2 and parts[0] == "models" and parts[1].startswith("demo-")
 
 
+DEMO_DIR = "config/demo"
+
+
+def check_not_demo_template(template: str, model: str) -> None:
+    """The demo's compact template was trained into the tiny demo judge; a real judge prompted
+    with it never writes the verdict line the parser looks for."""
+    parts = Path(os.path.normpath(template)).parts
+    if tuple(parts[:2]) == tuple(Path(DEMO_DIR).parts) and not is_demo_model(model):
+        raise InputError(f"judge.template: {template} is the demo judge's compact template (it never asks for "
+                         f"a verdict line); judge.model {model!r} is not a demo model: set judge.template to null "
+                         "for the mode's own template (config/templates/<mode>.txt) or to a template of yours")
+
+
 def check(config: dict, data: bool = True) -> None:
     """Everything that can be wrong before a job starts or a model loads; raises InputError
     naming the key, file, line and field. `data=False` skips reading the dataset."""
@@ -151,6 +164,12 @@ def check(config: dict, data: bool = True) -> None:
     from genjudge.sharding import shard_bounds
     from genjudge.specs import dataset_spec, judge_spec
 
+    required = {"run": config["run"], "dataset.path": config["dataset"]["path"],
+                "generator.model": config["generator"]["model"], "judge.model": config["judge"]["model"]}
+    unset = [k for k, v in required.items() if v is None]
+    if unset:
+        raise InputError(f"{', '.join(unset)}: not set; every run names them (config/README.md; "
+                         f"{DEMO} is a complete example)")
     load_plugins(config)
     if data:
         ds = dataset_spec(config)
@@ -161,7 +180,9 @@ def check(config: dict, data: bool = True) -> None:
         check_model(name, role, buildable=is_demo_model(name))
     spec = judge_spec(config)
     mode = modes.get(spec.mode)
-    load_template(judge_template(config), mode)
+    template = judge_template(config)
+    check_not_demo_template(template, spec.model)
+    load_template(template, mode)
     if spec.verdict_pattern:
         try:
             mode.compile(spec.verdict_pattern)
