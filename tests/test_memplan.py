@@ -1,5 +1,7 @@
 """Memory plans from config.json alone: the public Llama-3.1-70B architecture and the demo models."""
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +88,34 @@ def test_demo_model_plan_matches_the_loaded_model(tmp_path):
     assert p["fits"] is None and "CPU" in render(p)
     gpu = plan(spec, parse_inventory_spec("2x1GiB"), 4, 64, "generator")
     assert gpu["fits"] and sum(gpu["device_map_params"].values()) == p["parameters"]
+
+
+def plan_cli(tmp_path, judge: dict, gpus="4x80GiB"):
+    data = tmp_path / "gsm.jsonl"
+    data.write_text("".join(f'{{"question": "{"How many apples? " * 20}{i}", "answer": "#### {i}"}}\n'
+                            for i in range(100)))
+    cfg = {"run": "p", "dataset": {"path": str(data), "fields": {"id": None, "category": None}},
+           "generator": {"model": CFG70, "max_new_tokens": 256}, "judge": {"model": CFG70, **judge}}
+    (tmp_path / "c.yaml").write_text(json.dumps(cfg))
+    return subprocess.run([sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(tmp_path / "c.yaml"),
+                           "--gpus", gpus, "--role", "judge"], capture_output=True, text=True, check=True).stdout
+
+
+def test_plan_recommends_one_replica_per_gpu_for_a_judge_that_fits_one(tmp_path):
+    out = plan_cli(tmp_path, {"quantization": "4bit"})
+    assert "jobs: 1 x 4 GPU(s) each" in out
+    assert "recommendation: the judge fits one GPU at 4bit" in out and "set judge.shards: 4" in out
+    assert re.search(r"batch_size auto would pick about \d+ .*an estimate", out)
+    assert re.search(r"resources\.judge\.mem_mb: about \d+ .*an estimate", out)
+    assert re.search(r"resources\.judge\.runtime: about \d+ min .*an estimate", out)
+    # The KV cache is sized for the real judge prompt: template + question + reference + a full answer.
+    template = (Path(__file__).resolve().parents[1] / "config/templates/reference.txt").read_text()
+    longest = len("How many apples? " * 20 + "99") + len("#### 99")
+    expected = -(-(len(template) + longest) // 4) + 256
+    assert f"prompt: {expected} tokens (template + longest question and reference" in out
+    assert f"x {expected + 512} tokens" in out
+
+
+def test_plan_gives_each_judge_shard_its_share_of_the_gpus(tmp_path):
+    out = plan_cli(tmp_path, {"quantization": "4bit", "shards": 4})
+    assert "jobs: 4 x 1 GPU(s) each" in out and "on 1 GPU(s) of 80 GiB" in out

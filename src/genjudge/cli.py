@@ -83,7 +83,8 @@ def main(argv=None) -> int:
     pl.add_argument("--role", action="append", choices=["generator", "judge"],
                     help="plan only this model (repeatable); default both")
     pl.add_argument("--batch-size", type=int, help="default: the configured batch size (8 for auto)")
-    pl.add_argument("--prompt-tokens", type=int, default=512, help="prompt length assumed for the KV cache")
+    pl.add_argument("--prompt-tokens", type=int, default=None,
+                    help="prompt length for the KV cache (default: estimated from the dataset and the template)")
     pl.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
     pl.add_argument("--json", help="also write the plans to this JSON file")
     pl.set_defaults(fn=cmd_plan)

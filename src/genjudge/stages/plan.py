@@ -1,41 +1,149 @@
 """The GPU check and memory plan for a run's config (rule plan and `genjudge plan`): from each
-model's config.json alone, no weights loaded."""
+model's config.json alone, no weights loaded; what each job gets, the batch `auto` would likely
+pick, and the host memory and time to ask a scheduler for, each stated as the estimate it is."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from genjudge import atomic
 from genjudge.specs import generator_spec, judge_spec
 
 ROLES = ("generator", "judge")
+GIB = 1024**3
+CHARS_PER_TOKEN = 4  # a rough average for English text under BPE tokenizers
+# Decoding reads every weight once per step: step time ~ weight bytes / memory bandwidth.
+ASSUMED_GPU_BANDWIDTH = 2.0e12  # bytes/s, H100-class HBM at realistic efficiency
+ASSUMED_DISK_READ = 1.0e9  # bytes/s while loading weights
+AUTO_HEADROOM = 0.95  # batch_size auto keeps 5% below what fits
+
+
+def prompt_tokens(config: dict, role: str) -> tuple[int, str]:
+    """Longest prompt of `role` in tokens (estimated from characters) and how it was found."""
+    from genjudge.config import WORKFLOW_DIR, judge_template
+    from genjudge.dataset import load_items
+
+    ds = config["dataset"]
+    items = load_items(ds["path"], ds["fields"], ds["format"])
+    questions = items["prompt"].str.len()
+    if role == "generator":
+        chars = int(questions.max())
+        return math.ceil(chars / CHARS_PER_TOKEN), f"longest prompt of {ds['path']}, ~{CHARS_PER_TOKEN} chars/token"
+    path = Path(judge_template(config))
+    template = (path if path.exists() else WORKFLOW_DIR / path).read_text(encoding="utf-8")
+    refs = items["reference"].fillna("").str.len()
+    chars = len(template) + int((questions + refs).max())
+    answer = config["generator"]["max_new_tokens"]
+    return (math.ceil(chars / CHARS_PER_TOKEN) + answer,
+            f"template + longest question and reference (~{CHARS_PER_TOKEN} chars/token) + an answer of "
+            f"generator.max_new_tokens={answer}")
+
+
+def judge_gpus_per_job(config: dict, n_gpus: int) -> int:
+    """What a judge job leases: `judge.gpus`, or all GPUs shared out among judge shards."""
+    spec = judge_spec(config)
+    if spec.gpus != "all":
+        return spec.gpus
+    return max(1, n_gpus // spec.shards) if n_gpus else 0
+
+
+def advice(p: dict, spec, config: dict, role: str, n_items: int, gpus_here: int) -> list[str]:
+    """Estimates beside the plan: auto batch, replicas, host memory, runtime."""
+    lines = []
+    w = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
+    if p.get("fits") and p.get("max_batch_for_kv") is not None:
+        est = max(1, int(p["max_batch_for_kv"] * spec.memory_margin * AUTO_HEADROOM))
+        lines.append(f"  batch_size auto would pick about {est} (memory left after the weights / KV cache per "
+                     f"sequence of {p['seq_len']} tokens, margin {spec.memory_margin}; an estimate)")
+        batch = est if spec.batch_size == "auto" else int(spec.batch_size)
+    else:
+        batch = p["batch_size"]
+    if role == "judge" and p.get("gpus") and len(p["gpus"]) > 1:
+        one = p["gpus"][0]["total_bytes"] * 0.95
+        if w <= one:
+            n = len(p["gpus"])
+            lines.append(f"  recommendation: the judge fits one GPU at {p['precision']} "
+                         f"({w / GIB:.1f} GiB): set judge.shards: {n * max(1, judge_spec(config).shards)} for one "
+                         f"replica per GPU, about {n}x the throughput of one model spread over {n} GPUs")
+    on_gpu = bool(p.get("gpus"))
+    # safetensors load straight to the GPUs, staging little in host RAM; on CPU the weights live there.
+    host = (8 * GIB + 0.1 * w) if on_gpu and p.get("fits") else (4 * GIB + 1.2 * w)
+    lines.append(f"  resources.{'generate' if role == 'generator' else 'judge'}.mem_mb: about "
+                 f"{math.ceil(host / 2**20 / 1000) * 1000} (host memory: "
+                 + ("weights load straight to the GPUs" if on_gpu and p.get("fits") else "weights held in RAM")
+                 + "; an estimate)")
+    if on_gpu:
+        step = w / ASSUMED_GPU_BANDWIDTH
+        new = spec.max_new_tokens
+        per_job = n_items / max(1, config["shards"] if role == "generator" else judge_spec(config).shards)
+        if role == "judge" and judge_spec(config).mode == "pairwise":
+            per_job *= 2
+        batch = max(1, min(batch, math.ceil(per_job)))
+        seconds = w / ASSUMED_DISK_READ + math.ceil(per_job / batch) * new * step
+        lines.append(f"  resources.{'generate' if role == 'generator' else 'judge'}.runtime: about "
+                     f"{max(10, math.ceil(seconds * 1.5 / 60))} min ({int(per_job)} items per job, up to {new} "
+                     f"new tokens, batch {batch}; assumes {ASSUMED_GPU_BANDWIDTH / 1e12:.0f} TB/s GPU memory "
+                     f"bandwidth and {ASSUMED_DISK_READ / 1e9:.0f} GB/s disk, +50%: an estimate, not a measurement)")
+    return lines
 
 
 def make_plan(config: dict, gpus_spec: str | None = None, roles=ROLES, batch_size: int | None = None,
-              prompt_tokens: int = 512) -> tuple[list[str], list[dict]]:
+              prompt_tokens_override: int | None = None) -> tuple[list[str], list[dict]]:
     """(lines to print, one plan per role). `gpus_spec` (e.g. 4x80GiB) replaces this machine's GPUs."""
     from genjudge.engine.devices import cuda_gpus, driver_info
     from genjudge.engine.memory_plan import parse_inventory_spec, plan, render
+    from genjudge.gpu_lease import resolve_inventory
 
     lines = []
     if gpus_spec:
         gpus = parse_inventory_spec(gpus_spec)
-        lines.append(f"GPUs (hypothetical): {len(gpus)} x {gpus[0].total_bytes / 2**30:.0f} GiB")
+        lines.append(f"GPUs (hypothetical): {len(gpus)} x {gpus[0].total_bytes / GIB:.0f} GiB")
     else:
         gpus = cuda_gpus()
-        lines.append(f"GPUs here: {len(gpus) or 'none'} {driver_info()}")
-        lines += [f"  {g.index}: {g.name}, {g.total_bytes / 2**30:.1f} GiB total, "
-                  f"{(g.free_bytes or 0) / 2**30:.1f} GiB free" for g in gpus]
+        inventory = resolve_inventory(config["gpu_inventory"])
+        lines.append(f"GPUs here: {len(gpus) or 'none'} {driver_info()}; the workflow's inventory: "
+                     f"{', '.join(inventory) or 'none (CPU only)'}")
+        lines += [f"  {g.index}: {g.name}, {g.total_bytes / GIB:.1f} GiB total, "
+                  f"{(g.free_bytes or 0) / GIB:.1f} GiB free" for g in gpus]
+        if inventory and not gpus:
+            lines.append(f"  (torch sees no GPU here, so their sizes are unknown: `genjudge plan --gpus "
+                         f"{len(inventory)}x80GiB` plans for {len(inventory)} GPUs of 80 GiB)")
+    n_items = None
     plans = []
     for role in roles:
         spec = generator_spec(config) if role == "generator" else judge_spec(config)
-        n = config["gpus_per_job"] if role == "generator" else (len(gpus) if spec.gpus == "all" else spec.gpus)
+        if role == "generator":
+            n = config["gpus_per_job"] if gpus else 0
+        else:
+            n = judge_gpus_per_job(config, len(gpus))
         job_gpus = gpus[:n] if n else []
         batch = batch_size or (spec.batch_size if spec.batch_size != "auto" else 8)
-        p = plan(spec, job_gpus, batch, prompt_tokens + spec.max_new_tokens, role)
+        if prompt_tokens_override:
+            tokens, how = prompt_tokens_override, "given with --prompt-tokens"
+        else:
+            try:
+                tokens, how = prompt_tokens(config, role)
+            except Exception as exc:  # noqa: BLE001 - the plan still helps without the dataset
+                tokens, how = 512, f"assumed: the dataset could not be read ({exc})"
+        p = plan(spec, job_gpus, batch, tokens + spec.max_new_tokens, role)
+        p.update(prompt_tokens=tokens, prompt_tokens_source=how, gpus_per_job=n)
+        if n_items is None:
+            try:
+                from genjudge.dataset import load_items
+
+                ds = config["dataset"]
+                n_items = len(load_items(ds["path"], ds["fields"], ds["format"]))
+            except Exception:  # noqa: BLE001
+                n_items = 0
+        extra = advice(p, spec, config, role, n_items, len(gpus))
+        p["advice"] = extra
         plans.append(p)
+        jobs = config["shards"] if role == "generator" else judge_spec(config).shards
         lines.append(render(p))
+        lines.append(f"  jobs: {jobs} x {n or 0} GPU(s) each; prompt: {tokens} tokens ({how})")
+        lines += extra
     return lines, plans
 
 
