@@ -24,15 +24,54 @@ def cmd_summary(args) -> int:
     return 0
 
 
+def _held_since(holder: str) -> str:
+    """`... since=2026-11-23T04:01:02 ...` -> the same with the lease's age appended."""
+    import re
+    import time
+
+    m = re.search(r"since=(\S+)", holder)
+    if not m:
+        return holder
+    try:
+        started = time.mktime(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        try:
+            started = float(m.group(1))
+            holder = holder.replace(m.group(0), f"since={time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(started))}")
+        except ValueError:
+            return holder
+    age = int(time.time() - started)
+    return f"{holder} (held {age // 3600}h{age % 3600 // 60:02d}m{age % 60:02d}s)"
+
+
 def cmd_gpus(args) -> int:
+    """The inventory the workflow would use (same config layers) and who holds each GPU."""
+    from genjudge import config as wfconfig
+    from genjudge.errors import InputError
     from genjudge.gpu_lease import default_lock_dir, lease_status, resolve_inventory
 
-    inventory = resolve_inventory(args.inventory)
-    lock_dir = args.lock_dir or default_lock_dir()
-    print(f"inventory: {inventory or 'none (CPU only)'}; lock dir: {lock_dir}")
+    try:
+        config = wfconfig.load(args.configfile, args.config, args.directory)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    configured = config["gpu_inventory"] if args.inventory is None else args.inventory
+    inventory = resolve_inventory(configured)
+    lock_dir = args.lock_dir or config["lock_dir"] or default_lock_dir()
+    print(f"inventory ({'gpu_inventory: ' + str(configured)}): {', '.join(inventory) or 'none (CPU only)'}; "
+          f"lock dir: {lock_dir}")
     for gpu, holder in lease_status(inventory, lock_dir).items():
-        print(f"  GPU {gpu}: {holder or 'free'}")
+        print(f"  GPU {gpu}: {_held_since(holder) if holder else 'free'}")
     return 0
+
+
+def _inventory_arg(value: str):
+    """As the config's gpu_inventory: `auto`, a count (`4`), or a list of ids (`0,1` or `GPU-...`)."""
+    if value == "auto":
+        return value
+    if value.isdigit():
+        return int(value)
+    return [x.strip() for x in value.split(",") if x.strip()]
 
 
 def cmd_plan(args) -> int:
@@ -69,9 +108,16 @@ def main(argv=None) -> int:
     s = sub.add_parser("summary", help="print the headline numbers of a finished run")
     s.add_argument("run_dir", help="results/<run>")
     s.set_defaults(fn=cmd_summary)
-    g = sub.add_parser("gpus", help="show the GPU inventory and who holds each lease")
-    g.add_argument("--inventory", default="auto", type=lambda v: v if v == "auto" else v.split(","))
-    g.add_argument("--lock-dir", default=None)
+    g = sub.add_parser("gpus", help="show the GPU inventory the workflow uses and who holds each lease")
+    g.add_argument("--configfile", action="append", default=[],
+                   help="config file(s), as for snakemake (none: the demo, config/demo.yaml)")
+    g.add_argument("--config", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                   help="overrides, as snakemake's --config")
+    g.add_argument("--inventory", default=None, type=_inventory_arg,
+                   help="instead of the config's gpu_inventory: auto, a count (4 = GPUs 0-3) or ids (0,2 or GPU-...)")
+    g.add_argument("--lock-dir", default=None, help="lease lock directory (default: the config's lock_dir, else "
+                                                    "the per-machine default)")
+    g.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
     g.set_defaults(fn=cmd_gpus)
     pl = sub.add_parser("plan", help="GPU check and memory plan for the configured generator and judge "
                                      "(reads config.json only, loads no weights)")
@@ -89,7 +135,7 @@ def main(argv=None) -> int:
     pl.add_argument("--json", help="also write the plans to this JSON file")
     pl.set_defaults(fn=cmd_plan)
     t = sub.add_parser("train-demo", help="train one of the demo models (deterministic, CPU)")
-    t.add_argument("name", choices=["demo-generator", "demo-judge"])
+    t.add_argument("name", choices=["demo-generator", "demo-judge"], help="which demo model")
     t.add_argument("out", help="output directory (must not exist)")
     t.add_argument("--directory", default=".", help="the workflow directory (for the demo data)")
     t.set_defaults(fn=cmd_train_demo)

@@ -1,0 +1,55 @@
+"""`genjudge` follows the workflow's config and explains itself."""
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+
+from genjudge import cli
+
+
+def genjudge(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "genjudge.cli", *args], capture_output=True, text=True, **kw)
+
+
+def test_every_option_has_help_text(monkeypatch):
+    parsers = []
+    real = argparse.ArgumentParser.parse_args
+
+    def capture(self, *a, **k):
+        parsers.append(self)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    try:
+        cli.main(["summary", "x"])
+    except SystemExit:
+        pass
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", real)
+    top = parsers[0]
+    subs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [f"{name} {a.option_strings or a.dest}" for name, p in subs.choices.items() for a in p._actions
+               if not isinstance(a, argparse._HelpAction) and not a.help]
+    assert missing == []
+
+
+def test_gpus_reads_the_configured_inventory_and_shows_lease_age(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom genjudge.gpu_lease import acquire\n"
+         f"l = acquire(1, ['0', '1'], {str(tmp_path)!r}, label='run/generate/0')\n"
+         "print('held', flush=True)\ntime.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        time.sleep(1.1)
+        out = genjudge("gpus", "--config", "gpu_inventory=2", f"lock_dir={tmp_path}", check=True).stdout
+    finally:
+        holder.kill()
+        holder.wait()
+    assert "inventory (gpu_inventory: 2): 0, 1" in out
+    assert re.search(r"GPU 0: .*since=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d job=run/generate/0 \(held 0h00m0[1-9]s\)", out), out
+    assert "GPU 1: free" in out
+    # A count means the same as in the config: 4 GPUs, ids 0-3.
+    assert "0, 1, 2, 3" in genjudge("gpus", "--inventory", "4", check=True).stdout
