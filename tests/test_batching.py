@@ -109,3 +109,19 @@ def test_auto_batch_size_falls_back_to_a_batch_that_ran_above_the_margin():
     assert calls[0] == 1
     # Every size runs, all above the margin: still the smallest, never an error.
     assert search_batch_size(lambda bs: 0.95, margin=0.9) == 1
+
+
+def test_token_lengths_are_computed_a_chunk_at_a_time(generator):
+    from genjudge.engine.decoding import token_lengths
+
+    gen, prompts = generator
+    calls = []
+
+    class Counting:
+        def __call__(self, texts, **kw):
+            calls.append(len(texts))
+            return gen.tok(texts, **kw)
+
+    whole = gen.tok(prompts, add_special_tokens=False)["input_ids"]
+    assert token_lengths(Counting(), prompts, False, chunk=5) == [len(x) for x in whole]
+    assert max(calls) == 5 and sum(calls) == len(prompts)

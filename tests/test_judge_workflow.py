@@ -2,6 +2,8 @@
 
 import json
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -49,6 +51,10 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
     assert meta["n_requests"] == 88  # every pair judged in both orders
     md = (workflow.results("pw") / "report" / "report.md").read_text()
     assert "| position consistency | 0.0%" in md
+    # The headline command knows every mode.
+    out = subprocess.run([sys.executable, "-m", "genjudge.cli", "summary", str(workflow.results("pw"))],
+                         capture_output=True, text=True, check=True).stdout
+    assert re.search(r"tie \(vs baseline\)\s+100\.0%", out) and "position consistency" in out
 
 
 def test_data_parallel_judge_shards_each_lease_their_gpu_and_merge(workflow):

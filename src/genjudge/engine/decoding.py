@@ -83,6 +83,19 @@ def run_batches(items_len: list[int], batch_size: int, fn, on_batch=None, progre
     return results, batch_size
 
 
+LENGTH_CHUNK = 1024
+
+
+def token_lengths(tokenizer, prompts: list[str], add_special_tokens: bool, chunk: int = LENGTH_CHUNK) -> list[int]:
+    """Prompt lengths in tokens, tokenizing a chunk at a time and keeping only the lengths:
+    a million judge prompts' token ids would not fit in memory; their lengths do."""
+    lengths: list[int] = []
+    for i in range(0, len(prompts), chunk):
+        enc = tokenizer(prompts[i: i + chunk], add_special_tokens=add_special_tokens)
+        lengths += [len(ids) for ids in enc["input_ids"]]
+    return lengths
+
+
 class Generator:
     """Generate completions for prompts-as-sent with one loaded model."""
 
@@ -93,8 +106,7 @@ class Generator:
         self.add_special_tokens = add_special_tokens
 
     def token_lengths(self, prompts: list[str]) -> list[int]:
-        enc = self.tok(prompts, add_special_tokens=self.add_special_tokens)
-        return [len(ids) for ids in enc["input_ids"]]
+        return token_lengths(self.tok, prompts, self.add_special_tokens)
 
     def generate(self, prompts: list[str]) -> list[dict]:
         """Complete one batch. With sampling, the RNG is seeded from the seed and

@@ -41,8 +41,9 @@ class LogprobScorer:
         self.ids = label_token_ids(tokenizer, labels, marker)
 
     def token_lengths(self, prompts: list[str]) -> list[int]:
-        enc = self.tok(prompts, add_special_tokens=self.add_special_tokens)
-        return [len(ids) for ids in enc["input_ids"]]
+        from genjudge.engine.decoding import token_lengths
+
+        return token_lengths(self.tok, prompts, self.add_special_tokens)
 
     def _forward(self, prompts):
         import torch

@@ -1,0 +1,60 @@
+"""What decides a rerun: outputs' real inputs, not the machine's GPU list."""
+
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from conftest import clean_env
+
+pytestmark = pytest.mark.workflow
+
+
+def counts(workflow, cfg, env=None):
+    out = workflow.run("-n", "--configfile", cfg, "--quiet", "rules", env=env).stdout
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+
+
+def test_gpu_list_does_not_rerun_and_changed_weights_do(workflow):
+    shutil.copytree(workflow.path / "models" / "demo-generator", workflow.path / "models" / "gen-copy")
+    cfg = workflow.write_config("r.yaml", run="r", shards=2, gpu_inventory=[0, 1],
+                                generator={"model": "models/gen-copy", "max_new_tokens": 6},
+                                judge={"max_new_tokens": 6},
+                                resources={"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}})
+    workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
+    # Another CUDA_VISIBLE_DEVICES narrows the inventory; finished jobs stay finished.
+    out = workflow.run("-n", "--configfile", cfg, env=clean_env(CUDA_VISIBLE_DEVICES="1"))
+    assert "Nothing to be done" in out.stdout + out.stderr
+    # Overwritten weights in the same directory: every job that used them runs again.
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    weights = workflow.path / "models" / "gen-copy" / "model.safetensors"
+    tensors = load_file(weights)
+    name = next(iter(tensors))
+    tensors[name] = tensors[name] + 0.01 * torch.ones_like(tensors[name])
+    save_file(tensors, weights, metadata={"format": "pt"})
+    planned = counts(workflow, cfg)
+    assert planned["generate"] == "2" and planned["judge"] == "1"
+
+
+def test_merge_refuses_shards_of_different_model_files(tmp_path):
+    import pandas as pd
+
+    from genjudge.records import GenerateMeta
+    from genjudge.stages.merge import MergeError, run_merge
+
+    items = pd.DataFrame({"id": ["a", "b"], "prompt": "q", "reference": "r", "category": None})
+    items.to_parquet(tmp_path / "items.parquet")
+    paths, metas = [], []
+    for i, (item, fp) in enumerate([("a", "f1"), ("b", "f2")]):
+        pd.DataFrame({"id": [item], "output": ["o"]}).to_parquet(tmp_path / f"{i}.parquet")
+        GenerateMeta(shard=i, model_fingerprint=fp, started_at=0, finished_at=1).write(tmp_path / f"{i}.meta.json")
+        paths.append(tmp_path / f"{i}.parquet")
+        metas.append(tmp_path / f"{i}.meta.json")
+    with pytest.raises(MergeError, match=r"different model files \(f1: shard\(s\) \[0\]; f2: shard\(s\) \[1\]\)"):
+        run_merge(tmp_path / "items.parquet", paths, tmp_path / "out.parquet", metas)
+    assert not os.path.exists(tmp_path / "out.parquet")
+    json.loads((tmp_path / "0.meta.json").read_text())  # inputs untouched
