@@ -131,3 +131,45 @@ def test_appends_and_lookups_do_not_read_the_rest_of_the_store(tmp_path):
     # Generous bounds: the old layout was 30x and more here (it re-read everything).
     assert large[0] < 2 * small[0] + 0.003, (small, large)
     assert large[1] < 3 * small[1] + 20e-6, (small, large)
+
+
+# Another value for each field that decides an item's result; the test fails when a field is added
+# without one, so that a new setting cannot silently reuse answers computed without it.
+OTHER_VALUE = {"dtype": "float16", "quantization": "4bit", "bnb_4bit_quant_type": "fp4",
+               "bnb_4bit_use_double_quant": False, "bnb_4bit_compute_dtype": "float16", "max_new_tokens": 25,
+               "system_prompt": "Be brief.", "use_chat_template": False, "do_sample": True, "temperature": 0.7,
+               "top_p": 0.9, "seed": 1, "verdict": "logprob"}
+
+
+def test_key_depends_on_every_part(tmp_path):
+    """The key the jobs really use (PromptSet.key): every item field, the model's files, the prompt, the kind."""
+    import dataclasses
+    import shutil
+
+    from genjudge.engine.completion import PromptSet
+    from genjudge.specs import GeneratorSpec, JudgeSpec, spec_for
+
+    root = Path(__file__).resolve().parents[1]
+    model = tmp_path / "gen"
+    shutil.copytree(root / "models" / "demo-generator", model)
+    for role, cls, kind in (("generator", GeneratorSpec, "generate"), ("judge", JudgeSpec, "judge")):
+        base = spec_for(role, model=str(model))
+        key = PromptSet(base, kind).key("What is 2 + 2?")
+        assert key == PromptSet(spec_for(role, model=str(model)), kind).key("What is 2 + 2?")
+        assert PromptSet(base, kind).key("What is 2 + 3?") != key
+        assert PromptSet(base, "other-kind").key("What is 2 + 2?") != key
+        item_fields = set(cls.fields_changing("item")) - {"model", "revision"}
+        assert item_fields <= set(OTHER_VALUE), f"no other value for {item_fields - set(OTHER_VALUE)}"
+        for name in sorted(item_fields):
+            changed = dataclasses.replace(base, **{name: OTHER_VALUE[name]})
+            assert PromptSet(changed, kind).key("What is 2 + 2?") != key, name
+        for name, value in (("batch_size", 3), ("memory_margin", 0.5), ("device_map", "cpu")):
+            changed = dataclasses.replace(base, **{name: value})
+            assert PromptSet(changed, kind).key("What is 2 + 2?") == key, name
+    # Overwritten weights: a new key, so no answer of the old weights is reused.
+    before = PromptSet(spec_for("generator", model=str(model)), "generate").key("p")
+    weights = model / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    assert PromptSet(spec_for("generator", model=str(model)), "generate").key("p") != before
