@@ -1,0 +1,220 @@
+"""Answer extraction before exact match: the final answer out of a worked solution or a reply.
+
+`extract(text, method)` returns an `Extracted`: the value found, or None with the reason
+nothing was found; a failed extraction is never a guess. Methods:
+
+- `gsm8k`: the number after the last `####` (GSM8K's references end in `#### 72`);
+- `last_number`: the last number in the text (`1,000`, `-3.5`, `$18` give `1,000`, `-3.5`, `18`);
+- `boxed`: the content of the last `\\boxed{...}`, nested braces included;
+- `choice`: a single letter A-E: the whole reply (`B`, `(B)`, `B.`), else the last
+  "answer is B" / "Answer: (B)", else the one marked letter (`(B)`, `B)` at a line start,
+  `**B**`, a letter ending the reply); several different ones are ambiguous;
+- any other string: a regular expression with exactly one capturing group; the last match's
+  group is the value;
+- None: no extraction, the text itself (stripped).
+
+`answers_match(candidate, reference)` compares two extracted values: numerically when either
+is a number (`1,000` = `1000` = `1000.0`, `-5` != `5`, `1/2` = `0.5`), otherwise as text after
+`textnorm.normalise` (case, punctuation, articles and spacing ignored).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+from genjudge.judging.textnorm import normalise
+
+BUILTINS = ("gsm8k", "last_number", "boxed", "choice")
+
+
+@dataclass(frozen=True)
+class Extracted:
+    value: str | None  # the extracted answer, or None
+    reason: str | None  # why nothing was extracted (None when a value was)
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+
+def _none(reason: str) -> Extracted:
+    return Extracted(None, reason)
+
+
+# A number as written: digits with optional thousands separators and decimals, or a bare decimal.
+_NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+"
+_MINUS = "-\u2212"  # ASCII hyphen-minus and the Unicode minus sign
+_MINUS_CLASS = r"\-\u2212"  # the same inside a character class
+# A sign only where it cannot be a hyphen or a subtraction (not after a letter, digit or ")").
+_SIGNED = re.compile(rf"(?:(?<![\w)])(?P<sign>[{_MINUS_CLASS}]))?\$?(?<![\w.])(?P<num>{_NUM})(?!\d)")
+
+
+def _number_text(match: re.Match) -> str:
+    return ("-" if match.group("sign") else "") + match.group("num")
+
+
+def _snippet(text: str, n: int = 40) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= n else text[:n] + "...")
+
+
+def _gsm8k(text: str) -> Extracted:
+    at = text.rfind("####")
+    if at < 0:
+        return _none("no '####' marker")
+    after = text[at + 4:]
+    m = re.match(rf"\s*(?P<sign>[{_MINUS_CLASS}])?\s*\$?\s*(?P<num>{_NUM})(?!\d)", after)
+    if not m:
+        return _none(f"no number after '####' (found {_snippet(after)})")
+    return Extracted(_number_text(m), None)
+
+
+def _last_number(text: str) -> Extracted:
+    matches = list(_SIGNED.finditer(text))
+    if not matches:
+        return _none("no number in the text")
+    return Extracted(_number_text(matches[-1]), None)
+
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _boxed(text: str) -> Extracted:
+    starts = list(_BOXED.finditer(text))
+    if not starts:
+        return _none("no \\boxed{...}")
+    m = starts[-1]
+    depth, i = 1, m.end()
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":  # an escaped brace (\{ \}) does not open or close
+            i += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                content = text[m.end():i].strip()
+                if not content:
+                    return _none("empty \\boxed{}")
+                return Extracted(content, None)
+        i += 1
+    return _none("\\boxed{ is never closed (the text may be cut off)")
+
+
+_CHOICE_ALONE = re.compile(r"\(?\s*([A-Ea-e])\s*\)?[.:)]?")
+# "answer is (B)", "Answer: B", "the answer is option B", "answer: **B**"; not "option B" alone,
+# which a reply may mention while rejecting it.
+_CHOICE_STATED = re.compile(
+    r"(?i:\banswer)(?i:\s+is)?\s*[:=]?\s*(?i:(?:option|choice)\s+)?[(\[*]*\s*([A-E])\b(?![\w'])")
+_CHOICE_MARKED = [
+    re.compile(r"\(([A-E])\)"),
+    re.compile(r"(?m)^[ \t>*-]*([A-E])[.):](?!\w)"),
+    re.compile(r"\*\*\s*([A-E])\s*\*\*"),
+    re.compile(r"(?<![\w'])([A-E])[.)]?\s*$"),
+]
+
+
+def _choice(text: str) -> Extracted:
+    alone = _CHOICE_ALONE.fullmatch(text.strip())
+    if alone:
+        return Extracted(alone.group(1).upper(), None)
+    stated = list(_CHOICE_STATED.finditer(text))
+    if stated:
+        return Extracted(stated[-1].group(1), None)
+    marked = sorted({m.group(1) for rx in _CHOICE_MARKED for m in rx.finditer(text)})
+    if len(marked) == 1:
+        return Extracted(marked[0], None)
+    if marked:
+        return _none(f"several choices ({', '.join(marked)}) and no 'answer is X'")
+    return _none("no choice letter A-E")
+
+
+@lru_cache(maxsize=64)
+def _compile(pattern: str) -> re.Pattern:
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"extraction pattern {pattern!r} is not a valid regular expression ({exc}); "
+                         f"built-in methods: {', '.join(BUILTINS)}") from None
+    if rx.groups != 1:
+        raise ValueError(f"extraction pattern {pattern!r} has {rx.groups} capturing groups; it needs exactly one, "
+                         f"around the answer (use (?:...) for the others); built-in methods: {', '.join(BUILTINS)}")
+    return rx
+
+
+def check_method(method: str | None) -> None:
+    """Raise ValueError for a method that is neither built in nor a regex with one group."""
+    if method is not None and method not in BUILTINS:
+        _compile(method)
+
+
+def _pattern(text: str, pattern: str) -> Extracted:
+    matches = [m for m in _compile(pattern).finditer(text) if m.group(1) is not None]
+    if not matches:
+        return _none(f"pattern {pattern!r} did not match")
+    value = matches[-1].group(1).strip()
+    if not value:
+        return _none(f"pattern {pattern!r} matched an empty answer")
+    return Extracted(value, None)
+
+
+_METHODS = {"gsm8k": _gsm8k, "last_number": _last_number, "boxed": _boxed, "choice": _choice}
+
+
+def extract(text: str | None, method: str | None) -> Extracted:
+    """The answer in `text` by `method`; value None with a reason when there is none.
+    An invalid regex method raises ValueError (check it while planning with `check_method`)."""
+    if method is not None and method not in _METHODS:
+        _compile(method)  # a bad pattern is a configuration error even for an empty text
+    if text is None or (isinstance(text, float) and text != text) or not str(text).strip():
+        return _none("empty text")
+    text = str(text)
+    if method is None:
+        return Extracted(text.strip(), None)
+    if method in _METHODS:
+        return _METHODS[method](text)
+    return _pattern(text, method)
+
+
+_NUMBER = re.compile(rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*[$€£]?\s*(?P<sign2>[{_MINUS_CLASS}]?)(?P<num>{_NUM})\s*%?")
+_FRACTION = re.compile(rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*(?:(?P<a>\d+)\s*/\s*(?P<b>\d+)"
+                       r"|\\[dt]?frac\s*\{\s*(?P<c>\d+)\s*\}\s*\{\s*(?P<d>\d+)\s*\})")
+
+
+def parse_number(value: str | None) -> Fraction | None:
+    """The exact value of a number as written (`1,000`, `-3.5`, `$18`, `50%`, `1/2`, `\\frac{1}{2}`;
+    a trailing full stop is ignored), or None when `value` is not just a number."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    text = str(value).strip()
+    text = text[:-1].rstrip() if text.endswith(".") else text
+    m = _NUMBER.fullmatch(text)
+    if m:
+        if m.group("sign") and m.group("sign2"):
+            return None
+        sign = -1 if (m.group("sign") or m.group("sign2")) in tuple(_MINUS) else 1
+        return sign * Fraction(m.group("num").replace(",", ""))
+    m = _FRACTION.fullmatch(text)
+    if m:
+        a, b = (m.group("a"), m.group("b")) if m.group("a") else (m.group("c"), m.group("d"))
+        if int(b) == 0:
+            return None
+        return (-1 if m.group("sign") in tuple(_MINUS) else 1) * Fraction(int(a), int(b))
+    return None
+
+
+def answers_match(candidate: str | None, reference: str | None) -> bool:
+    """Whether two extracted answers agree: numbers by value, other text after normalisation.
+    A number never matches a non-number (`-5` against `5 apples` is False); missing never matches."""
+    if candidate is None or reference is None:
+        return False
+    a, b = parse_number(candidate), parse_number(reference)
+    if a is not None or b is not None:
+        return a is not None and b is not None and a == b
+    na, nb = normalise(str(candidate)), normalise(str(reference))
+    return nb != "" and na == nb
