@@ -1,4 +1,6 @@
+import csv
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -103,3 +105,197 @@ def test_split_is_deterministic_balanced_and_complete():
 def test_more_shards_than_items_is_an_error():
     with pytest.raises(InputError, match="more than the 3 items"):
         shard_bounds(3, 4)
+
+
+# --- JSON arrays ---------------------------------------------------------------------------------
+
+ALPACA_FIELDS = {"id": None, "prompt": ["instruction", "input"], "reference": "output", "category": "dataset"}
+
+
+def test_json_array_of_objects_as_alpaca_eval_ships_it(tmp_path):
+    rows = [{"instruction": "Name a colour.", "output": "Blue", "generator": "gpt4", "dataset": "helpful_base"},
+            {"instruction": "Translate: bonjour", "input": "", "output": "hello", "dataset": "koala"}]
+    p = tmp_path / "alpaca_eval.json"
+    p.write_text("\n  " + json.dumps(rows, indent=4, ensure_ascii=False))  # pretty-printed, leading space
+    items = load_items(p, ALPACA_FIELDS)
+    assert items["prompt"].tolist() == ["Name a colour.", "Translate: bonjour"]
+    assert items["reference"].tolist() == ["Blue", "hello"]
+    assert items["category"].tolist() == ["helpful_base", "koala"]
+    # The same rows as JSON Lines in a .json file give the same items.
+    write_jsonl(tmp_path / "lines.json", rows)
+    pd.testing.assert_frame_equal(load_items(tmp_path / "lines.json", ALPACA_FIELDS), items)
+
+
+def test_json_array_ids_and_nested_fields_come_out_as_in_the_file(tmp_path):
+    p = tmp_path / "question.json"
+    p.write_text(json.dumps([{"question_id": 81, "turns": ["Compose.", "Rewrite."], "meta": {"cat": "writing"}},
+                             {"question_id": "q-2", "turns": ["Who?"], "meta": {"cat": None}}]))
+    items = load_items(p, {"id": "question_id", "prompt": "turns.0", "reference": "turns.1", "category": "meta.cat"})
+    assert items["id"].tolist() == ["81", "q-2"]
+    assert items["prompt"].tolist() == ["Compose.", "Who?"]
+    assert items["reference"][0] == "Rewrite." and pd.isna(items["reference"][1])
+    assert items["category"][0] == "writing" and pd.isna(items["category"][1])
+
+
+def _array_text(rows):
+    """One item per line after the opening bracket: item i is on line i + 2."""
+    return "[\n" + ",\n".join(rows) + "\n]\n"
+
+
+@pytest.mark.parametrize("rows,message", [
+    (['{"id": 1, "q": "a"}', '{"id": 2, "q": "b"}', '{"id": 3, "q": "c"}', '["not", "an", "object"]'],
+     "alpaca_eval.json, item 3 (line 5): expected a JSON object, got an array"),
+    (['{"id": 1, "q": "a"}', '{"id": 2, "q": }'], "alpaca_eval.json, item 1 (line 3): malformed JSON"),
+    (['{"id": 1, "q": "a"}', '{"id": 2, "text": "b"}'],
+     "alpaca_eval.json, item 1 (line 3): missing required field 'q'"),
+    (['{"id": 1, "q": "a"}', '{"id": 1, "q": "b"}'],
+     "alpaca_eval.json, item 1 (line 3): duplicate id '1' (field 'id'), first seen at item 0 (line 2)"),
+    (['{"id": 1, "q": "a"}', '{"id": 2, "q": "b"},'], "item 2 (line 4): malformed JSON (Expecting value"),
+    (['{"id": 1, "q": "a"} {"id": 2, "q": "b"}'], "line 2: malformed JSON (expected ',' or ']' after item 0"),
+    ([], "alpaca_eval.json: the dataset is empty"),
+])
+def test_json_array_errors_name_the_item_and_its_line(tmp_path, rows, message):
+    p = tmp_path / "alpaca_eval.json"
+    p.write_text(_array_text(rows))
+    before = p.read_bytes()
+    with pytest.raises(InputError) as err:
+        load_items(p, {"id": "id", "prompt": "q", "reference": None, "category": None})
+    assert message in str(err.value) and str(p) in str(err.value)
+    assert p.read_bytes() == before  # nothing is rewritten
+
+
+@pytest.mark.parametrize("text,message", [
+    ('[{"id": 1, "q": "a"}', "expected ',' or ']' after item 0 at column 21, found the end of the file"),
+    ('[{"id": 1, "q": "a"}]\n[]', "line 2: malformed JSON (extra data after the array at column 1)"),
+    ('{\n  "id": 1,\n  "q": "a"\n}\n', "holds a single JSON object; a dataset is a JSON array of objects or JSON Lines"),
+    ('{"data": [{"id": 1, "q": "a"}],\n "version": 2}', "the items may be the array under 'data'"),
+    ('[1, 2]', "item 0 (line 1): expected a JSON object, got a number"),
+])
+def test_json_shapes_that_are_not_a_dataset(tmp_path, text, message):
+    p = tmp_path / "d.json"
+    p.write_text(text)
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_items(p, {"id": "id", "prompt": "q"})
+
+
+def test_json_lines_in_a_json_file_keep_their_line_numbers(tmp_path):
+    p = tmp_path / "d.json"
+    p.write_text('{"id": 1, "q": "a"}\n\n{"id": 2}\n')
+    with pytest.raises(InputError, match=r"d.json, line 3: missing required field 'q'"):
+        load_items(p, {"id": "id", "prompt": "q"})
+
+
+def test_explicit_format_overrides_the_suffix(tmp_path):
+    p = tmp_path / "data.txt"
+    p.write_text(json.dumps([{"id": "a", "q": "x"}]))
+    assert load_items(p, {"id": "id", "prompt": "q"}, "json")["id"].tolist() == ["a"]
+    with pytest.raises(InputError, match="line 1: expected a JSON object, got an array"):
+        load_items(p, {"id": "id", "prompt": "q"}, "jsonl")
+    with pytest.raises(InputError, match="cannot tell the format from the suffix '.txt'"):
+        load_items(p, {"id": "id", "prompt": "q"})
+    with pytest.raises(InputError, match="dataset.format: unknown format 'xml'"):
+        load_items(p, {"id": "id", "prompt": "q"}, "xml")
+
+
+# --- CSV and TSV ---------------------------------------------------------------------------------
+
+CSV_FIELDS = {"id": "id", "prompt": "question", "reference": "answer", "category": None}
+
+
+def test_csv_with_a_byte_order_mark_as_excel_saves_it(tmp_path):
+    df = pd.DataFrame({"id": ["a1", "a2"], "question": ["Où est Paris ?", "2+2?"], "answer": ["France", "4"]})
+    df.to_csv(tmp_path / "excel.csv", index=False, encoding="utf-8-sig")
+    assert (tmp_path / "excel.csv").read_bytes().startswith(b"\xef\xbb\xbf")
+    items = load_items(tmp_path / "excel.csv", CSV_FIELDS)
+    assert items["id"].tolist() == ["a1", "a2"]
+    assert items["prompt"].tolist() == ["Où est Paris ?", "2+2?"]
+
+
+def test_tsv_with_a_bom_and_excel_unicode_text(tmp_path):
+    text = "id\tquestion\tanswer\r\n7\tWhat, if anything?\tnothing\r\n"
+    (tmp_path / "bom.tsv").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    (tmp_path / "unicode.txt").write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))  # Excel's "Unicode text"
+    for path, fmt in ((tmp_path / "bom.tsv", "auto"), (tmp_path / "unicode.txt", "tsv")):
+        items = load_items(path, CSV_FIELDS, fmt)
+        assert items[["id", "prompt", "reference"]].values.tolist() == [["7", "What, if anything?", "nothing"]]
+
+
+def test_csv_quoted_multiline_fields_and_their_line_numbers(tmp_path):
+    p = tmp_path / "d.csv"
+    with open(p, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "question", "answer"])
+        w.writerow(["1", "line one\nline two\n\nline four", 'say "yes", then\nstop'])  # lines 2-6
+        w.writerow(["2", "short", "x"])  # line 7
+        w.writerow(["1", "again", "y"])  # line 8
+    with pytest.raises(InputError, match=r"d.csv, line 8: duplicate id '1' \(field 'id'\), first seen at line 2"):
+        load_items(p, CSV_FIELDS)
+    p.write_text(p.read_text().rsplit("1,again", 1)[0])
+    items = load_items(p, CSV_FIELDS)
+    assert items["prompt"][0] == "line one\nline two\n\nline four"
+    assert items["reference"][0] == 'say "yes", then\nstop'
+    p.write_text(p.read_text() + "\n3,,z\n")  # a blank line 8, then an empty prompt on line 9
+    with pytest.raises(InputError, match=r"d.csv, line 9: the prompt field 'question' is empty"):
+        load_items(p, CSV_FIELDS)
+
+
+def test_csv_field_over_128_kib(tmp_path):
+    big = "word " * 60_000  # 300 KB; the csv module's default limit is 128 KiB
+    pd.DataFrame({"id": [1, 2], "question": [big, "small"], "answer": ["a", big]}).to_csv(tmp_path / "big.csv",
+                                                                                       index=False)
+    items = load_items(tmp_path / "big.csv", CSV_FIELDS)
+    assert items["prompt"][0] == big and items["reference"][1] == big
+
+
+@pytest.mark.parametrize("text,message", [
+    ('id,question\n1,"never closed\n2,b\n', "line 2: malformed CSV (unexpected end of data); a quote opened in "
+                                           "this record is never closed"),
+    ('id,question\n1,"a"b\n', "line 2: malformed CSV"),
+    ("id,question\n1,a,b\n", "line 2: 3 fields but the header (line 1) names 2; quote fields that contain ','"),
+    ("id,question,id\n1,a,2\n", "line 1: the header names the column 'id' twice"),
+    ("\n\nid,question\n1,a\n1,b\n", "line 5: duplicate id '1'"),
+    ("id,question\n", "the dataset is empty"),
+])
+def test_bad_csv_names_file_and_line(tmp_path, text, message):
+    p = tmp_path / "bad.csv"
+    p.write_text(text)
+    with pytest.raises(InputError) as err:
+        load_items(p, {"id": "id", "prompt": "question"})
+    assert str(p) in str(err.value) and message in str(err.value)
+
+
+def test_csv_trailing_empty_fields_and_short_rows(tmp_path):
+    p = tmp_path / "d.csv"
+    p.write_text("id,question,answer\n1,a,x,,\n2,b\n")
+    items = load_items(p, CSV_FIELDS)
+    assert items["reference"][0] == "x" and pd.isna(items["reference"][1])
+
+
+# --- encodings -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,content", [
+    ("d.jsonl", '{"id": 1, "q": "a"}\n{"id": 2, "q": "b"}\n{"id": 3, "q": "caf\xe9"}\n'),
+    ("d.json", '[{"id": 1, "q": "a"},\n {"id": 2, "q": "b"},\n {"id": 3, "q": "caf\xe9"}]'),
+    ("d.csv", "id,q\n1,a\n3,caf\xe9\n"),
+])
+def test_non_utf8_input_names_file_and_line(tmp_path, name, content):
+    p = tmp_path / name
+    p.write_bytes(content.encode("latin-1"))  # é as the single byte 0xe9
+    with pytest.raises(InputError) as err:
+        load_items(p, {"id": "id", "prompt": "q"})
+    assert f"{p}, line 3: not UTF-8 text (byte 0xe9 at byte " in str(err.value)
+    assert "save the file as UTF-8" in str(err.value)
+
+
+def test_jsonl_with_a_byte_order_mark(tmp_path):
+    p = tmp_path / "d.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + b'{"id": 1, "q": "a"}\n')
+    assert load_items(p, {"id": "id", "prompt": "q"})["id"].tolist() == ["1"]
+
+
+def test_damaged_parquet_is_named(tmp_path):
+    p = tmp_path / "d.parquet"
+    p.write_bytes(b"PAR1 not really")
+    with pytest.raises(InputError, match=r"d.parquet: not a readable Parquet file"):
+        load_items(p, {"id": "id", "prompt": "q"})
+

@@ -1,16 +1,25 @@
-"""Load a dataset (JSONL, CSV or Parquet) into the normalised item table.
+"""Load a dataset into the normalised item table.
+
+Sources: JSON Lines, a JSON array of objects, CSV/TSV and Parquet.
 
 The item table has the columns `id`, `prompt`, `reference` (may be null) and
-`category` (may be null), in the dataset's order. Field names are mapped from
-config; a field may be a dotted path into nested values (`turns.0`) and the
-prompt may join several fields (Alpaca's `[instruction, input]`).
+`category` (may be null), in the dataset's order.
+Field names are mapped from config; a field may be a dotted path into nested
+values (`turns.0`) and the prompt may join several fields (Alpaca's
+`[instruction, input]`).
+
+Every problem with the input is an InputError naming the file, the line, item
+or row, and the field.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
+import re
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -19,59 +28,225 @@ from genjudge.errors import InputError
 
 ITEM_COLUMNS = ["id", "prompt", "reference", "category"]
 
-DEFAULT_FIELDS = {"id": "id", "prompt": "prompt", "reference": "reference", "category": "category"}
+FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet")
+
+_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv",
+             ".parquet": "parquet", ".pq": "parquet"}
 
 
 def detect_format(path: Path, fmt: str = "auto") -> str:
     if fmt != "auto":
+        if fmt not in FORMATS:
+            raise InputError(f"dataset.format: unknown format {fmt!r}; one of {', '.join(FORMATS)}")
         return fmt
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        return "jsonl"
-    if suffix in (".csv", ".tsv"):
-        return "csv"
-    if suffix in (".parquet", ".pq"):
-        return "parquet"
-    if suffix == ".json":
-        return "jsonl"
+    if suffix in _SUFFIXES:
+        return _SUFFIXES[suffix]
     raise InputError(f"{path}: cannot tell the format from the suffix {suffix!r}; set dataset.format")
 
 
-def _read_rows(path: Path, fmt: str) -> tuple[list[dict], str]:
-    """Rows as dicts and the word for a row's position ('line' or 'row')."""
-    if fmt == "jsonl":
-        rows = []
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}, line {lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-                if not isinstance(obj, dict):
-                    raise InputError(f"{path}, line {lineno}: expected a JSON object, got {type(obj).__name__}")
-                obj["__pos__"] = lineno
-                rows.append(obj)
-        return rows, "line"
-    if fmt == "csv":
-        delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-        with open(path, encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter=delimiter)
-            rows = []
-            # Line numbers count the header as line 1.
-            for obj in reader:
-                obj["__pos__"] = reader.line_num
-                rows.append(obj)
-        return rows, "line"
-    if fmt == "parquet":
+# --- text files ---------------------------------------------------------------------------------
+
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def read_text(path: Path) -> str:
+    """The file's text: UTF-8 (a byte-order mark is dropped; UTF-16 with a BOM, as Excel's
+    "Unicode text" writes it, is read too). Anything else stops with the line named."""
+    data = path.read_bytes()
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            data, codec = data[len(bom):], encoding
+            break
+    else:
+        codec = "utf-8"
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as exc:
+        if codec != "utf-8":
+            raise InputError(f"{path}: not valid {codec} text although it starts with a {codec} "
+                             f"byte-order mark ({exc.reason} at byte {exc.start})") from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError(f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at byte {column} of "
+                         "the line); save the file as UTF-8, e.g. `iconv -f cp1252 -t utf-8` for a file from "
+                         "Excel on Windows") from None
+
+
+def _object_or_error(obj, where: str) -> dict:
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected a JSON object, got {_json_type(obj)}")
+    return obj
+
+
+def _json_type(obj) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(obj), "a number")
+
+
+def _read_jsonl(path: Path, text: str) -> list[tuple[str, dict]]:
+    rows = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if not rows:
+                _explain_single_object(path, text)
+            raise InputError(f"{path}, line {lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+        rows.append((f"line {lineno}", _object_or_error(obj, f"{path}, line {lineno}")))
+    return rows
+
+
+def _explain_single_object(path: Path, text: str) -> None:
+    """A `.json` file holding one (pretty-printed) object is neither an array nor JSON Lines: say so."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return
+    if isinstance(obj, dict):
+        lists = [k for k, v in obj.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
+        hint = f"; the items may be the array under {lists[0]!r}: extract it into its own file" if lists else ""
+        raise InputError(f"{path}: holds a single JSON object; a dataset is a JSON array of objects or "
+                         f"JSON Lines (one object per line){hint}")
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _read_json_array(path: Path, text: str) -> list[tuple[str, dict]]:
+    """A JSON array of objects; each item's label gives its index in the array and its line."""
+    decoder = json.JSONDecoder()
+    i = _WS.match(text, 0).end() + 1  # past "["
+    line, counted_to = 1, 0
+    rows: list[tuple[str, dict]] = []
+
+    def position(at: int) -> tuple[int, int]:
+        nonlocal line, counted_to
+        line += text.count("\n", counted_to, at)
+        counted_to = at
+        return line, at - text.rfind("\n", 0, at)
+
+    i = _WS.match(text, i).end()
+    if text.startswith("]", i):
+        return rows
+    while True:
+        index = len(rows)
+        start_line, _ = position(i)
+        try:
+            obj, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}, item {index} (line {exc.lineno}): malformed JSON "
+                             f"({exc.msg} at column {exc.colno})") from None
+        where = f"item {index} (line {start_line})"
+        rows.append((where, _object_or_error(obj, f"{path}, {where}")))
+        i = _WS.match(text, i).end()
+        if text.startswith(",", i):
+            i = _WS.match(text, i + 1).end()
+            continue
+        if text.startswith("]", i):
+            break
+        at_line, column = position(min(i, len(text)))
+        found = "the end of the file" if i >= len(text) else repr(text[i])
+        raise InputError(f"{path}, line {at_line}: malformed JSON (expected ',' or ']' after item {index} "
+                         f"at column {column}, found {found})")
+    rest = _WS.match(text, i + 1).end()
+    if rest < len(text):
+        at_line, column = position(rest)
+        raise InputError(f"{path}, line {at_line}: malformed JSON (extra data after the array at column {column})")
+    return rows
+
+
+def _read_json(path: Path, text: str) -> list[tuple[str, dict]]:
+    """`.json`: a JSON array of objects when the first non-space character is `[`, else JSON Lines."""
+    if text.lstrip(" \t\r\n").startswith("["):
+        return _read_json_array(path, text)
+    return _read_jsonl(path, text)
+
+
+def _allow_large_csv_fields(size: int) -> None:
+    """The csv module refuses fields over 128 KiB by default; no field can exceed the file."""
+    wanted = max(csv.field_size_limit(), size + 1)
+    while True:
+        try:
+            csv.field_size_limit(min(wanted, sys.maxsize))
+            return
+        except OverflowError:  # a C long narrower than sys.maxsize (Windows)
+            wanted = min(wanted, sys.maxsize) // 2
+
+
+def _read_csv(path: Path, text: str, delimiter: str) -> list[tuple[str, dict]]:
+    """Rows labelled by the line each record starts on (the header is line 1; a quoted field
+    may span lines)."""
+    _allow_large_csv_fields(len(text))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    header: list[str] | None = None
+    header_line = 0
+    rows: list[tuple[str, dict]] = []
+    while True:
+        start = reader.line_num + 1
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            hint = "; a quote opened in this record is never closed" if "end of data" in str(exc) else ""
+            raise InputError(f"{path}, line {start}: malformed CSV ({exc}){hint}") from None
+        if not record:  # a blank line
+            continue
+        if header is None:
+            header, header_line = record, start
+            seen = set()
+            for name in header:
+                if name in seen:
+                    raise InputError(f"{path}, line {start}: the header names the column {name!r} twice")
+                seen.add(name)
+            continue
+        if len(record) > len(header):
+            if any(value != "" for value in record[len(header):]):
+                raise InputError(f"{path}, line {start}: {len(record)} fields but the header (line {header_line}) "
+                                 f"names {len(header)}; quote fields that contain {delimiter!r}")
+            record = record[:len(header)]
+        obj = dict(zip(header, record))
+        for name in header[len(record):]:
+            obj[name] = None
+        rows.append((f"line {start}", obj))
+    return rows
+
+
+def _read_parquet(path: Path) -> list[tuple[str, dict]]:
+    try:
         df = pd.read_parquet(path)
-        rows = df.to_dict(orient="records")
-        for i, obj in enumerate(rows):
-            obj["__pos__"] = i
-        return rows, "row"
+    except Exception as exc:  # pyarrow raises several types for a damaged or foreign file
+        raise InputError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from None
+    return [(f"row {i}", obj) for i, obj in enumerate(df.to_dict(orient="records"))]
+
+
+def read_rows(path, fmt: str = "auto") -> tuple[str, list[tuple[str, dict]]]:
+    """The source's name for messages and its rows, each with its position ('line 3', 'item 3 (line 17)',
+    'row 3')."""
+    path_text = str(path)
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: dataset file not found")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a dataset file")
+    fmt = detect_format(path, fmt)
+    if fmt == "parquet":
+        return path_text, _read_parquet(path)
+    text = read_text(path)
+    if fmt == "jsonl":
+        return path_text, _read_jsonl(path, text)
+    if fmt == "json":
+        return path_text, _read_json(path, text)
+    if fmt in ("csv", "tsv"):
+        tab = fmt == "tsv" or path.suffix.lower() == ".tsv"
+        return path_text, _read_csv(path, text, "\t" if tab else ",")
     raise InputError(f"{path}: unknown dataset format {fmt!r}")
 
+
+# --- fields -------------------------------------------------------------------------------------
 
 _MISSING = object()
 
@@ -131,22 +306,23 @@ def stable_id(prompt: str, reference: str | None) -> str:
 
 
 def load_items(path, fields: dict | None = None, fmt: str = "auto") -> pd.DataFrame:
-    """Read and validate a dataset; raise InputError naming file, line/row and field."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: dataset file not found")
-    fields = {**DEFAULT_FIELDS, **(fields or {})}
-    fmt = detect_format(path, fmt)
-    rows, unit = _read_rows(path, fmt)
+    """Read and validate a dataset; raise InputError naming file, line/item/row and field.
+
+    `fields` is the config's `dataset.fields` (the schema fills in its defaults); a key left out
+    is not used.
+    """
+    fields = dict(fields or {})
+    source, rows = read_rows(path, fmt)
     if not rows:
-        raise InputError(f"{path}: the dataset is empty")
+        raise InputError(f"{source}: the dataset is empty")
+    if not fields.get("prompt"):
+        raise InputError("dataset.fields.prompt: not set; it names the field holding the prompt")
 
     prompt_fields = fields["prompt"] if isinstance(fields["prompt"], list) else [fields["prompt"]]
     items = []
-    seen: dict[str, int] = {}
-    for obj in rows:
-        pos = obj["__pos__"]
-        where = f"{path}, {unit} {pos}"
+    seen: dict[str, str] = {}
+    for pos, obj in rows:
+        where = f"{source}, {pos}"
         parts = []
         for name in prompt_fields:
             value = _lookup(obj, name)
@@ -171,7 +347,7 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto") -> pd.DataFr
             item_id = stable_id(prompt, reference)
         if item_id in seen:
             raise InputError(f"{where}: duplicate id {item_id!r} (field {fields.get('id') or '<derived from content>'!r}), "
-                             f"first seen at {unit} {seen[item_id]}")
+                             f"first seen at {seen[item_id]}")
         seen[item_id] = pos
         items.append({"id": item_id, "prompt": prompt, "reference": reference, "category": category})
     return pd.DataFrame(items, columns=ITEM_COLUMNS)
