@@ -21,7 +21,7 @@ def test_gsm8k_style_jsonl_loads_with_field_mapping_and_derived_ids(tmp_path):
         {"question": "Weng earns $12 an hour...", "answer": "#### 10"},
     ])
     items = load_items(p, {"id": None, "prompt": "question", "reference": "answer", "category": None})
-    assert list(items.columns) == ["id", "prompt", "reference", "category"]
+    assert list(items.columns) == ["id", "prompt", "reference", "category", "messages"]
     assert items["prompt"][0].startswith("Natalia")
     assert items["reference"][1] == "#### 10"
     assert items["id"].is_unique and len(items["id"][0]) == 16
@@ -298,4 +298,54 @@ def test_damaged_parquet_is_named(tmp_path):
     p.write_bytes(b"PAR1 not really")
     with pytest.raises(InputError, match=r"d.parquet: not a readable Parquet file"):
         load_items(p, {"id": "id", "prompt": "q"})
+
+
+# --- chat messages -------------------------------------------------------------------------------
+
+CONVERSATION = [{"role": "system", "content": "Answer with a number."},
+                {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
+                {"role": "user", "content": "3+3?"}]
+
+
+def test_chat_messages_survive_loading_as_a_conversation(tmp_path):
+    p = write_jsonl(tmp_path / "chat.jsonl", [
+        {"id": "c1", "messages": CONVERSATION, "answer": "6"},
+        {"id": "c2", "messages": [{"role": "user", "content": "Hi", "name": "bob"}], "answer": None},
+        {"id": "p3", "messages": "a plain prompt", "answer": "x"},
+    ])
+    items = load_items(p, {"id": "id", "prompt": "messages", "reference": "answer", "category": None})
+    assert json.loads(items["messages"][0]) == CONVERSATION
+    assert items["prompt"][0] == "3+3?"  # the last user message, as a judge template shows the question
+    assert json.loads(items["messages"][1]) == [{"role": "user", "content": "Hi"}]  # role and content only
+    assert items["prompt"][2] == "a plain prompt" and items["messages"][2] is None
+
+
+def test_chat_messages_from_parquet(tmp_path):
+    pd.DataFrame({"id": [1, 2], "messages": [CONVERSATION, CONVERSATION[1:2]]}).to_parquet(tmp_path / "c.parquet")
+    items = load_items(tmp_path / "c.parquet", {"id": "id", "prompt": "messages"})
+    assert [json.loads(m) for m in items["messages"]] == [CONVERSATION, CONVERSATION[1:2]]
+    assert items["prompt"].tolist() == ["3+3?", "2+2?"]
+
+
+def test_derived_ids_of_chat_items_cover_the_whole_conversation(tmp_path):
+    other = [{"role": "system", "content": "Be brief."}, CONVERSATION[-1]]
+    p = write_jsonl(tmp_path / "chat.jsonl", [{"messages": CONVERSATION}, {"messages": other}])
+    items = load_items(p, {"id": None, "prompt": "messages"})
+    assert items["prompt"].tolist() == ["3+3?", "3+3?"] and items["id"].is_unique
+
+
+@pytest.mark.parametrize("messages,fields,message", [
+    ([{"role": "user"}], {}, "line 1: field 'messages', message 0: 'content' is missing"),
+    ([{"role": "user", "content": "a"}, {"role": None, "content": "b"}], {},
+     "line 1: field 'messages', message 1: 'role' is missing"),
+    ([{"role": "user", "content": ["a"]}], {}, "message 0: 'content' is an array, not text"),
+    ([{"role": "system", "content": "x"}], {}, "line 1: field 'messages' holds messages but none with the role 'user'"),
+    ([{"role": "user", "content": " "}], {}, "line 1: the last user message of the prompt field 'messages' is empty"),
+    (CONVERSATION, {"prompt": ["messages", "extra"]}, "field 'messages' holds chat messages, which cannot be joined"),
+])
+def test_bad_chat_messages(tmp_path, messages, fields, message):
+    p = write_jsonl(tmp_path / "chat.jsonl", [{"id": 1, "messages": messages, "extra": "e"}])
+    with pytest.raises(InputError) as err:
+        load_items(p, {"id": "id", "prompt": "messages", **fields})
+    assert message in str(err.value) and str(p) in str(err.value)
 

@@ -2,11 +2,17 @@
 
 Sources: JSON Lines, a JSON array of objects, CSV/TSV and Parquet.
 
-The item table has the columns `id`, `prompt`, `reference` (may be null) and
-`category` (may be null), in the dataset's order.
+The item table has the columns `id`, `prompt`, `reference` (may be null),
+`category` (may be null) and `messages` (may be null), in the dataset's order.
 Field names are mapped from config; a field may be a dotted path into nested
 values (`turns.0`) and the prompt may join several fields (Alpaca's
 `[instruction, input]`).
+
+A prompt field holding a list of `{role, content}` messages (a chat dataset:
+system prompt, few-shot turns, the user's question) keeps the whole
+conversation in `messages`, as a JSON string of `[{"role": ..., "content": ...}, ...]`;
+`prompt` then holds the content of the last user message, the question as a
+reader (and a judge template) sees it.
 
 Every problem with the input is an InputError naming the file, the line, item
 or row, and the field.
@@ -26,7 +32,7 @@ import pandas as pd
 
 from genjudge.errors import InputError
 
-ITEM_COLUMNS = ["id", "prompt", "reference", "category"]
+ITEM_COLUMNS = ["id", "prompt", "reference", "category", "messages"]
 
 FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet")
 
@@ -251,6 +257,17 @@ def read_rows(path, fmt: str = "auto") -> tuple[str, list[tuple[str, dict]]]:
 _MISSING = object()
 
 
+def _plain(value):
+    """Python lists, dicts and scalars for the numpy arrays and scalars Parquet gives."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _plain(value.tolist())
+    return value
+
+
 def _lookup(obj, dotted: str):
     cur = obj
     for part in dotted.split("."):
@@ -295,6 +312,27 @@ def _optional_text(obj, name):
     return _as_text(value)
 
 
+def _messages(value, where: str, field: str) -> list[dict] | None:
+    """A list of `{role, content}` messages as plain dicts, or None when `value` is not one."""
+    value = _plain(value)
+    if not (isinstance(value, list) and value and all(isinstance(m, dict) for m in value)):
+        return None
+    if not any("role" in m or "content" in m for m in value):
+        return None
+    messages = []
+    for k, m in enumerate(value):
+        for key in ("role", "content"):
+            if not isinstance(m.get(key), str):
+                got = "is missing" if m.get(key) is None else f"is {_json_type(m[key])}, not text"
+                raise InputError(f"{where}: field {field!r}, message {k}: {key!r} {got}")
+        if not m["role"].strip():
+            raise InputError(f"{where}: field {field!r}, message {k}: the role is empty")
+        messages.append({"role": m["role"], "content": m["content"]})
+    if not any(m["role"] == "user" for m in messages):
+        raise InputError(f"{where}: field {field!r} holds messages but none with the role 'user'")
+    return messages
+
+
 def is_missing(value) -> bool:
     """True for None and the NaN that pandas uses for a missing string."""
     return value is None or (isinstance(value, float) and value != value)
@@ -324,14 +362,23 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto") -> pd.DataFr
     for pos, obj in rows:
         where = f"{source}, {pos}"
         parts = []
+        messages = None
         for name in prompt_fields:
             value = _lookup(obj, name)
             if value is _MISSING and len(prompt_fields) == 1:
                 raise InputError(f"{where}: missing required field {name!r} (the prompt)")
+            found = _messages(value, where, name)
+            if found is not None:
+                if len(prompt_fields) > 1:
+                    raise InputError(f"{where}: field {name!r} holds chat messages, which cannot be joined "
+                                     f"with other prompt fields; set dataset.fields.prompt to {name!r} alone")
+                messages = found
+                value = [m for m in found if m["role"] == "user"][-1]["content"]
             if not _is_null(value) and _as_text(value).strip():
                 parts.append(_as_text(value))
         if not parts:
-            raise InputError(f"{where}: the prompt field {' + '.join(map(repr, prompt_fields))} is empty")
+            what = "the last user message of " if messages else ""
+            raise InputError(f"{where}: {what}the prompt field {' + '.join(map(repr, prompt_fields))} is empty")
         prompt = "\n\n".join(parts)
 
         reference = _optional_text(obj, fields.get("reference"))
@@ -344,10 +391,15 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto") -> pd.DataFr
                                  "set dataset.fields.id to null to derive ids from row content")
             item_id = _as_text(value)
         else:
-            item_id = stable_id(prompt, reference)
+            # A chat item is its whole conversation: the same question after other few-shot turns differs.
+            item_id = stable_id(prompt if messages is None else json.dumps(messages), reference)
         if item_id in seen:
             raise InputError(f"{where}: duplicate id {item_id!r} (field {fields.get('id') or '<derived from content>'!r}), "
                              f"first seen at {seen[item_id]}")
         seen[item_id] = pos
-        items.append({"id": item_id, "prompt": prompt, "reference": reference, "category": category})
-    return pd.DataFrame(items, columns=ITEM_COLUMNS)
+        items.append({"id": item_id, "prompt": prompt, "reference": reference, "category": category,
+                      "messages": json.dumps(messages, ensure_ascii=False) if messages else None})
+    table = pd.DataFrame(items, columns=ITEM_COLUMNS)
+    # None (not NaN) for an item without messages, so shard files write null.
+    table["messages"] = pd.Series([item["messages"] for item in items], dtype=object)
+    return table
