@@ -1,6 +1,9 @@
 import csv
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -349,3 +352,161 @@ def test_bad_chat_messages(tmp_path, messages, fields, message):
         load_items(p, {"id": "id", "prompt": "messages", **fields})
     assert message in str(err.value) and str(p) in str(err.value)
 
+
+# --- Hugging Face datasets -----------------------------------------------------------------------
+
+MT_BENCH_ROWS = [
+    {"question_id": 81, "category": "writing", "turns": ["Compose a blog post.", "Rewrite it."], "reference": None},
+    {"question_id": 101, "category": "reasoning", "turns": ["Who is second?", "And now?"],
+     "reference": ["You are in second place.", "First."]},
+]
+MT_BENCH_FIELDS = {"id": "question_id", "prompt": "turns.0", "reference": "reference.0", "category": "category"}
+
+
+def test_hf_save_to_disk_dataset_loads_with_ids_and_nested_fields_as_in_the_source(tmp_path):
+    import datasets
+
+    datasets.Dataset.from_list(MT_BENCH_ROWS).save_to_disk(str(tmp_path / "mt_bench"))
+    items = load_items(tmp_path / "mt_bench", MT_BENCH_FIELDS)  # auto: a directory is a Hugging Face dataset
+    assert items["id"].tolist() == ["81", "101"]
+    assert items["prompt"].tolist() == ["Compose a blog post.", "Who is second?"]
+    assert pd.isna(items["reference"][0]) and items["reference"][1] == "You are in second place."
+    assert items["category"].tolist() == ["writing", "reasoning"]
+    # The same rows from a JSON Lines file give the same item table.
+    jsonl = load_items(write_jsonl(tmp_path / "q.jsonl", MT_BENCH_ROWS), MT_BENCH_FIELDS)
+    pd.testing.assert_frame_equal(items, jsonl)
+    pd.testing.assert_frame_equal(load_items(tmp_path / "mt_bench", MT_BENCH_FIELDS, "hf", {"split": None}), items)
+
+
+def test_hf_dataset_dict_splits(tmp_path):
+    import datasets
+
+    path = tmp_path / "gsm8k"
+    datasets.DatasetDict({
+        "train": datasets.Dataset.from_list([{"question": "t?", "answer": "#### 1"}]),
+        "test": datasets.Dataset.from_list([{"question": "a?", "answer": "#### 2"}, {"question": "b?", "answer": "#### 3"}]),
+    }).save_to_disk(str(path))
+    fields = {"id": None, "prompt": "question", "reference": "answer"}
+    items = load_items(path, fields, "hf", {"split": "test"})
+    assert items["prompt"].tolist() == ["a?", "b?"] and items["reference"].tolist() == ["#### 2", "#### 3"]
+    with pytest.raises(InputError, match=r"gsm8k: has the splits train, test; choose one with dataset.hf.split"):
+        load_items(path, fields, "hf")
+    with pytest.raises(InputError, match=r"gsm8k \(split 'dev'\): no split 'dev'; it has train, test"):
+        load_items(path, fields, "hf", {"split": "dev"})
+    with pytest.raises(InputError, match=r"dataset.hf.config: .*gsm8k is a directory written by save_to_disk"):
+        load_items(path, fields, "hf", {"config": "main", "split": "test"})
+
+
+def test_hf_rows_are_named_by_source_split_and_row(tmp_path):
+    import datasets
+
+    datasets.Dataset.from_list([{"id": 1, "q": "a"}, {"id": 2, "q": ""}]).save_to_disk(str(tmp_path / "d"))
+    with pytest.raises(InputError, match=r"/d, row 1: the prompt field 'q' is empty"):
+        load_items(tmp_path / "d", {"id": "id", "prompt": "q"})
+
+
+def test_hf_chat_messages(tmp_path):
+    import datasets
+
+    rows = [{"id": "a", "messages": CONVERSATION},
+            {"id": "b", "messages": [{"role": "user", "content": "Hi", "name": "bob"}]}]
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "chat"))
+    items = load_items(tmp_path / "chat", {"id": "id", "prompt": "messages"})
+    # The library fills a key missing from some messages with None; only role and content are kept.
+    assert [json.loads(m) for m in items["messages"]] == [CONVERSATION, [{"role": "user", "content": "Hi"}]]
+    assert items["prompt"].tolist() == ["3+3?", "Hi"]
+
+
+def test_hf_directory_of_data_files(tmp_path):
+    (tmp_path / "repo").mkdir()
+    write_jsonl(tmp_path / "repo" / "test.jsonl", [{"id": 5, "q": "x"}, {"id": 6, "q": "y"}])
+    items = load_items(tmp_path / "repo", {"id": "id", "prompt": "q"}, "hf",
+                       {"split": "test", "cache_dir": str(tmp_path / "cache")})
+    assert items["id"].tolist() == ["5", "6"]
+
+
+def test_hf_paths_that_are_not_a_dataset(tmp_path):
+    fields = {"id": "id", "prompt": "q"}
+    with pytest.raises(InputError, match=r"nope/deeper/dir: dataset not found \(no such directory, and not a Hugging "
+                                         r"Face hub id"):
+        load_items(tmp_path / "nope" / "deeper" / "dir", fields, "hf")
+    p = write_jsonl(tmp_path / "d.jsonl", [{"id": 1, "q": "a"}])
+    with pytest.raises(InputError, match=r"d.jsonl: a Hugging Face dataset is a hub id or a directory, not a file"):
+        load_items(p, fields, "hf")
+    with pytest.raises(InputError, match=r"openai/gsm8k: dataset file not found \(for a Hugging Face hub id set "
+                                         r"dataset.format: hf\)"):
+        load_items("openai/gsm8k", fields)
+    with pytest.raises(InputError, match=r"d.jsonl: is a directory|not found"):
+        load_items(tmp_path / "nope", fields, "jsonl")
+
+
+HUB_SCRIPT = r"""
+import glob, json, os, shutil, sys
+from genjudge.dataset import load_items
+from genjudge.errors import InputError
+
+cache, data = sys.argv[1], sys.argv[2]
+
+def build_cache(repo, config, splits):
+    # Lay out the library's cache of a hub dataset as a download leaves it:
+    # <cache>/<owner>___<name>/<config>/<version>/<commit>/{dataset_info.json, <name>-<split>.arrow}
+    from datasets.packaged_modules.json.json import Json
+    owner, name = repo.split("/")
+    build = os.path.join(cache, "_build")
+    Json(cache_dir=build, dataset_name=name, config_name=config, data_files=splits).download_and_prepare()
+    [built] = glob.glob(os.path.join(build, name, "*", "0.0.0"))
+    target = os.path.join(cache, f"{owner}___{name}", config, "0.0.0", "0123456789abcdef")
+    os.makedirs(os.path.dirname(target))
+    shutil.move(built, target)
+    shutil.rmtree(build)
+
+build_cache("someone/tinybench", "main", {"train": os.path.join(data, "train.jsonl"),
+                                          "test": os.path.join(data, "test.jsonl")})
+fields = {"id": "question_id", "prompt": "turns.0", "reference": "reference.0", "category": "category"}
+out = {}
+for case, path, hf in [
+    ("cached", "someone/tinybench", {"config": "main", "split": "test"}),
+    ("cached_slice", "someone/tinybench", {"config": "main", "split": "test[:1]"}),
+    ("missing", "someone/not-there", {"split": "test"}),
+    ("other_config", "someone/tinybench", {"config": "socratic", "split": "test"}),
+    ("other_split", "someone/tinybench", {"config": "main", "split": "validation"}),
+]:
+    try:
+        out[case] = load_items(path, fields, "hf", hf).to_dict(orient="records")
+    except InputError as exc:
+        out[case] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def hub_results(tmp_path_factory):
+    """A hub id read offline from the library's cache (HF_HOME), run as a job would: a fresh process with
+    HF_HUB_OFFLINE=1. The cache is built by the test; nothing is downloaded."""
+    tmp = tmp_path_factory.mktemp("hub")
+    write_jsonl(tmp / "test.jsonl", MT_BENCH_ROWS)
+    write_jsonl(tmp / "train.jsonl", [{"question_id": 1, "category": "x", "turns": ["t"], "reference": ["r"]}])
+    home = tmp / "hf_home"
+    env = {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env.pop("HF_DATASETS_CACHE", None)
+    proc = subprocess.run([sys.executable, "-c", HUB_SCRIPT, str(home / "datasets"), str(tmp)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_hf_hub_id_with_config_and_split_reads_the_local_cache_offline(hub_results):
+    items = hub_results["cached"]
+    assert [i["id"] for i in items] == ["81", "101"]
+    assert [i["prompt"] for i in items] == ["Compose a blog post.", "Who is second?"]
+    assert items[1]["reference"] == "You are in second place." and items[1]["category"] == "reasoning"
+    assert [i["id"] for i in hub_results["cached_slice"]] == ["81"]
+
+
+def test_hf_hub_id_that_is_not_there_stops_with_the_id_named(hub_results):
+    message = hub_results["missing"]
+    assert message.startswith("someone/not-there (split 'test'): cannot load the Hugging Face dataset")
+    assert "not in the local Hugging Face cache and the Hub cannot be reached" in message
+    assert hub_results["other_config"].startswith("someone/tinybench (config 'socratic', split 'test'): cannot load")
+    assert "main" in hub_results["other_config"]  # the library lists the configs it has
+    assert hub_results["other_split"].startswith("someone/tinybench (config 'main', split 'validation'): cannot load")

@@ -1,6 +1,7 @@
 """Load a dataset into the normalised item table.
 
-Sources: JSON Lines, a JSON array of objects, CSV/TSV and Parquet.
+Sources: JSON Lines, a JSON array of objects, CSV/TSV, Parquet, and Hugging Face
+`datasets` (a hub id or a local directory; `genjudge.hf_dataset`).
 
 The item table has the columns `id`, `prompt`, `reference` (may be null),
 `category` (may be null) and `messages` (may be null), in the dataset's order.
@@ -34,7 +35,7 @@ from genjudge.errors import InputError
 
 ITEM_COLUMNS = ["id", "prompt", "reference", "category", "messages"]
 
-FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet")
+FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
 
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv",
              ".parquet": "parquet", ".pq": "parquet"}
@@ -45,6 +46,8 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
         if fmt not in FORMATS:
             raise InputError(f"dataset.format: unknown format {fmt!r}; one of {', '.join(FORMATS)}")
         return fmt
+    if path.is_dir():
+        return "hf"
     suffix = path.suffix.lower()
     if suffix in _SUFFIXES:
         return _SUFFIXES[suffix]
@@ -229,16 +232,24 @@ def _read_parquet(path: Path) -> list[tuple[str, dict]]:
     return [(f"row {i}", obj) for i, obj in enumerate(df.to_dict(orient="records"))]
 
 
-def read_rows(path, fmt: str = "auto") -> tuple[str, list[tuple[str, dict]]]:
+def read_rows(path, fmt: str = "auto", hf: dict | None = None) -> tuple[str, list[tuple[str, dict]]]:
     """The source's name for messages and its rows, each with its position ('line 3', 'item 3 (line 17)',
     'row 3')."""
     path_text = str(path)
     path = Path(path)
+    if fmt == "hf" or (fmt == "auto" and path.is_dir()):
+        from genjudge.hf_dataset import read_hf_rows
+
+        return read_hf_rows(path_text, hf or {})
     if not path.exists():
-        raise InputError(f"{path}: dataset file not found")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, not a dataset file")
+        hint = ""
+        if fmt == "auto" and not path.suffix and re.fullmatch(r"[\w.-]+/[\w.-]+", path_text):
+            hint = " (for a Hugging Face hub id set dataset.format: hf)"
+        raise InputError(f"{path}: dataset file not found{hint}")
     fmt = detect_format(path, fmt)
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory; a Hugging Face dataset directory needs dataset.format "
+                         "hf or auto")
     if fmt == "parquet":
         return path_text, _read_parquet(path)
     text = read_text(path)
@@ -343,14 +354,14 @@ def stable_id(prompt: str, reference: str | None) -> str:
     return digest[:16]
 
 
-def load_items(path, fields: dict | None = None, fmt: str = "auto") -> pd.DataFrame:
+def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | None = None) -> pd.DataFrame:
     """Read and validate a dataset; raise InputError naming file, line/item/row and field.
 
     `fields` is the config's `dataset.fields` (the schema fills in its defaults); a key left out
-    is not used.
+    is not used. `hf` is `dataset.hf` (config, split, revision, cache_dir) for Hugging Face datasets.
     """
     fields = dict(fields or {})
-    source, rows = read_rows(path, fmt)
+    source, rows = read_rows(path, fmt, hf)
     if not rows:
         raise InputError(f"{source}: the dataset is empty")
     if not fields.get("prompt"):
