@@ -1,5 +1,6 @@
 # Config validation and the small named functions the rules use; the logic is in the package.
 import os
+import re
 
 from snakemake.exceptions import WorkflowError
 
@@ -8,7 +9,8 @@ from genjudge.errors import InputError
 from genjudge.gpu_lease import resolve_inventory
 from genjudge.judging import modes
 from genjudge.modelref import fingerprint
-from genjudge.specs import generator_spec, judge_spec
+from genjudge.experiment import judge_inputs, resolve
+from genjudge.specs import GeneratorSpec, JudgeSpec
 
 try:
     wfconfig.validate(config, workflow.basedir)
@@ -20,20 +22,48 @@ except InputError as exc:
 RUN = config["run"]
 RESULTS = f"results/{RUN}"
 LOGS = f"logs/{RUN}"
-SHARDS = list(range(config["shards"]))
-JUDGE_SHARDS = list(range(config["judge"]["shards"]))
-GENERATOR = generator_spec(config)
-JUDGE = judge_spec(config)
-JUDGE_MODE = modes.get(JUDGE.mode)
+EXP = resolve(config)
+GENERATORS = {name: GeneratorSpec.from_config(sec) for name, sec in EXP.generators.items()}
+JUDGES = {name: JudgeSpec.from_config(sec) for name, sec in EXP.judges.items()}
 GPU_INVENTORY = resolve_inventory(config["gpu_inventory"])
 
 
-def judge_template():
-    return wfconfig.judge_template(config)
+wildcard_constraints:
+    generator="|".join(map(re.escape, EXP.generators)),
+    dataset="|".join(map(re.escape, EXP.datasets)),
+    judge="|".join(map(re.escape, EXP.judges)),
+    shard=r"\d+",
+    jshard=r"\d+",
+    nj=r"\d+",
+
+
+def shards_of(dataset):
+    return list(range(EXP.shards(dataset, config)))
+
+
+def judge_shards(judge):
+    return list(range(JUDGES[judge].shards))
+
+
+def judge_generations(wildcards):
+    """Every merged generation a judge reads: its cells' answers and, pairwise, their opponents'."""
+    return sorted(set(judge_inputs(EXP, wildcards.judge, RESULTS).values()))
+
+
+def judge_cells(judge):
+    """Plain data for params: adding a generator reruns the judge, which computes only its answers."""
+    return [[c.generator, c.dataset, c.opponent] for c in EXP.cells(judge)]
+
+
+def judge_template(wildcards):
+    return wfconfig.judge_template({**config, "judge": EXP.judges[wildcards.judge]})
 
 
 def judge_baseline(wildcards):
-    return JUDGE_MODE.baseline_inputs(JUDGE)
+    """An outside baseline file (pairwise against a parquet file rather than a generator)."""
+    j = JUDGES[wildcards.judge]
+    outside = j.baseline and j.baseline not in EXP.generators and modes.get(j.mode).needs_baseline
+    return [j.baseline] if outside else []
 
 
 def rerun_params(spec):
@@ -42,30 +72,48 @@ def rerun_params(spec):
     return {**spec.rerun_params(), "model_fingerprint": fingerprint(spec.model, spec.revision)}
 
 
+GENERATOR_PARAMS = {name: rerun_params(spec) for name, spec in GENERATORS.items()}
+JUDGE_PARAMS = {name: rerun_params(spec) for name, spec in JUDGES.items()}
+
+
+def generate_params(wildcards):
+    return GENERATOR_PARAMS[wildcards.generator]
+
+
+def judge_params(wildcards):
+    return {**JUDGE_PARAMS[wildcards.judge], "cells": judge_cells(wildcards.judge)}
+
+
+def parse_params(wildcards):
+    j = JUDGES[wildcards.judge]
+    return {"mode": j.mode, "pattern": j.verdict_pattern, "cells": judge_cells(wildcards.judge)}
+
+
 def on_slurm():
     plugin = workflow.executor_plugin
     return bool(plugin and getattr(plugin, "name", "").startswith("slurm"))
 
 
-def generate_gpus():
-    return config["gpus_per_job"] if (GPU_INVENTORY or on_slurm()) else 0
+def generate_gpus(generator):
+    return EXP.gpus_per_job(generator, config) if (GPU_INVENTORY or on_slurm()) else 0
 
 
-def judge_gpus():
+def judge_gpus(judge):
     """GPUs of one judge job. `all` is every GPU of the machine here (or of one node on
     SLURM), shared out among data-parallel judge shards."""
-    if JUDGE.gpus != "all":
-        return JUDGE.gpus
+    spec = JUDGES[judge]
+    if spec.gpus != "all":
+        return spec.gpus
     node = config["slurm"]["gpus_per_node"] if on_slurm() else len(GPU_INVENTORY)
-    return max(1, node // len(JUDGE_SHARDS)) if node else 0
+    return max(1, node // spec.shards) if node else 0
 
 
 def generate_gpu_resource(wildcards):
-    return generate_gpus()
+    return generate_gpus(wildcards.generator)
 
 
 def judge_gpu_resource(wildcards):
-    return judge_gpus()
+    return judge_gpus(wildcards.judge)
 
 
 def model_input(spec):
@@ -74,11 +122,60 @@ def model_input(spec):
 
 
 def demo_generator(wildcards):
-    return model_input(GENERATOR)
+    return model_input(GENERATORS[wildcards.generator])
 
 
 def demo_judge(wildcards):
-    return model_input(JUDGE)
+    return model_input(JUDGES[wildcards.judge])
+
+
+def demo_models(wildcards):
+    return sorted({m for spec in [*GENERATORS.values(), *JUDGES.values()] for m in model_input(spec)})
+
+
+def dataset_file(wildcards):
+    return EXP.datasets[wildcards.dataset]["path"]
+
+
+def split_params(wildcards):
+    ds = EXP.datasets[wildcards.dataset]
+    return {"fields": ds["fields"], "format": ds["format"], "n_shards": len(shards_of(wildcards.dataset))}
+
+
+def generation_shards(wildcards):
+    return expand(f"{RESULTS}/generations/{wildcards.generator}/{wildcards.dataset}/{{shard}}.parquet",
+                  shard=shards_of(wildcards.dataset))
+
+
+def generation_metas(wildcards):
+    return expand(f"{RESULTS}/generations/{wildcards.generator}/{wildcards.dataset}/{{shard}}.meta.json",
+                  shard=shards_of(wildcards.dataset))
+
+
+def judge_shard_outputs(wildcards, suffix):
+    n = JUDGES[wildcards.judge].shards
+    return [f"{RESULTS}/judge/{wildcards.judge}/shards/{i}-of-{n}.{suffix}" for i in range(n)]
+
+
+def judge_shard_tables(wildcards):
+    return judge_shard_outputs(wildcards, "parquet")
+
+
+def judge_shard_metas(wildcards):
+    return judge_shard_outputs(wildcards, "meta.json")
+
+
+def all_generation_metas():
+    return [f"{RESULTS}/generations/{g}/{d}/{i}.meta.json" for g in EXP.generators for d in EXP.datasets
+            for i in shards_of(d)]
+
+
+def all_judgments():
+    return {j: f"{RESULTS}/judgments/{j}.parquet" for j in EXP.judges}
+
+
+def all_judge_metas():
+    return {j: f"{RESULTS}/judge/{j}/raw.meta.json" for j in EXP.judges}
 
 
 def _res(step, key, attempt):
@@ -103,12 +200,12 @@ def judge_runtime(wildcards, attempt):
 
 
 def gen_cpus(wildcards):
-    n = generate_gpus()
+    n = generate_gpus(wildcards.generator)
     return config["resources"]["generate"]["cpus_per_gpu"] * n if n else config["resources"]["generate"]["cpus"]
 
 
 def judge_cpus(wildcards):
-    n = judge_gpus()
+    n = judge_gpus(wildcards.judge)
     return config["resources"]["judge"]["cpus_per_gpu"] * n if n else config["resources"]["judge"]["cpus"]
 
 

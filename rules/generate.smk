@@ -1,17 +1,17 @@
 rule generate:
     input:
-        shards=f"{RESULTS}/shards",
+        shards=f"{RESULTS}/shards/{{dataset}}",
         model=demo_generator,
     output:
-        generations=f"{RESULTS}/generations/{{shard}}.parquet",
-        meta=f"{RESULTS}/generations/{{shard}}.meta.json",
+        generations=f"{RESULTS}/generations/{{generator}}/{{dataset}}/{{shard}}.parquet",
+        meta=f"{RESULTS}/generations/{{generator}}/{{dataset}}/{{shard}}.meta.json",
     log:
-        f"{LOGS}/generate/{{shard}}.log",
+        f"{LOGS}/generate/{{generator}}/{{dataset}}/{{shard}}.log",
     benchmark:
-        f"{LOGS}/benchmarks/generate/{{shard}}.tsv"
+        f"{LOGS}/benchmarks/generate/{{generator}}/{{dataset}}/{{shard}}.tsv"
     params:
         # Only what changes the outputs: Snakemake reruns a job when its params change.
-        spec=rerun_params(GENERATOR),
+        spec=generate_params,
     resources:
         gpu=generate_gpu_resource,
         cpus_per_gpu=config["resources"]["generate"]["cpus_per_gpu"],
@@ -25,12 +25,12 @@ rule generate:
 
 rule merge:
     input:
-        table=f"{RESULTS}/items.parquet",
-        shards=expand(f"{RESULTS}/generations/{{shard}}.parquet", shard=SHARDS),
-        metas=expand(f"{RESULTS}/generations/{{shard}}.meta.json", shard=SHARDS),
+        table=f"{RESULTS}/items/{{dataset}}.parquet",
+        shards=generation_shards,
+        metas=generation_metas,
     output:
-        f"{RESULTS}/generations.parquet",
+        f"{RESULTS}/generations/{{generator}}/{{dataset}}.parquet",
     log:
-        f"{LOGS}/merge.log",
+        f"{LOGS}/merge/{{generator}}/{{dataset}}.log",
     script:
         "../scripts/merge.py"

@@ -1,21 +1,20 @@
 rule judge:
     input:
-        generations=f"{RESULTS}/generations.parquet",
-        template=judge_template(),
+        generations=judge_generations,
+        template=judge_template,
         baseline=judge_baseline,
         model=demo_judge,
     output:
         # The shard count is in the name: changing judge.shards makes new jobs, not stale files.
-        raw=f"{RESULTS}/judge/shards/{{jshard}}-of-{len(JUDGE_SHARDS)}.parquet",
-        meta=f"{RESULTS}/judge/shards/{{jshard}}-of-{len(JUDGE_SHARDS)}.meta.json",
+        raw=f"{RESULTS}/judge/{{judge}}/shards/{{jshard}}-of-{{nj}}.parquet",
+        meta=f"{RESULTS}/judge/{{judge}}/shards/{{jshard}}-of-{{nj}}.meta.json",
     log:
-        f"{LOGS}/judge/{{jshard}}.log",
+        f"{LOGS}/judge/{{judge}}/{{jshard}}-of-{{nj}}.log",
     benchmark:
-        f"{LOGS}/benchmarks/judge/{{jshard}}.tsv"
+        f"{LOGS}/benchmarks/judge/{{judge}}/{{jshard}}-of-{{nj}}.tsv"
     params:
         # The verdict pattern is not here: changing it re-parses only.
-        spec=rerun_params(JUDGE),
-        n_shards=len(JUDGE_SHARDS),
+        spec=judge_params,
     resources:
         gpu=judge_gpu_resource,
         nodes=1,
@@ -30,27 +29,26 @@ rule judge:
 
 rule merge_judge:
     input:
-        raw=expand(f"{RESULTS}/judge/shards/{{jshard}}-of-{len(JUDGE_SHARDS)}.parquet", jshard=JUDGE_SHARDS),
-        meta=expand(f"{RESULTS}/judge/shards/{{jshard}}-of-{len(JUDGE_SHARDS)}.meta.json", jshard=JUDGE_SHARDS),
+        raw=judge_shard_tables,
+        meta=judge_shard_metas,
     output:
-        raw=f"{RESULTS}/judge/raw.parquet",
-        meta=f"{RESULTS}/judge/raw.meta.json",
+        raw=f"{RESULTS}/judge/{{judge}}/raw.parquet",
+        meta=f"{RESULTS}/judge/{{judge}}/raw.meta.json",
     log:
-        f"{LOGS}/merge_judge.log",
+        f"{LOGS}/merge_judge/{{judge}}.log",
     script:
         "../scripts/merge_judge.py"
 
 
 rule parse_verdicts:
     input:
-        generations=f"{RESULTS}/generations.parquet",
-        raw=f"{RESULTS}/judge/raw.parquet",
+        generations=judge_generations,
+        raw=f"{RESULTS}/judge/{{judge}}/raw.parquet",
     output:
-        f"{RESULTS}/judgments.parquet",
+        f"{RESULTS}/judgments/{{judge}}.parquet",
     log:
-        f"{LOGS}/parse_verdicts.log",
+        f"{LOGS}/parse_verdicts/{{judge}}.log",
     params:
-        mode=JUDGE.mode,
-        pattern=JUDGE.verdict_pattern,
+        parse=parse_params,
     script:
         "../scripts/parse_verdicts.py"

@@ -3,8 +3,7 @@
 
 rule plan:
     input:
-        generator=demo_generator,
-        judge=demo_judge,
+        demo_models,
     output:
         f"{RESULTS}/plan.json",
     log:

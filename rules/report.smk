@@ -1,8 +1,8 @@
 rule report:
     input:
-        judgments=f"{RESULTS}/judgments.parquet",
-        gen_meta=expand(f"{RESULTS}/generations/{{shard}}.meta.json", shard=SHARDS),
-        judge_meta=f"{RESULTS}/judge/raw.meta.json",
+        judgments=all_judgments().values(),
+        gen_meta=all_generation_metas(),
+        judge_meta=all_judge_metas().values(),
     output:
         summary=report(f"{RESULTS}/report/summary.json", caption="../report/summary.rst", category="Results",
                        labels={"run": RUN, "file": "summary.json"}),
@@ -16,6 +16,8 @@ rule report:
     params:
         # The report shows the config: any change of it rewrites the (cheap) report.
         config=config,
+        judgments=all_judgments(),
+        judge_meta=all_judge_metas(),
         workflow_dir=workflow.basedir,
     script:
         "../scripts/report.py"

@@ -1,18 +1,14 @@
-
-
 rule split:
     input:
-        dataset=config["dataset"]["path"],
+        dataset=dataset_file,
     output:
-        table=f"{RESULTS}/items.parquet",
+        table=f"{RESULTS}/items/{{dataset}}.parquet",
         # One directory, not N outputs: matching N inputs against N output
         # patterns made planning quadratic in the number of shards.
-        shards=directory(f"{RESULTS}/shards"),
-    params:
-        fields=config["dataset"]["fields"],
-        format=config["dataset"]["format"],
-        n_shards=len(SHARDS),
+        shards=directory(f"{RESULTS}/shards/{{dataset}}"),
     log:
-        f"{LOGS}/split.log",
+        f"{LOGS}/split/{{dataset}}.log",
+    params:
+        split=split_params,
     script:
         "../scripts/split.py"

@@ -1,4 +1,4 @@
-"""Merge the generation shards, checking every id appears exactly once (rule merge)."""
+"""Merge one generator's shards of one dataset, checking every id appears exactly once (rule merge)."""
 
 from genjudge.job_log import job_log
 from genjudge.stages.merge import run_merge

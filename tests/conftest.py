@@ -71,7 +71,8 @@ class Workflow:
         return self.path / "results" / run
 
     def metas(self, run="demo") -> list[dict]:
-        return [json.loads(p.read_text()) for p in sorted((self.results(run) / "generations").glob("*.meta.json"))]
+        metas = [json.loads(p.read_text()) for p in (self.results(run) / "generations").glob("*/*/*.meta.json")]
+        return sorted(metas, key=lambda m: (m["generator"], m["dataset"], m["shard"]))
 
 
 def _deep_update(base: dict, new: dict) -> None:

@@ -51,7 +51,7 @@ def test_the_readme_config_starts_from_the_defaults_not_the_demo(typical):
     out = workflow.run("-n", "--configfile", write(workflow, cfg, "typical.yaml"))
     text = out.stdout + out.stderr
     assert "config/demo" not in text  # neither the demo's template, data nor models
-    assert re.search(r"input: results/llama8b-gsm8k/generations\.parquet, config/templates/reference\.txt", text)
+    assert re.search(r"input: results/llama8b-gsm8k/generations/Llama-3\.1-8B-Instruct/gsm8k_test\.parquet, config/templates/reference\.txt", text)
     judge_resources = text[text.index("rule judge:"):]
     assert "mem_mb=64000" in judge_resources[: judge_resources.index("\n\n")]
 
@@ -87,7 +87,8 @@ def test_required_keys_are_named_when_missing():
 
 def test_plan_honours_config_overrides():
     out = subprocess.run([sys.executable, "-m", "genjudge.cli", "plan", "--role", "judge", "--config",
-                          f'judge={{"model": "{CFG70}", "max_new_tokens": 100}}', "--gpus", "1x80GiB"],
+                          f'judge={{"model": "{CFG70}", "max_new_tokens": 100}}', "--gpus", "1x80GiB",
+                          "--prompt-tokens", "512"],
                          capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert "judge: " + str(CFG70) in out and "x 612 tokens" in out  # 512 assumed prompt + 100 new
 
@@ -96,8 +97,8 @@ def test_plan_honours_config_overrides():
 def test_one_failing_shard_does_not_stop_the_others_by_default(workflow):
     cfg = workflow.write_config("kg.yaml", run="kg", shards=4, generator={"max_new_tokens": 4})
     workflow.run("--cores", "2", "--configfile", cfg, "--until", "split")
-    (workflow.results("kg") / "shards" / "1.jsonl").write_text('{"id": "x", "prompt": \n')
+    (workflow.results("kg") / "shards" / "questions" / "1.jsonl").write_text('{"id": "x", "prompt": \n')
     proc = workflow.run("--cores", "1", "--configfile", cfg, check=False)  # the README's command, no profile
     assert proc.returncode != 0
-    gens = workflow.results("kg") / "generations"
+    gens = workflow.results("kg") / "generations" / "demo-generator" / "questions"
     assert sorted(p.name for p in gens.glob("*.parquet")) == ["0.parquet", "2.parquet", "3.parquet"]

@@ -7,6 +7,7 @@ import pytest
 
 from genjudge.config import defaults
 from genjudge.demo.models import build_model
+from genjudge.experiment import Cell
 from genjudge.judging import modes
 from genjudge.records import GenerateMeta
 from genjudge.specs import spec_for
@@ -49,8 +50,9 @@ def spec(model, **kw):
 def judge(tmp_path, gens_path, s):
     raw, meta = tmp_path / "raw.parquet", tmp_path / "raw.meta.json"
     template = s.template or ROOT / "config" / "templates" / f"{s.mode}.txt"
-    m = run_judge(generations_path=gens_path, out_path=raw, meta_path=meta, spec=s, template_path=template,
-                  store_dir=tmp_path / "store", run="t", lease=Lease([], "none"), log_stream=io.StringIO())
+    m = run_judge(cells=[Cell("g", "d")], generations={("g", "d"): gens_path}, out_path=raw, meta_path=meta,
+                  spec=s, template_path=template, store_dir=tmp_path / "store", run="t", lease=Lease([], "none"),
+                  log_stream=io.StringIO())
     df = parse_judgments(ITEMS.drop(columns=[]), pd.read_parquet(raw), s.mode)
     config = defaults(run="t", generator={"model": "g", "max_new_tokens": 8}, judge=s.as_dict())
     gen_meta = GenerateMeta(shard=0, n_items=6, cuda_visible_devices=None, hostname="h", load_seconds=1.0,

@@ -23,7 +23,7 @@ def plan_counts(workflow, cfg):
 def test_changing_only_the_verdict_pattern_reparses_without_the_judge(workflow):
     cfg = workflow.write_config("base.yaml", run="base", **FAST)
     workflow.run("--cores", "2", "--configfile", cfg)
-    judge_meta = workflow.results("base") / "judge" / "raw.meta.json"
+    judge_meta = workflow.results("base") / "judge" / "demo-judge" / "raw.meta.json"
     before = judge_meta.read_text()
     new = workflow.write_config("base.yaml", **{**FAST, "run": "base", "judge": {
         "max_new_tokens": 6, "verdict_pattern": r"(?i)verdict\W*(correct|incorrect)"}})
@@ -41,13 +41,13 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
     pw = workflow.write_config(
         "pw.yaml", run="pw", shards=2, generator={"max_new_tokens": 8},
         judge={"model": "models/first-position-judge", "mode": "pairwise", "max_new_tokens": 8, "template": None,
-               "baseline": "results/base/generations.parquet"})
+               "baseline": "results/base/generations/demo-generator/questions.parquet"})
     workflow.run("--cores", "2", "--configfile", pw)
     s = json.loads((workflow.results("pw") / "report" / "summary.json").read_text())
     assert s["mode"] == "pairwise" and s["n_unparsed"] == 0
     assert s["position_consistency"]["value"] == 0.0
     assert s["tie"]["value"] == 1.0 and s["win"]["value"] == 0.0 and s["loss"]["value"] == 0.0
-    meta = json.loads((workflow.results("pw") / "judge" / "raw.meta.json").read_text())
+    meta = json.loads((workflow.results("pw") / "judge" / "first-position-judge" / "raw.meta.json").read_text())
     assert meta["n_requests"] == 88  # every pair judged in both orders
     md = (workflow.results("pw") / "report" / "report.md").read_text()
     assert "| position consistency | 0.0%" in md
@@ -64,7 +64,7 @@ def test_data_parallel_judge_shards_each_lease_their_gpu_and_merge(workflow):
                                                             "judge": {"cpus_per_gpu": 1}}})
     assert plan_counts(workflow, cfg)["judge"] == "2"
     workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
-    meta = json.loads((workflow.results("jp") / "judge" / "raw.meta.json").read_text())
+    meta = json.loads((workflow.results("jp") / "judge" / "demo-judge" / "raw.meta.json").read_text())
     shards = meta["shards"]
     assert [s["judge_shard"] for s in shards] == [0, 1] and [s["n_items"] for s in shards] == [22, 22]
     assert all(len(s["gpus"]) == 1 and s["gpu_source"] == "lease" for s in shards)
@@ -121,7 +121,7 @@ def test_a_mode_of_ones_own_runs_end_to_end_from_a_plugin_file(workflow):
     assert sum(c["yes_rate"]["n"] for c in s["per_category"].values()) == 44
     md = (workflow.results("yn") / "report" / "report.md").read_text()
     assert "| answered yes | 100.0% [" in md and "| category | items | judged | unparsed | yes |" in md
-    raw = pd.read_parquet(workflow.results("yn") / "judge" / "raw.parquet")
+    raw = pd.read_parquet(workflow.results("yn") / "judge" / "yesno-judge" / "raw.parquet")
     assert raw["judge_prompt"].str.contains("End with ANSWER: YES or ANSWER: NO.", regex=False).all()
 
 
@@ -136,7 +136,7 @@ def test_an_unknown_mode_is_refused_while_planning(workflow):
 def test_changing_only_the_judge_precision_rejudges_every_item(workflow, change):
     cfg = workflow.write_config("p.yaml", run="p", **FAST)
     workflow.run("--cores", "2", "--configfile", cfg)
-    meta = workflow.results("p") / "judge" / "raw.meta.json"
+    meta = workflow.results("p") / "judge" / "demo-judge" / "raw.meta.json"
     assert json.loads(meta.read_text())["computed_items"] == 44
     new = workflow.write_config("p.yaml", run="p", **{**FAST, "judge": {**FAST["judge"], **change}})
     assert plan_counts(workflow, new)["judge"] == "1"

@@ -26,7 +26,7 @@ def all_metas(workflow, run="demo"):
     metas = []
     for m in workflow.metas(run):
         metas.append({**m, "label": f"{workflow.path.name}/{run}/shard{m['shard']}"})
-    judge = json.loads((workflow.results(run) / "judge" / "raw.meta.json").read_text())
+    judge = json.loads((workflow.results(run) / "judge" / "demo-judge" / "raw.meta.json").read_text())
     metas.append({**judge, "label": f"{workflow.path.name}/{run}/judge"})
     return metas
 

@@ -75,7 +75,7 @@ def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
     assert proc.returncode != 0, out[-2000:]
     checkpointed = complete_lines(store)
     assert BIG // 2 <= checkpointed < BIG
-    assert not (workflow.results() / "generations" / "0.parquet").exists()
+    assert not (workflow.results() / "generations" / "demo-generator" / "questions" / "0.parquet").exists()
 
     workflow.run("--cores", "2", "--configfile", cfg)
     meta = workflow.metas()[0]
@@ -84,11 +84,11 @@ def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
     assert complete_lines(store) == BIG  # nothing done twice
 
     ref = reference_run(workflow, BIG, kw)
-    got = pd.read_parquet(workflow.results() / "generations.parquet")
-    want = pd.read_parquet(ref / "generations.parquet")
+    got = pd.read_parquet(workflow.results() / "generations" / "demo-generator" / "questions.parquet")
+    want = pd.read_parquet(ref / "generations" / "demo-generator" / "questions.parquet")
     pd.testing.assert_frame_equal(got, want)
-    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / "judgments.parquet"),
-                                  pd.read_parquet(ref / "judgments.parquet"))
+    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
+                                  pd.read_parquet(ref / "judgments" / "demo-judge.parquet"))
 
 
 def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
@@ -108,18 +108,18 @@ def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M))
     assert "generate" not in jobs and jobs["judge"] == "1"
     workflow.run("--cores", "2", "--configfile", cfg)
-    meta = json.loads((workflow.results() / "judge" / "raw.meta.json").read_text())
+    meta = json.loads((workflow.results() / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert meta["resumed_items"] == checkpointed and meta["computed_items"] == BIG - checkpointed
     ref = reference_run(workflow, BIG, kw)
-    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / "judgments.parquet"),
-                                  pd.read_parquet(ref / "judgments.parquet"))
+    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
+                                  pd.read_parquet(ref / "judgments" / "demo-judge.parquet"))
 
 
 def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerate_all(workflow):
     fast = {"generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4}}
     cfg4 = workflow.write_config("four.yaml", shards=4, **fast)
     workflow.run("--cores", "2", "--configfile", cfg4)
-    first = pd.read_parquet(workflow.results() / "generations.parquet")
+    first = pd.read_parquet(workflow.results() / "generations" / "demo-generator" / "questions.parquet")
     assert sum(m["computed_items"] for m in workflow.metas()) == 44
 
     cfg8 = workflow.write_config("eight.yaml", run="eight", shards=8, **fast)
@@ -127,9 +127,9 @@ def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerat
     metas = workflow.metas("eight")
     assert len(metas) == 8
     assert sum(m["computed_items"] for m in metas) == 0 and sum(m["resumed_items"] for m in metas) == 44
-    judge = json.loads((workflow.results("eight") / "judge" / "raw.meta.json").read_text())
+    judge = json.loads((workflow.results("eight") / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert judge["computed_items"] == 0
-    second = pd.read_parquet(workflow.results("eight") / "generations.parquet")
+    second = pd.read_parquet(workflow.results("eight") / "generations" / "demo-generator" / "questions.parquet")
     assert first.drop(columns="shard").equals(second.drop(columns="shard"))
 
     cfg_new = workflow.write_config("longer.yaml", run="longer", shards=8,
@@ -140,14 +140,14 @@ def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerat
 
 def test_keep_going_then_rerun_runs_only_the_failed_shard(workflow):
     cfg = workflow.write_config(shards=4, generator={"max_new_tokens": 8}, judge={"max_new_tokens": 4})
-    workflow.run("results/demo/items.parquet", "--cores", "2", "--configfile", cfg)
-    shard1 = workflow.results() / "shards" / "1.jsonl"
+    workflow.run("results/demo/items/questions.parquet", "--cores", "2", "--configfile", cfg)
+    shard1 = workflow.results() / "shards" / "questions" / "1.jsonl"
     good = shard1.read_bytes()
     shard1.write_text('{"id": "broken\n')
     proc = workflow.run("--cores", "2", "--configfile", cfg, "--keep-going", check=False)
     assert proc.returncode != 0
     assert "1.jsonl, line 1" in proc.stdout + proc.stderr
-    done = sorted(p.name for p in (workflow.results() / "generations").glob("*.parquet"))
+    done = sorted(p.name for p in (workflow.results() / "generations" / "demo-generator" / "questions").glob("*.parquet"))
     assert done == ["0.parquet", "2.parquet", "3.parquet"]
 
     shard1.write_bytes(good)
@@ -164,7 +164,7 @@ def test_greedy_runs_are_byte_identical_and_provenance_is_recorded(workflow):
     for run in ("a", "b"):
         cfg = workflow.write_config(f"{run}.yaml", run=run, cache_dir=f"results/.cache-{run}", **fast)
         workflow.run("--cores", "2", "--configfile", cfg)
-    for name in ("generations.parquet", "judge/raw.parquet", "judgments.parquet"):
+    for name in ("generations/demo-generator/questions.parquet", "judge/demo-judge/raw.parquet", "judgments/demo-judge.parquet"):
         assert (workflow.results("a") / name).read_bytes() == (workflow.results("b") / name).read_bytes(), name
     prov = json.loads((workflow.results("a") / "report" / "provenance.json").read_text())
     assert prov["config"]["run"] == "a" and len(prov["config_sha256"]) == 64

@@ -73,7 +73,7 @@ def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
     for m in metas:
         assert m["gpu_source"] == "slurm" and m["slurm_job_id"]
         assert re.fullmatch(r"[0-3]", m["cuda_visible_devices"]), m["cuda_visible_devices"]
-    judge = json.loads((workflow.results("onslurm") / "judge" / "raw.meta.json").read_text())
+    judge = json.loads((workflow.results("onslurm") / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert judge["gpu_source"] == "slurm" and judge["cuda_visible_devices"] == "0,1,2,3"
     submitted = jobs_of(cluster, since)
     assert sorted(j["rule"] for j in submitted) == ["generate"] * 4 + ["judge"]
@@ -83,7 +83,7 @@ def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
     local = workflow.write_config("local.yaml", run="onlocal", shards=4, cache_dir="results/.local-cache", **SMALL)
     workflow.run("--cores", "2", "--configfile", local)
     a, b = workflow.results("onslurm"), workflow.results("onlocal")
-    assert (a / "judgments.parquet").read_bytes() == (b / "judgments.parquet").read_bytes()
+    assert (a / "judgments" / "demo-judge.parquet").read_bytes() == (b / "judgments" / "demo-judge.parquet").read_bytes()
     sa, sb = (json.loads((r / "report" / "summary.json").read_text()) for r in (a, b))
     volatile = {"run", "shards", "judge", "generator"}
     assert {k: v for k, v in sa.items() if k not in volatile} == {k: v for k, v in sb.items() if k not in volatile}
@@ -142,7 +142,7 @@ def test_cancelled_shard_reruns_alone(cluster, workflow):
     cluster.run("scancel", str(job["id"]))
     proc.communicate(timeout=900)
     assert proc.returncode != 0
-    gens = sorted(p.name for p in (workflow.results("cancel") / "generations").glob("*.parquet"))
+    gens = sorted(p.name for p in (workflow.results("cancel") / "generations" / "demo-generator" / "questions").glob("*.parquet"))
     assert gens == ["0.parquet", "2.parquet"]
 
     plan = workflow.run("--profile", "slurm", "-n", "--configfile", cfg, "--quiet", "rules",

@@ -40,18 +40,20 @@ def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(workflow):
         assert META_KEYS <= set(m)
         assert m["finished_at"] >= m["started_at"]
         assert m["n_items"] == 11
-    gens = pd.read_parquet(res / "generations.parquet")
+    gens = pd.read_parquet(res / "generations" / "demo-generator" / "questions.parquet")
     assert sorted(gens["id"]) == sorted(pd.read_json(ROOT / "config/demo/questions.jsonl", lines=True)["id"])
     assert set(gens["finish_reason"]) <= {"eos", "length"}
     assert gens["prompt_sent"].str.contains("<|assistant|>", regex=False).all()  # chat template applied
-    judge_meta = json.loads((res / "judge" / "raw.meta.json").read_text())
+    judge_meta = json.loads((res / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert judge_meta["placement"] == {"cpu": judge_meta["placement"]["cpu"]} and judge_meta["placement"]["cpu"] > 0
     assert judge_meta["memory_plan"]["parameters"] == judge_meta["placement"]["cpu"]
     md = (res / "report" / "report.md").read_text()
     assert "## By category" in md and "arithmetic" in md and "## Throughput" in md
-    for log in ["split", "merge", "judge/0", "merge_judge", "parse_verdicts", "report", "generate/0"]:
+    for log in ["split/questions", "merge/demo-generator/questions", "judge/demo-judge/0-of-1",
+                "merge_judge/demo-judge", "parse_verdicts/demo-judge", "report", "generate/demo-generator/questions/0"]:
         assert (workflow.path / "logs" / "demo" / f"{log}.log").exists()
-    assert "tok/s" in (workflow.path / "logs" / "demo" / "generate" / "0.log").read_text()
+    assert "tok/s" in (workflow.path / "logs" / "demo" / "generate" / "demo-generator" / "questions" / "0.log"
+                       ).read_text()
     # Nothing left to do on a second invocation.
     assert "Nothing to be done" in workflow.run("-n").stdout + workflow.run("-n").stderr
     # Snakemake's own report packages the results with their captions.

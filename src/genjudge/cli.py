@@ -17,6 +17,11 @@ def cmd_summary(args) -> int:
         return 1
     s = RunSummary.read(path)
     print(f"report: {Path(args.run_dir) / 'report' / 'report.md'}")
+    if s.cells:  # an experiment: the leaderboard
+        from genjudge.stages.report import leaderboard_markdown
+
+        print("\n".join(leaderboard_markdown(s.leaderboard)))
+        return 0
     rows = headline_rows(s)
     width = max(len(k) for k, _ in rows)
     for k, v in rows:

@@ -73,6 +73,10 @@ def validate(config: dict, root=None) -> dict:
     from snakemake.utils import validate as sm_validate
 
     coerce(config, schema(root))
+    for key in ("generators", "datasets", "judges"):
+        # Before validation, a key present is one the user wrote (the schema's {} comes after).
+        if key in config and config[key] == {}:
+            raise InputError(f"{key}: an empty map names nothing to run; leave it out for one entry")
     sm_validate(config, str(_root(root) / SCHEMA), set_default=True)
     return config
 
@@ -156,36 +160,48 @@ def check_not_demo_template(template: str, model: str) -> None:
 
 def check(config: dict, data: bool = True) -> None:
     """Everything that can be wrong before a job starts or a model loads; raises InputError
-    naming the key, file, line and field. `data=False` skips reading the dataset."""
+    naming the key, file, line and field. `data=False` skips reading the datasets."""
     from genjudge.dataset import load_items
+    from genjudge.experiment import resolve
     from genjudge.judging import modes
     from genjudge.judging.templates import load_template
     from genjudge.modelref import check_model
     from genjudge.sharding import shard_bounds
-    from genjudge.specs import dataset_spec, judge_spec
+    from genjudge.specs import DatasetSpec, JudgeSpec
 
     required = {"run": config["run"], "dataset.path": config["dataset"]["path"],
                 "generator.model": config["generator"]["model"], "judge.model": config["judge"]["model"]}
-    unset = [k for k, v in required.items() if v is None]
+    maps = {"dataset.path": "datasets", "generator.model": "generators", "judge.model": "judges"}
+    unset = [k for k, v in required.items() if v is None and not config.get(maps.get(k, ""))]
     if unset:
         raise InputError(f"{', '.join(unset)}: not set; every run names them (config/README.md; "
                          f"{DEMO} is a complete example)")
     load_plugins(config)
+    exp = resolve(config)
+    for kind, entries in (("datasets", exp.datasets), ("generators", exp.generators), ("judges", exp.judges)):
+        for name, section in entries.items():
+            where = f"{kind}.{name}" if config.get(kind) else kind[:-1]
+            key = "path" if kind == "datasets" else "model"
+            if section[key] is None:
+                raise InputError(f"{where}.{key}: not set")
     if data:
-        ds = dataset_spec(config)
-        n_items = len(load_items(ds.path, ds.fields, ds.format))
-        shard_bounds(n_items, config["shards"])
-    for role in ("generator", "judge"):
-        name = config[role]["model"]
-        check_model(name, role, buildable=is_demo_model(name))
-    spec = judge_spec(config)
-    mode = modes.get(spec.mode)
-    template = judge_template(config)
-    check_not_demo_template(template, spec.model)
-    load_template(template, mode)
-    if spec.verdict_pattern:
-        try:
-            mode.compile(spec.verdict_pattern)
-        except Exception as exc:
-            raise InputError(f"judge.verdict_pattern: {exc}") from None
-    mode.check(spec)
+        for name, section in exp.datasets.items():
+            ds = DatasetSpec.from_config(section)
+            n_items = len(load_items(ds.path, ds.fields, ds.format))
+            shard_bounds(n_items, exp.shards(name, config))
+    for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
+        for name, section in entries.items():
+            role = f"{kind}s.{name}" if config.get(f"{kind}s") else kind
+            check_model(section["model"], role, buildable=is_demo_model(section["model"]))
+    for name, section in exp.judges.items():
+        spec = JudgeSpec.from_config(section)
+        mode = modes.get(spec.mode)
+        template = judge_template({**config, "judge": section})
+        check_not_demo_template(template, spec.model)
+        load_template(template, mode)
+        if spec.verdict_pattern:
+            try:
+                mode.compile(spec.verdict_pattern)
+            except Exception as exc:
+                raise InputError(f"judge.verdict_pattern: {exc}") from None
+        mode.check(spec)

@@ -40,17 +40,20 @@ def _one(fingerprints: set):
     return fps[0] if len(fps) == 1 else (fps or None)
 
 
-def provenance(config: dict, gen_metas, judge_meta, workflow_dir) -> dict:
+def provenance(config: dict, exp, gen_metas, judge_metas: dict, workflow_dir) -> dict:
+    """`exp` is the resolved experiment; models are listed by their names in it."""
     canonical = json.dumps(config, sort_keys=True, default=str)
     return {
         "config": config,
         "config_sha256": hashlib.sha256(canonical.encode()).hexdigest(),
         "packages": package_versions(),
         "models": {
-            "generator": {"model": config["generator"]["model"], "revision": config["generator"].get("revision"),
-                          "fingerprint": _one({m.model_fingerprint for m in gen_metas})},
-            "judge": {"model": config["judge"]["model"], "revision": config["judge"].get("revision"),
-                      "fingerprint": _one({m.model_fingerprint for m in judge_meta.jobs()})},
+            "generators": {name: {"model": g["model"], "revision": g["revision"],
+                                  "fingerprint": _one({m.model_fingerprint for m in gen_metas if m.generator == name})}
+                           for name, g in exp.generators.items()},
+            "judges": {name: {"model": j["model"], "revision": j["revision"],
+                              "fingerprint": _one({m.model_fingerprint for m in judge_metas[name].jobs()})}
+                       for name, j in exp.judges.items()},
         },
         "git": git_state(workflow_dir),
     }

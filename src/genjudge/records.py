@@ -113,6 +113,8 @@ class JobMeta(_Record):
 
 @dataclass
 class GenerateMeta(JobMeta):
+    generator: str | None = None  # the generator's name in the experiment
+    dataset: str | None = None
     shard: int = 0
     n_generated_tokens: int = 0
     generate_seconds: float = 0.0
@@ -131,6 +133,8 @@ class JudgeMeta(JobMeta):
     n_requests: int = 0
     n_decided_by_rule: int = 0
     judge_seconds: float = 0.0
+    model_loads: int = 0  # 1 when anything was left to judge: every cell in one load
+    cells: dict = field(default_factory=dict)  # "generator/dataset[ vs opponent]" -> {n_items, resumed, computed}
     shards: list | None = None  # the judge-shard metas, in a merged meta of several shards
 
     @classmethod
@@ -157,16 +161,30 @@ class JudgeMeta(JobMeta):
                    judge_seconds=round(sum(m.judge_seconds for m in metas), 3),
                    resumed_items=sum(m.resumed_items for m in metas),
                    computed_items=sum(m.computed_items for m in metas),
+                   model_loads=sum(m.model_loads for m in metas), cells=_sum_cells(metas),
                    started_at=min(m.started_at for m in metas), finished_at=max(m.finished_at for m in metas))
 
     def jobs(self) -> list[JudgeMeta]:
         return list(self.shards) if self.shards else [self]
 
 
+def _sum_cells(metas) -> dict:
+    out: dict = {}
+    for m in metas:
+        for cell, counts in m.cells.items():
+            acc = out.setdefault(cell, {k: 0 for k in counts})
+            for k, v in counts.items():
+                acc[k] = acc.get(k, 0) + v
+    return out
+
+
 @dataclass
 class JudgeRecord:
     """One row of `judge/raw.parquet`: a judge call (or a rule's decision) and what came back."""
 
+    generator: str
+    dataset: str
+    opponent: str | None
     id: str
     order: int
     decided_by: str
@@ -187,7 +205,7 @@ def write_judge_records(path, rows: list[JudgeRecord] | pd.DataFrame) -> None:
     import pyarrow as pa
 
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame([asdict(r) for r in rows], columns=RAW_COLUMNS)
-    df = df[RAW_COLUMNS].astype({"p_correct": "float64"})
+    df = df[RAW_COLUMNS].astype({"p_correct": "float64", "opponent": "object"})
     table = pa.Table.from_pandas(df, preserve_index=False)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                            _VERSION_KEY: str(SCHEMA_VERSION).encode()})
@@ -227,6 +245,8 @@ class RunSummary(_Record):
     shards: list = field(default_factory=list)
     generator: dict = field(default_factory=dict)
     judge: dict = field(default_factory=dict)
+    leaderboard: list = field(default_factory=list)  # one row per (generator, dataset, judge[, opponent])
+    cells: dict = field(default_factory=dict)  # several cells: each cell's own summary, by its key
     metrics: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

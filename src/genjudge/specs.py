@@ -89,6 +89,7 @@ class GeneratorSpec(ModelSpec):
     top_p: float = _item()
     seed: int = _item()
     offload_folder: str | None = _run()
+    gpus_per_job: int | None = _run()  # null: the top-level gpus_per_job
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class JudgeSpec(ModelSpec):
     template: str | None = _job()
     cascade: bool = _job()
     baseline: str | None = _job()
+    pairs: str = _job()
     # Parsing only: changing the pattern re-parses stored outputs without the judge.
     verdict_pattern: str | None = _run()
     shards: int = _run()  # the judge-shard files carry their count in their names
@@ -112,6 +114,7 @@ class DatasetSpec(Spec):
     path: str = _job()
     format: str = _job()
     fields: dict = _job()
+    shards: int | None = _run()  # the shard count is in the rule's own params
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ class Completion:
     batch_size: int | None
     info: dict = field(default_factory=dict)  # placement, device
     computed_tokens: int = 0
+    computed_keys: set = field(default_factory=set)  # keys computed now (the rest came from the store)
 
 
 class PromptSet:
@@ -83,9 +84,13 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
     prompts = pset.render(texts)
     keys = [pset.key(p) for p in prompts]
     done = store.load(set(keys))
-    todo = [i for i, k in enumerate(keys) if k not in done]
+    todo, queued = [], set()
+    for i, k in enumerate(keys):  # identical prompts (e.g. two generators' equal answers) run once
+        if k not in done and k not in queued:
+            todo.append(i)
+            queued.add(k)
     log.info("%s: %d items, %d already done (checkpoint/cache), %d to compute",
-             desc, len(keys), len(keys) - len(todo), len(todo))
+             desc, len(keys), sum(k in done for k in keys), len(todo))
     t0 = time.monotonic()
     load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, None, {}, []
     if todo:
@@ -119,9 +124,9 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
         for j, r in enumerate(new):
             done[keys[todo[j]]] = r
     results = [done[k] for k in keys]
-    return Completion(prompts, keys, results, len(keys) - len(todo), len(todo), pset.fp, pset.chat,
+    return Completion(prompts, keys, results, len(keys) - sum(k in queued for k in keys), len(todo), pset.fp, pset.chat,
                       load_seconds, compute_seconds, batch_size, info,
-                      sum(r["n_generated_tokens"] for r in new))
+                      sum(r["n_generated_tokens"] for r in new), {keys[i] for i in todo})
 
 
 def completion_meta(c: Completion, seconds_name: str) -> dict:

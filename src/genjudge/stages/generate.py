@@ -15,11 +15,12 @@ OUTPUT_COLUMNS = ["id", "prompt_sent", "output", "n_prompt_tokens", "n_generated
 
 
 def run_generate(*, shard: int, shard_path, out_path, meta_path, spec: GeneratorSpec, store_dir, run: str,
-                 lease, log_stream) -> GenerateMeta:
-    meta = GenerateMeta.start(lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision)
+                 lease, log_stream, generator: str | None = None, dataset: str | None = None) -> GenerateMeta:
+    meta = GenerateMeta.start(lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision,
+                              generator=generator, dataset=dataset)
     items = read_shard(shard_path)
     pset = PromptSet(spec, kind="generate")
-    store = ItemStore(store_dir, f"{run}-shard{shard}")
+    store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
     ids = items["id"].tolist()
     c = complete(pset, items["prompt"].tolist(), ids, store, f"shard {shard}", log_stream)
 

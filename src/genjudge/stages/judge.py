@@ -1,8 +1,10 @@
-"""Judge jobs: the grading mode builds the judge requests, the engine runs them, the raw text is kept.
+"""Judge jobs: every cell a judge grades (generator x dataset, pairwise: against an opponent) in one
+model load. The grading mode builds the judge requests, the engine runs them, the raw text is kept.
 
 With `cascade`, items the mode's rule decides (exact matches) never reach the
 judge model. With `verdict: logprob` each request is one forward pass that
-scores the mode's labels after its marker.
+scores the mode's labels after its marker. The item cache is keyed by the prompt
+as sent (which holds the answer): adding a generator judges only its answers.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import hashlib
 import pandas as pd
 
 from genjudge.engine.completion import PromptSet, complete, completion_meta
+from genjudge.experiment import Cell
 from genjudge.item_store import ItemStore
 from genjudge.judging import modes
 from genjudge.judging.templates import load_template
@@ -20,21 +23,43 @@ from genjudge.sharding import shard_bounds
 from genjudge.specs import JudgeSpec
 
 
-def shard_slice(gens: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
-    a, b = shard_bounds(len(gens), n_shards)[shard]
-    return gens.iloc[a:b]
+def cell_items(cells: list[Cell], generations: dict) -> pd.DataFrame:
+    """Every (cell, item) the judge grades, in cell order; `generations` maps (generator, dataset) to a path."""
+    frames, cache = [], {}
+    for i, cell in enumerate(cells):
+        key = (cell.generator, cell.dataset)
+        if key not in cache:
+            cache[key] = pd.read_parquet(generations[key])
+        g = cache[key].copy()
+        g.insert(0, "cell", i)
+        frames.append(g)
+    return pd.concat(frames, ignore_index=True)
 
 
-def run_judge(*, generations_path, out_path, meta_path, spec: JudgeSpec, template_path, store_dir, run: str, lease,
-              log_stream, shard: int = 0, n_shards: int = 1) -> JudgeMeta:
+def shard_slice(items: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
+    a, b = shard_bounds(len(items), n_shards)[shard]
+    return items.iloc[a:b]
+
+
+def run_judge(*, cells: list[Cell], generations: dict, out_path, meta_path, spec: JudgeSpec, template_path,
+              store_dir, run: str, lease, log_stream, shard: int = 0, n_shards: int = 1) -> JudgeMeta:
     mode = modes.get(spec.mode)
     meta = JudgeMeta.start(lease, run=run, judge_shard=shard, model=spec.model, revision=spec.revision,
                            mode=spec.mode, verdict=spec.verdict, cascade=spec.cascade,
                            quantization=spec.quantization, device_map=spec.device_map)
-    gens = shard_slice(pd.read_parquet(generations_path), shard, n_shards)
+    items = shard_slice(cell_items(cells, generations), shard, n_shards)
     template = load_template(template_path, mode)
-    requests = mode.requests(gens, spec, template)
-    to_judge = [r for r in requests if r.decided_by == "judge"]
+    requests, owners = [], []
+    for i, part in items.groupby("cell", sort=True):
+        cell = cells[i]
+        opponent = None
+        if cell.opponent:
+            other = pd.read_parquet(generations[(cell.opponent, cell.dataset)], columns=["id", "output"])
+            opponent = dict(zip(other["id"], other["output"]))
+        reqs = mode.requests(part, spec, template, opponent)
+        requests += reqs
+        owners += [cell] * len(reqs)
+    to_judge = [j for j, r in enumerate(requests) if r.decided_by == "judge"]
 
     scorer, suffix, kind = None, "", "judge"
     if spec.verdict == "logprob":
@@ -49,31 +74,38 @@ def run_judge(*, generations_path, out_path, meta_path, spec: JudgeSpec, templat
     if scorer is not None:
         label_token_ids(pset.tok, mode.logprob_labels, suffix)  # refuse colliding labels before loading weights
     store = ItemStore(store_dir, f"{run}-judge{shard}")
-    c = complete(pset, [r.text for r in to_judge], [r.id for r in to_judge], store,
+    c = complete(pset, [requests[j].text for j in to_judge], [requests[j].id for j in to_judge], store,
                  f"judge {shard}" if n_shards > 1 else "judge", log_stream, scorer=scorer)
-    results = iter(zip(c.prompts, c.results, c.keys))
-    rows = []
-    for r in requests:
-        row = JudgeRecord(id=r.id, order=r.order, decided_by=r.decided_by)
-        if r.decided_by == "judge":
-            prompt, res, key = next(results)
-            row = JudgeRecord(id=r.id, order=r.order, decided_by=r.decided_by, judge_prompt=prompt,
-                              judge_output=res["output"], p_correct=res.get("p_correct"),
-                              judge_n_prompt_tokens=int(res["n_prompt_tokens"]),
-                              judge_n_generated_tokens=int(res["n_generated_tokens"]),
-                              judge_finish_reason=res["finish_reason"], judge_key=key)
-        rows.append(row)
+    results = dict(zip(to_judge, zip(c.prompts, c.results, c.keys)))
+    rows, per_cell, attributed = [], {}, set()
+    for j, (r, cell) in enumerate(zip(requests, owners)):
+        base = dict(generator=cell.generator, dataset=cell.dataset, opponent=cell.opponent, id=r.id,
+                    order=r.order, decided_by=r.decided_by)
+        counts = per_cell.setdefault(cell.key, {"requests": 0, "resumed": 0, "computed": 0})
+        counts["requests"] += 1
+        if j in results:
+            prompt, res, key = results[j]
+            rows.append(JudgeRecord(**base, judge_prompt=prompt, judge_output=res["output"],
+                                    p_correct=res.get("p_correct"), judge_n_prompt_tokens=int(res["n_prompt_tokens"]),
+                                    judge_n_generated_tokens=int(res["n_generated_tokens"]),
+                                    judge_finish_reason=res["finish_reason"], judge_key=key))
+            # A prompt computed now counts once, for the first cell that asked for it.
+            fresh = key in c.computed_keys and key not in attributed
+            attributed.add(key)
+            counts["computed" if fresh else "resumed"] += 1
+        else:
+            rows.append(JudgeRecord(**base))
     write_judge_records(out_path, rows)
-    meta.update(n_items=len(gens), n_requests=len(requests), n_decided_by_rule=len(requests) - len(to_judge),
+    meta.update(n_items=len(items), n_requests=len(requests), n_decided_by_rule=len(requests) - len(to_judge),
                 template=str(template_path), template_hash=hashlib.sha256(template.encode()).hexdigest()[:16],
-                **completion_meta(c, "judge_seconds"))
+                model_loads=1 if c.computed else 0, cells=per_cell, **completion_meta(c, "judge_seconds"))
     return meta.finish(meta_path)
 
 
 def merge_judge_shards(raw_paths, meta_paths, out_path, meta_out_path) -> None:
     """Concatenate data-parallel judge shards; the combined meta lists each shard's."""
     raw = pd.concat([read_judge_records(p) for p in raw_paths], ignore_index=True)
-    if raw[["id", "order"]].duplicated().any():
-        raise ValueError("judge shards overlap: an (id, order) appears twice")
+    if raw[["generator", "dataset", "opponent", "id", "order"]].astype(str).duplicated().any():
+        raise ValueError("judge shards overlap: a (cell, id, order) appears twice")
     write_judge_records(out_path, raw)
     JudgeMeta.merged([JudgeMeta.read(p) for p in meta_paths]).write(meta_out_path)

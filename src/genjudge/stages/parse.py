@@ -1,25 +1,42 @@
-"""Parse stored judge outputs into one judgment per item; no model is loaded here."""
+"""Parse stored judge outputs into one judgment per (cell, item); no model is loaded here."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from genjudge import atomic
+from genjudge.experiment import Cell
 from genjudge.judging import modes
 from genjudge.judging.textnorm import exact_match
 from genjudge.records import read_judge_records
 
 # What parsing needs from the raw judge rows: not the prompts, which are most of their bytes.
-RAW_NEEDED = ["id", "order", "decided_by", "judge_output", "p_correct"]
+RAW_NEEDED = ["generator", "dataset", "opponent", "id", "order", "decided_by", "judge_output", "p_correct"]
 
 
 def parse_judgments(gens: pd.DataFrame, raw: pd.DataFrame, mode: str, pattern: str | None = None) -> pd.DataFrame:
+    """One cell: a generator's answers on one dataset and the judge's raw rows for them."""
     df = gens.copy()
     df["exact_match"] = [exact_match(c, r) for c, r in zip(df["output"], df["reference"])]
     return modes.get(mode).parse(df, raw, pattern)
 
 
-def run_parse(generations_path, raw_path, out_path, mode: str, pattern: str | None) -> pd.DataFrame:
-    df = parse_judgments(pd.read_parquet(generations_path), read_judge_records(raw_path, RAW_NEEDED), mode, pattern)
-    atomic.write_parquet(out_path, df)
-    return df
+def run_parse(cells: list[Cell], generations: dict, raw_path, out_path, mode: str, pattern: str | None,
+              judge: str) -> pd.DataFrame:
+    raw = read_judge_records(raw_path, RAW_NEEDED)
+    frames, cache = [], {}
+    for cell in cells:
+        key = (cell.generator, cell.dataset)
+        if key not in cache:
+            cache[key] = pd.read_parquet(generations[key])
+        mine = raw[(raw["generator"] == cell.generator) & (raw["dataset"] == cell.dataset)
+                   & (raw["opponent"].fillna("") == (cell.opponent or ""))]
+        df = parse_judgments(cache[key], mine, mode, pattern)
+        df.insert(0, "judge", judge)
+        df.insert(1, "generator", cell.generator)
+        df.insert(2, "dataset", cell.dataset)
+        df.insert(3, "opponent", cell.opponent)
+        frames.append(df)
+    out = pd.concat(frames, ignore_index=True)
+    atomic.write_parquet(out_path, out)
+    return out

@@ -78,8 +78,10 @@ def advice(p: dict, spec, config: dict, role: str, n_items: int, gpus_here: int)
         step = w / ASSUMED_GPU_BANDWIDTH
         new = spec.max_new_tokens
         per_job = n_items / max(1, config["shards"] if role == "generator" else judge_spec(config).shards)
-        if role == "judge" and judge_spec(config).mode == "pairwise":
-            per_job *= 2
+        if role == "judge":
+            from genjudge.judging import modes
+
+            per_job *= modes.get(judge_spec(config).mode).requests_per_item
         batch = max(1, min(batch, math.ceil(per_job)))
         seconds = w / ASSUMED_DISK_READ + math.ceil(per_job / batch) * new * step
         lines.append(f"  resources.{'generate' if role == 'generator' else 'judge'}.runtime: about "

@@ -141,8 +141,8 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
 
 
 # What the report needs of judgments.parquet: not the prompts as sent nor the raw judge prompts.
-REPORT_COLUMNS = ["id", "prompt", "reference", "category", "output", "exact_match", "decided_by", "judge_output",
-                  "p_correct", "verdict", "unparsed_reason"]
+REPORT_COLUMNS = ["judge", "generator", "dataset", "opponent", "id", "prompt", "reference", "category", "output",
+                  "exact_match", "decided_by", "judge_output", "p_correct", "verdict", "unparsed_reason"]
 
 
 def read_judgments(path, mode) -> pd.DataFrame:
@@ -153,15 +153,112 @@ def read_judgments(path, mode) -> pd.DataFrame:
     return pd.read_parquet(path, columns=wanted)
 
 
-def run_report(judgments_path, gen_meta_paths, judge_meta_path, config, summary_path, md_path,
+def leaderboard_row(s: RunSummary, generator: str, dataset: str, judge: str, opponent: str | None) -> dict:
+    return {"generator": generator, "dataset": dataset, "judge": judge, "opponent": opponent, "mode": s.mode,
+            "n_items": s.n_items, "n_judged": s.n_judged, "n_unparsed": s.n_unparsed,
+            **modes.get(s.mode).leaderboard(s.to_dict()), "exact_match": s.exact_match}
+
+
+def summarise_experiment(exp, config: dict, judgments: dict, gen_metas: list[GenerateMeta],
+                         judge_metas: dict) -> tuple[RunSummary, dict]:
+    """One summary per cell and the run's: the cell's own when there is one, else totals and a leaderboard.
+    Returns (run summary, {cell key: (summary, judgments frame)})."""
+    cells = {}
+    for judge, df_j in judgments.items():
+        for cell in exp.cells(judge):
+            df = df_j[(df_j["generator"] == cell.generator) & (df_j["dataset"] == cell.dataset)
+                      & (df_j["opponent"].fillna("") == (cell.opponent or ""))].reset_index(drop=True)
+            metas = [m for m in gen_metas if (m.generator, m.dataset) == (cell.generator, cell.dataset)]
+            cfg = {**config, "generator": exp.generators[cell.generator], "judge": exp.judges[judge]}
+            s = summarise(df, metas, judge_metas[judge], cfg)
+            s.leaderboard = [leaderboard_row(s, cell.generator, cell.dataset, judge, cell.opponent)]
+            key = f"{cell.key} | {judge}" if len(exp.judges) > 1 else cell.key
+            cells[key] = (s, df)
+    if len(cells) == 1:
+        return next(iter(cells.values()))[0], cells
+    summaries = [s for s, _ in cells.values()]
+    n, judged = sum(s.n_items for s in summaries), sum(s.n_judged for s in summaries)
+    reasons: dict = {}
+    for s in summaries:
+        for k, v in s.unparsed_reasons.items():
+            reasons[k] = reasons.get(k, 0) + v
+    mode_names = sorted({s.mode for s in summaries})
+    run = RunSummary(run=config["run"], mode=mode_names[0] if len(mode_names) == 1 else "mixed", n_items=n,
+                     n_judged=judged, n_unparsed=n - judged, unparsed_rate=(n - judged) / n if n else None,
+                     unparsed_reasons=reasons, leaderboard=[row for s in summaries for row in s.leaderboard],
+                     cells={k: s.to_dict() for k, (s, _) in cells.items()},
+                     placement_warnings=[w for s in summaries for w in s.placement_warnings],
+                     shards=[sh for s in summaries for sh in s.shards],
+                     generator={"names": list(exp.generators),
+                                "models": {k: v["model"] for k, v in exp.generators.items()}},
+                     judge={"names": list(exp.judges), "models": {k: v["model"] for k, v in exp.judges.items()}})
+    return run, cells
+
+
+def _measure(v) -> str:
+    if not isinstance(v, dict):
+        return str(v)
+    if v.get("value") is not None and abs(v["value"]) > 1:  # a mean score, not a rate
+        ci = f" [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" if v.get("ci95") else ""
+        return f"{v['value']:.2f}{ci}"
+    return rate_text(v)
+
+
+def leaderboard_markdown(rows: list[dict]) -> list[str]:
+    measures = []
+    for r in rows:
+        for k in r:
+            if k not in ("generator", "dataset", "judge", "opponent", "mode", "n_items", "n_judged", "n_unparsed",
+                         "exact_match") and k not in measures:
+                measures.append(k)
+    pairwise = any(r["opponent"] for r in rows)
+    head = ["generator", *(["vs"] if pairwise else []), "dataset", "judge", *measures, "n", "unparsed", "exact match"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["generator"], *([r["opponent"] or "baseline"] if pairwise else []), r["dataset"], r["judge"],
+                 *[_measure(r.get(m)) if r.get(m) is not None else "" for m in measures], str(r["n_items"]),
+                 str(r["n_unparsed"]), pct(r["exact_match"]["value"])]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
+    out = [f"# Report: run `{run.run}`", "", "## Leaderboard", "", *leaderboard_markdown(run.leaderboard), "",
+           "Rates have 95% Wilson intervals, mean scores 95% normal intervals; unparsed verdicts are excluded "
+           "from every rate and mean, never counted as wrong.", ""]
+    for key, (s, df) in cells.items():
+        body = render_markdown(s, df, n_examples).splitlines()
+        out += [f"## {key}", ""]
+        # The cell's own report, one heading level down, without its title.
+        out += ["#" + line if line.startswith("## ") or line.startswith("### ") else line for line in body[2:]]
+    return "\n".join(out)
+
+
+def run_report(config: dict, judgments_paths: dict, gen_meta_paths, judge_meta_paths: dict, summary_path, md_path,
                provenance_path, workflow_dir, categories_path) -> RunSummary:
-    df = read_judgments(judgments_path, modes.get(config["judge"]["mode"]))
+    from genjudge.experiment import resolve
+
+    exp = resolve(config)
+    judgments = {j: read_judgments(p, modes.get(exp.judges[j]["mode"])) for j, p in judgments_paths.items()}
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
-    judge_meta = JudgeMeta.read(judge_meta_path)
-    s = summarise(df, gen_metas, judge_meta, config)
-    atomic.write_json(provenance_path, provenance(config, gen_metas, judge_meta, workflow_dir))
-    s.write(summary_path)
-    atomic.write_text(md_path, render_markdown(s, df, int(config["report"]["n_examples"])))
+    judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
+    run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)
+    atomic.write_json(provenance_path, provenance(config, exp, gen_metas, judge_metas, workflow_dir))
+    run.write(summary_path)
+    n_examples = int(config["report"]["n_examples"])
+    if len(cells) == 1:
+        s, df = next(iter(cells.values()))
+        text = render_markdown(s, df, n_examples)
+    else:
+        text = render_experiment(run, cells, n_examples)
+    atomic.write_text(md_path, text)
+    frames = []
+    for s, _ in cells.values():
+        row = s.leaderboard[0]
+        f = category_frame(s)
+        for i, k in enumerate(("generator", "dataset", "judge", "opponent")):
+            f.insert(i, k, row[k])
+        frames.append(f)
     with atomic.atomic_path(categories_path) as tmp:
-        category_frame(s).to_csv(tmp, index=False)
-    return s
+        pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
+    return run

@@ -52,6 +52,7 @@ class JudgeMode:
     logprob_labels: tuple[str, ...] | None = None  # labels scored after `marker:` by `verdict: logprob`
     rule_verdict: str | None = None  # `cascade: true`: the verdict of an exact match, decided without the judge
     needs_baseline = False
+    requests_per_item = 1  # judge calls per answer (pairwise: both orders)
     report_columns: tuple[str, ...] = ()  # columns of judgments.parquet the mode's measures read
 
     # --- configuration ---
@@ -67,12 +68,10 @@ class JudgeMode:
         if spec.cascade and self.rule_verdict is None:
             raise InputError(f"judge.cascade: mode {self.name!r} has no rule to decide exact matches by")
 
-    def baseline_inputs(self, spec) -> list[str]:
-        """Files the judge job reads besides the generations (pairwise: the baseline run)."""
-        return []
-
     # --- judging ---
-    def requests(self, gens: pd.DataFrame, spec, template: str) -> list[JudgeRequest]:
+    def requests(self, gens: pd.DataFrame, spec, template: str, opponent: dict | None = None) -> list[JudgeRequest]:
+        """The judge calls for one generator's answers (`gens`); `opponent` (pairwise) maps ids to the
+        other side's answers."""
         out = []
         for row in gens.itertuples():
             if spec.cascade and exact_match(row.output, row.reference):
@@ -121,6 +120,12 @@ class JudgeMode:
     def category_column(self) -> tuple[str, callable]:
         """Heading and cell of the per-category table."""
         raise NotImplementedError
+
+    def leaderboard(self, s: dict) -> dict:
+        """The headline measures of one cell, each {value, ci95, n}, for the leaderboard
+        (by default every interval-bearing measure of the mode)."""
+        return {k: v for k, v in s.items() if isinstance(v, dict) and {"value", "ci95"} <= set(v)
+                and k not in ("exact_match", "judge_exact_match_agreement")}
 
 
 def orders(raw: pd.DataFrame, df: pd.DataFrame, order: int) -> pd.DataFrame:

@@ -39,22 +39,15 @@ class Pairwise(JudgeMode):
     labels = {"A": "a", "B": "b", "TIE": "tie"}
     marker = "VERDICT"
     needs_baseline = True
+    requests_per_item = 2
     report_columns = ("judge_output_swapped", "outcome_order0", "outcome_order1", "position_consistent")
 
-    def check(self, spec) -> None:
-        super().check(spec)
-        import os
-
-        if not spec.baseline:
-            raise InputError("judge.baseline: pairwise mode needs a baseline run's generations.parquet")
-        if not os.path.exists(spec.baseline):
-            raise InputError(f"judge.baseline: {spec.baseline!r} not found; run the baseline first")
-
-    def baseline_inputs(self, spec) -> list[str]:
-        return [spec.baseline]
-
-    def requests(self, gens, spec, template):
-        baseline = load_baseline(spec.baseline, gens["id"].tolist())
+    def requests(self, gens, spec, template, opponent=None):
+        """`opponent`: the other generator's answers by id; None: those of the outside `judge.baseline` file."""
+        baseline = opponent if opponent is not None else load_baseline(spec.baseline, gens["id"].tolist())
+        missing = [i for i in gens["id"] if i not in baseline]
+        if missing:
+            raise InputError(f"the opponent has no answer for {len(missing)} id(s), e.g. {missing[:5]}")
         out = []
         for row in gens.itertuples():
             pair = (row.output, baseline[row.id])
@@ -101,6 +94,9 @@ class Pairwise(JudgeMode):
         rows = [(f"{k} (vs baseline)", rate_text(s[k])) for k in OUTCOMES]
         rows.append(("position consistency", rate_text(s["position_consistency"])))
         return rows
+
+    def leaderboard(self, s: dict) -> dict:
+        return {k: s[k] for k in (*OUTCOMES, "position_consistency")}
 
     def category_column(self):
         return "win / tie / loss", lambda c: " / ".join(pct(c[k]["value"]) for k in OUTCOMES)

@@ -42,6 +42,9 @@ class Reference(JudgeMode):
     def category_column(self):
         return "accuracy", lambda c: rate_text(c["accuracy"])
 
+    def leaderboard(self, s: dict) -> dict:
+        return {"accuracy": {"value": s["accuracy"], "ci95": s["accuracy_ci95"], "n": s["n_judged"]}}
+
 
 register(Reference())
 

@@ -30,6 +30,9 @@ class Score(JudgeMode):
         value = "n/a" if m["value"] is None else f"{m['value']:.2f}"
         return [("mean score (1-10)", f"{value}{ci}")]
 
+    def leaderboard(self, s: dict) -> dict:
+        return {"mean_score": s["mean_score"]}
+
     def category_column(self):
         return "mean score", lambda c: ("n/a" if c["mean_score"]["value"] is None
                                         else f"{c['mean_score']['value']:.2f}")

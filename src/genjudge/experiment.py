@@ -1,0 +1,173 @@
+"""An experiment: named generators x datasets, graded by named judges.
+
+The config's `generator`, `dataset` and `judge` sections are the defaults every
+named entry of `generators:`, `datasets:` and `judges:` starts from. Without a
+map there is one entry, named after the section's model (or dataset file), so a
+single-run config is an experiment of one cell. Each entry is validated like the
+section it extends.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from genjudge.errors import InputError
+
+NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+MAPS = {"generators": "generator", "datasets": "dataset", "judges": "judge"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What one judge grades: a generator's answers on a dataset (pairwise: against an opponent)."""
+
+    generator: str
+    dataset: str
+    opponent: str | None = None  # a generator's name; None: judge.baseline is an outside file
+
+    @property
+    def key(self) -> str:
+        return "/".join(x for x in (self.generator, self.dataset) if x) + (f" vs {self.opponent}"
+                                                                          if self.opponent else "")
+
+
+def default_name(value: str | None) -> str:
+    """`meta-llama/Llama-3.1-8B-Instruct` -> `Llama-3.1-8B-Instruct`; `data/gsm8k.jsonl` -> `gsm8k`."""
+    if not value:
+        return "default"
+    p = Path(str(value).rstrip("/"))
+    base = p.stem if p.suffix in (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".pq", ".ndjson") else p.name
+    return re.sub(r"[^A-Za-z0-9._-]", "-", base) or "default"
+
+
+def _deep_update(base: dict, new: dict) -> dict:
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _deep_update(base[k], v)
+        else:
+            base[k] = v
+    return base
+
+
+def _validate_entry(section_schema: dict, entry: dict, where: str) -> None:
+    import jsonschema
+
+    errors = sorted(jsonschema.Draft202012Validator(section_schema).iter_errors(entry), key=lambda e: e.path)
+    if errors:
+        e = errors[0]
+        at = ".".join(str(x) for x in e.path)
+        raise InputError(f"{where}{'.' + at if at else ''}: {e.message}")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    generators: dict  # name -> full generator section
+    datasets: dict  # name -> full dataset section
+    judges: dict  # name -> full judge section
+
+    def shards(self, dataset: str, config: dict) -> int:
+        n = self.datasets[dataset]["shards"]
+        return config["shards"] if n is None else n
+
+    def gpus_per_job(self, generator: str, config: dict) -> int:
+        n = self.generators[generator]["gpus_per_job"]
+        return config["gpus_per_job"] if n is None else n
+
+    def cells(self, judge: str) -> list[Cell]:
+        """What `judge` grades, in a fixed order."""
+        from genjudge.judging import modes
+
+        section = self.judges[judge]
+        names = list(self.generators)
+        out = []
+        for ds in self.datasets:
+            paired = modes.get(section["mode"]).needs_baseline
+            if not paired or section["baseline"] not in names and section["pairs"] == "baseline":
+                # single-answer modes, or pairwise against an outside file
+                out += [Cell(g, ds) for g in names]
+            elif section["pairs"] == "baseline":
+                out += [Cell(g, ds, section["baseline"]) for g in names if g != section["baseline"]]
+            else:
+                out += [Cell(a, ds, b) for i, a in enumerate(names) for b in names[i + 1:]]
+        return out
+
+
+def merged_generations(results: str, generator: str, dataset: str) -> str:
+    """Where a generator's merged answers on a dataset live."""
+    return f"{results}/generations/{generator}/{dataset}.parquet"
+
+
+def judge_inputs(exp: Experiment, judge: str, results: str) -> dict:
+    """(generator, dataset) -> merged generations a judge reads: its cells' and, pairwise, their opponents'."""
+    paths = {}
+    for cell in exp.cells(judge):
+        for g in (cell.generator, cell.opponent):
+            if g:
+                paths[(g, cell.dataset)] = merged_generations(results, g, cell.dataset)
+    return paths
+
+
+def resolve(config: dict, schema: dict | None = None) -> Experiment:
+    """The named entries, each the section's settings with the entry's over them; validated.
+    Loads the config's plugins first: judges may use their modes."""
+    from genjudge.config import load_plugins, schema as load_schema
+
+    load_plugins(config)
+    if schema is None:
+        schema = load_schema()
+    parts = {}
+    for map_key, section in MAPS.items():
+        entries = config.get(map_key) or {}
+        if map_key in config and config[map_key] is not None and not isinstance(entries, dict):
+            raise InputError(f"{map_key}: expected a map from names to settings")
+        if not entries:
+            base = config[section]
+            name = default_name(base.get("path") if section == "dataset" else base.get("model"))
+            parts[map_key] = {name: copy.deepcopy(base)}
+            continue
+        resolved = {}
+        for name, entry in entries.items():
+            if not NAME.match(str(name)):
+                raise InputError(f"{map_key}.{name}: a name is letters, digits, '.', '_' and '-' only")
+            if entry is None:
+                entry = {}
+            if not isinstance(entry, dict):
+                raise InputError(f"{map_key}.{name}: expected a map of {section} settings")
+            merged = _deep_update(copy.deepcopy(config[section]), copy.deepcopy(entry))
+            _validate_entry(schema["properties"][section], merged, f"{map_key}.{name}")
+            resolved[str(name)] = merged
+        parts[map_key] = resolved
+    exp = Experiment(**parts)
+    _check_pairs(exp)
+    return exp
+
+
+def _check_pairs(exp: Experiment) -> None:
+    from genjudge.judging import modes
+
+    names = list(exp.generators)
+    for jname, j in exp.judges.items():
+        if not modes.get(j["mode"]).needs_baseline:
+            continue
+        where = f"judges.{jname}" if len(exp.judges) > 1 else "judge"
+        if j["pairs"] == "all":
+            if len(names) < 2:
+                raise InputError(f"{where}.pairs: all needs at least two generators (have {names})")
+            continue
+        base = j["baseline"]
+        if not base:
+            raise InputError(f"{where}.baseline: pairwise mode needs a baseline: the name of one of the "
+                             f"generators {names}, or a generations parquet file")
+        looks_like_file = "/" in base or base.endswith((".parquet", ".pq"))
+        if base not in names and not looks_like_file:
+            raise InputError(f"{where}.baseline: {base!r} is not one of the generators {names} "
+                             "(nor a parquet file)")
+        if base in names and len(names) < 2:
+            raise InputError(f"{where}.baseline: {base!r} is the only generator; nothing to compare it with")
+        if not looks_like_file or base in names:
+            continue
+        if not Path(base).exists():
+            raise InputError(f"{where}.baseline: {base!r} not found; run the baseline first")
