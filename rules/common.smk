@@ -94,6 +94,12 @@ def on_slurm():
     return bool(plugin and getattr(plugin, "name", "").startswith("slurm"))
 
 
+# Jobs lease GPUs unless SLURM's executor assigned them; a snakemake started inside an
+# allocation with the local executor (SLURM_JOB_ID set) must still lease. The job scripts
+# inherit this from the snakemake process that runs them, on the cluster too.
+os.environ["GENJUDGE_SLURM_EXECUTOR"] = "1" if on_slurm() else "0"
+
+
 def generate_gpus(generator):
     return EXP.gpus_per_job(generator, config) if (GPU_INVENTORY or on_slurm()) else 0
 
@@ -134,12 +140,15 @@ def demo_models(wildcards):
 
 
 def dataset_file(wildcards):
-    return EXP.datasets[wildcards.dataset]["path"]
+    """The dataset file or directory; none for a Hugging Face hub id (read from its cache)."""
+    path = EXP.datasets[wildcards.dataset]["path"]
+    return [path] if os.path.exists(path) else []
 
 
 def split_params(wildcards):
     ds = EXP.datasets[wildcards.dataset]
-    return {"fields": ds["fields"], "format": ds["format"], "n_shards": len(shards_of(wildcards.dataset))}
+    return {"path": ds["path"], "fields": ds["fields"], "format": ds["format"], "hf": ds["hf"],
+            "n_shards": len(shards_of(wildcards.dataset))}
 
 
 def generation_shards(wildcards):

@@ -1,6 +1,8 @@
 """Generate one shard of one generator on one dataset (rule generate).
 The GPU lease comes before torch is imported."""
 
+import os
+
 from genjudge.gpu_lease import acquire, resolve_inventory
 from genjudge.job_log import job_log
 
@@ -10,6 +12,7 @@ with job_log(sm.log[0], "generate") as stream:
     # The GPU count is the job's `gpu` resource; the inventory is resolved here, not passed
     # as a param, so that a different CUDA_VISIBLE_DEVICES does not rerun finished jobs.
     with acquire(sm.resources.gpu, resolve_inventory(cfg["gpu_inventory"]), cfg["lock_dir"],
+                 slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
                  label=f"{cfg['run']}/generate/{w.generator}/{w.dataset}/{w.shard}") as lease:
         from genjudge.engine.threads import set_threads
         from genjudge.experiment import resolve

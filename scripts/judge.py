@@ -1,6 +1,8 @@
 """Judge one slice of every cell a judge grades (rule judge), in one model load.
 Leases the judge's GPUs before torch is imported."""
 
+import os
+
 from genjudge.gpu_lease import acquire, resolve_inventory
 from genjudge.job_log import job_log
 
@@ -8,6 +10,7 @@ sm = snakemake  # noqa: F821 - injected by Snakemake
 cfg, w = sm.config, sm.wildcards
 with job_log(sm.log[0], "judge") as stream:
     with acquire(sm.resources.gpu, resolve_inventory(cfg["gpu_inventory"]), cfg["lock_dir"],
+                 slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
                  label=f"{cfg['run']}/judge/{w.judge}/{w.jshard}") as lease:
         from genjudge.config import load_plugins
         from genjudge.engine.threads import set_threads

@@ -50,6 +50,16 @@ def test_eight_shards_on_four_gpus_never_share_a_device(workflow):
     assert overlapping_sharers(metas) == []
 
 
+def test_inside_a_slurm_allocation_the_local_executor_still_leases(workflow):
+    # snakemake started within salloc/sbatch: SLURM_JOB_ID is set, but the jobs run locally.
+    cfg = workflow.write_config(shards=2, gpu_inventory=[0, 1], **FAST)
+    workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg, env=clean_env(SLURM_JOB_ID="4242"))
+    metas = all_metas(workflow)
+    for m in metas[:-1]:
+        assert m["gpu_source"] == "lease" and len(m["gpus"]) == 1 and m["cuda_visible_devices"] in ("0", "1")
+    assert overlapping_sharers(metas) == []
+
+
 def test_outer_cuda_visible_devices_limits_the_inventory(workflow):
     cfg = workflow.write_config(shards=4, gpu_inventory=[0, 1, 2, 3], **FAST)
     env = clean_env(CUDA_VISIBLE_DEVICES="2,3", GENJUDGE_LOCK_DIR=str(workflow.lock_dir))
