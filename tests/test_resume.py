@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from conftest import clean_env
+from genjudge.item_store import count_records
 
 pytestmark = pytest.mark.workflow
 
@@ -23,10 +24,9 @@ def write_dataset(path, n):
                                  "answer": str(i + i % 7), "category": ["even", "odd"][i % 2]}) + "\n")
 
 
-def complete_lines(path):
-    if not path.exists():
-        return 0
-    return path.read_bytes().count(b"\n")
+def complete_lines(store_dir):
+    """Records checkpointed in an item store directory so far."""
+    return count_records(store_dir) if store_dir.exists() else 0
 
 
 def kill_job_when(proc, script, store_file, at_least, timeout=300):
@@ -68,7 +68,7 @@ def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
     kw = {"dataset": {"path": "big.jsonl"}, "shards": 1,
           "generator": {"batch_size": 2, "max_new_tokens": 32}, "judge": {"max_new_tokens": 4}}
     cfg = workflow.write_config(**kw)
-    store = workflow.path / "results/.cache/generations/demo-shard0.jsonl"
+    store = workflow.path / "results/.cache/generations"
     proc = start(workflow, cfg)
     kill_job_when(proc, "generate.py", store, BIG // 2)
     out = proc.communicate(timeout=600)[0]
@@ -96,7 +96,7 @@ def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
     kw = {"dataset": {"path": "big.jsonl"}, "shards": 2,
           "generator": {"max_new_tokens": 4}, "judge": {"batch_size": 2, "max_new_tokens": 32}}
     cfg = workflow.write_config(**kw)
-    store = workflow.path / "results/.cache/judge/demo-judge0.jsonl"
+    store = workflow.path / "results/.cache/judge"
     proc = start(workflow, cfg)
     kill_job_when(proc, "judge.py", store, BIG // 2)
     proc.communicate(timeout=600)
@@ -169,5 +169,6 @@ def test_greedy_runs_are_byte_identical_and_provenance_is_recorded(workflow):
     prov = json.loads((workflow.results("a") / "report" / "provenance.json").read_text())
     assert prov["config"]["run"] == "a" and len(prov["config_sha256"]) == 64
     assert {"snakemake", "torch", "transformers", "accelerate", "pandas"} <= set(prov["packages"])
-    assert prov["models"]["generator"]["fingerprint"] and prov["models"]["judge"]["fingerprint"]
+    assert prov["models"]["generators"]["demo-generator"]["fingerprint"]
+    assert prov["models"]["judges"]["demo-judge"]["fingerprint"]
     assert "git" in prov
