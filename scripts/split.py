@@ -6,4 +6,4 @@ from genjudge.stages.split import run_split
 sm = snakemake  # noqa: F821 - injected by Snakemake
 p = sm.params.split
 with job_log(sm.log[0], "split"):
-    run_split(sm.input.dataset, p["fields"], p["format"], sm.output.table, sm.output.shards, p["n_shards"])
+    run_split(p["path"], p["fields"], p["format"], sm.output.table, sm.output.shards, p["n_shards"], p["hf"])

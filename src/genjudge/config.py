@@ -187,7 +187,7 @@ def check(config: dict, data: bool = True) -> None:
     if data:
         for name, section in exp.datasets.items():
             ds = DatasetSpec.from_config(section)
-            n_items = len(load_items(ds.path, ds.fields, ds.format))
+            n_items = len(load_items(ds.path, ds.fields, ds.format, ds.hf))
             shard_bounds(n_items, exp.shards(name, config))
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():

@@ -114,6 +114,7 @@ class DatasetSpec(Spec):
     path: str = _job()
     format: str = _job()
     fields: dict = _job()
+    hf: dict = _job()  # Hugging Face datasets: config, split, revision, cache_dir
     shards: int | None = _run()  # the shard count is in the rule's own params
 
 

@@ -70,8 +70,11 @@ class PromptSet:
         self.suffix = suffix  # appended after the chat template (logprob: the verdict marker)
         self.setup_seconds = time.monotonic() - t0
 
-    def render(self, texts: list[str]) -> list[str]:
-        return [render_prompt(self.tok, t, self.spec.system_prompt, self.chat) + self.suffix for t in texts]
+    def render(self, texts: list[str], conversations: list | None = None) -> list[str]:
+        """Prompts as sent; `conversations[i]`, when not None, is item i's list of chat messages."""
+        conversations = conversations or [None] * len(texts)
+        return [render_prompt(self.tok, t, self.spec.system_prompt, self.chat, conv) + self.suffix
+                for t, conv in zip(texts, conversations)]
 
     def key(self, prompt: str) -> str:
         """Everything that decides this item's result: the spec's item fields, the model's files, the prompt."""
@@ -79,9 +82,10 @@ class PromptSet:
 
 
 def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore, desc: str,
-             log_stream, scorer=None) -> Completion:
-    """Complete `texts`; `scorer(model, tok, add_special_tokens)` replaces generation (logprob judging)."""
-    prompts = pset.render(texts)
+             log_stream, scorer=None, conversations: list | None = None) -> Completion:
+    """Complete `texts` (or the chat `conversations` where given); `scorer(model, tok,
+    add_special_tokens)` replaces generation (logprob judging)."""
+    prompts = pset.render(texts, conversations)
     keys = [pset.key(p) for p in prompts]
     done = store.load(set(keys))
     todo, queued = [], set()

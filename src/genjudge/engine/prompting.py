@@ -1,4 +1,8 @@
-"""The prompt as sent: chat template when the tokenizer has one, plain text otherwise."""
+"""The prompt as sent: chat template when the tokenizer has one, plain text otherwise.
+
+A prompt is a text (one user turn) or a conversation: a list of {role, content}
+messages (system, few-shot turns, the user's question) from a chat dataset.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,15 @@ def uses_chat_template(tokenizer, setting="auto") -> bool:
     return bool(setting)
 
 
-def render_prompt(tokenizer, text: str, system_prompt: str | None = None, chat: bool = True) -> str:
+def render_prompt(tokenizer, text: str, system_prompt: str | None = None, chat: bool = True,
+                  messages: list[dict] | None = None) -> str:
+    """`messages`, when given, is the conversation to send (text is then its last user turn);
+    the configured system prompt goes first unless the conversation has its own."""
+    turns = list(messages) if messages else [{"role": "user", "content": text}]
+    if system_prompt and not any(m["role"] == "system" for m in turns):
+        turns.insert(0, {"role": "system", "content": system_prompt})
     if not chat:
-        return text if system_prompt is None else f"{system_prompt}\n\n{text}"
-    messages = []
-    if system_prompt:
-        messages.append({"role": "system", "content": system_prompt})
-    messages.append({"role": "user", "content": text})
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        if not messages:
+            return text if system_prompt is None else f"{system_prompt}\n\n{text}"
+        return "\n\n".join(f"{m['role']}: {m['content']}" for m in turns) + "\n\nassistant:"
+    return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)

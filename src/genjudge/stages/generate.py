@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from genjudge import atomic
+from genjudge.dataset import is_missing
 from genjudge.engine.completion import PromptSet, complete, completion_meta
 from genjudge.item_store import ItemStore
 from genjudge.records import GenerateMeta
@@ -22,7 +25,9 @@ def run_generate(*, shard: int, shard_path, out_path, meta_path, spec: Generator
     pset = PromptSet(spec, kind="generate")
     store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
     ids = items["id"].tolist()
-    c = complete(pset, items["prompt"].tolist(), ids, store, f"shard {shard}", log_stream)
+    conversations = [None if is_missing(m) else json.loads(m) for m in items["messages"]]
+    c = complete(pset, items["prompt"].tolist(), ids, store, f"shard {shard}", log_stream,
+                 conversations=conversations)
 
     out = pd.DataFrame(
         [{"id": i, "prompt_sent": p, "output": r["output"], "n_prompt_tokens": int(r["n_prompt_tokens"]),

@@ -26,7 +26,7 @@ def prompt_tokens(config: dict, role: str) -> tuple[int, str]:
     from genjudge.dataset import load_items
 
     ds = config["dataset"]
-    items = load_items(ds["path"], ds["fields"], ds["format"])
+    items = load_items(ds["path"], ds["fields"], ds["format"], ds["hf"])
     questions = items["prompt"].str.len()
     if role == "generator":
         chars = int(questions.max())
@@ -136,7 +136,7 @@ def make_plan(config: dict, gpus_spec: str | None = None, roles=ROLES, batch_siz
                 from genjudge.dataset import load_items
 
                 ds = config["dataset"]
-                n_items = len(load_items(ds["path"], ds["fields"], ds["format"]))
+                n_items = len(load_items(ds["path"], ds["fields"], ds["format"], ds["hf"]))
             except Exception:  # noqa: BLE001
                 n_items = 0
         extra = advice(p, spec, config, role, n_items, len(gpus))

@@ -17,8 +17,8 @@ def shard_path(shard_dir, shard: int) -> Path:
     return Path(shard_dir) / f"{shard}.jsonl"
 
 
-def run_split(dataset_path, fields: dict, fmt: str, items_path, shard_dir, n_shards: int) -> None:
-    items = load_items(dataset_path, fields, fmt)
+def run_split(dataset_path, fields: dict, fmt: str, items_path, shard_dir, n_shards: int, hf: dict | None = None) -> None:
+    items = load_items(dataset_path, fields, fmt, hf)
     shards = split_items(items, n_shards)
     Path(shard_dir).mkdir(parents=True, exist_ok=True)
     for i, shard in enumerate(shards):
