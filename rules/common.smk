@@ -90,14 +90,15 @@ def parse_params(wildcards):
 
 
 def on_slurm():
+    """Whether SLURM's executor runs the jobs. Known once the jobs are built (resources are
+    evaluated then, not while this file is read); the jobs learn it from their environment,
+    which sbatch exports: where it is not set (the local executor, even inside an allocation
+    with SLURM_JOB_ID set) they lease their GPUs."""
     plugin = workflow.executor_plugin
-    return bool(plugin and getattr(plugin, "name", "").startswith("slurm"))
-
-
-# Jobs lease GPUs unless SLURM's executor assigned them; a snakemake started inside an
-# allocation with the local executor (SLURM_JOB_ID set) must still lease. The job scripts
-# inherit this from the snakemake process that runs them, on the cluster too.
-os.environ["GENJUDGE_SLURM_EXECUTOR"] = "1" if on_slurm() else "0"
+    slurm = bool(plugin and getattr(plugin, "name", "").startswith("slurm"))
+    if slurm:
+        os.environ["GENJUDGE_SLURM_EXECUTOR"] = "1"
+    return slurm
 
 
 def generate_gpus(generator):

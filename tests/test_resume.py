@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from conftest import clean_env
-from genjudge.item_store import count_records
+from genjudge.item_store import count_keys
 
 pytestmark = pytest.mark.workflow
 
@@ -25,8 +25,8 @@ def write_dataset(path, n):
 
 
 def complete_lines(store_dir):
-    """Records checkpointed in an item store directory so far."""
-    return count_records(store_dir) if store_dir.exists() else 0
+    """Items checkpointed in an item store directory so far (records a key links to)."""
+    return count_keys(store_dir) if store_dir.exists() else 0
 
 
 def kill_job_when(proc, script, store_file, at_least, timeout=300):
@@ -75,7 +75,7 @@ def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
     assert proc.returncode != 0, out[-2000:]
     checkpointed = complete_lines(store)
     assert BIG // 2 <= checkpointed < BIG
-    assert not (workflow.results() / "generations" / "demo-generator" / "questions" / "0.parquet").exists()
+    assert not (workflow.results() / "generations" / "demo-generator" / "big" / "0.parquet").exists()
 
     workflow.run("--cores", "2", "--configfile", cfg)
     meta = workflow.metas()[0]
@@ -84,8 +84,8 @@ def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
     assert complete_lines(store) == BIG  # nothing done twice
 
     ref = reference_run(workflow, BIG, kw)
-    got = pd.read_parquet(workflow.results() / "generations" / "demo-generator" / "questions.parquet")
-    want = pd.read_parquet(ref / "generations" / "demo-generator" / "questions.parquet")
+    got = pd.read_parquet(workflow.results() / "generations" / "demo-generator" / "big.parquet")
+    want = pd.read_parquet(ref / "generations" / "demo-generator" / "big.parquet")
     pd.testing.assert_frame_equal(got, want)
     pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
                                   pd.read_parquet(ref / "judgments" / "demo-judge.parquet"))

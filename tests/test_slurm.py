@@ -107,7 +107,7 @@ def start(workflow, cluster, cfg, *extra):
 
 
 def is_shard(job, shard):
-    return job["rule"] == "generate" and job["comment"].endswith(f"_wildcards_{shard}")
+    return job["rule"] == "generate" and job["comment"].endswith(f"_{shard}")
 
 
 def running_generate(cluster, since, shard):

@@ -247,6 +247,7 @@ class RunSummary(_Record):
     judge: dict = field(default_factory=dict)
     leaderboard: list = field(default_factory=list)  # one row per (generator, dataset, judge[, opponent])
     cells: dict = field(default_factory=dict)  # several cells: each cell's own summary, by its key
+    across_cells: dict = field(default_factory=dict)  # judge -> measures over all its cells (e.g. strengths)
     metrics: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

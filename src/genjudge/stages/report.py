@@ -174,8 +174,12 @@ def summarise_experiment(exp, config: dict, judgments: dict, gen_metas: list[Gen
             s.leaderboard = [leaderboard_row(s, cell.generator, cell.dataset, judge, cell.opponent)]
             key = f"{cell.key} | {judge}" if len(exp.judges) > 1 else cell.key
             cells[key] = (s, df)
+    across = {j: m for j, df_j in judgments.items()
+              if (m := modes.get(exp.judges[j]["mode"]).across_cells(df_j))}
     if len(cells) == 1:
-        return next(iter(cells.values()))[0], cells
+        only = next(iter(cells.values()))[0]
+        only.across_cells = across
+        return only, cells
     summaries = [s for s, _ in cells.values()]
     n, judged = sum(s.n_items for s in summaries), sum(s.n_judged for s in summaries)
     reasons: dict = {}
@@ -186,7 +190,7 @@ def summarise_experiment(exp, config: dict, judgments: dict, gen_metas: list[Gen
     run = RunSummary(run=config["run"], mode=mode_names[0] if len(mode_names) == 1 else "mixed", n_items=n,
                      n_judged=judged, n_unparsed=n - judged, unparsed_rate=(n - judged) / n if n else None,
                      unparsed_reasons=reasons, leaderboard=[row for s in summaries for row in s.leaderboard],
-                     cells={k: s.to_dict() for k, (s, _) in cells.items()},
+                     cells={k: s.to_dict() for k, (s, _) in cells.items()}, across_cells=across,
                      placement_warnings=[w for s in summaries for w in s.placement_warnings],
                      shards=[sh for s in summaries for sh in s.shards],
                      generator={"names": list(exp.generators),
@@ -226,6 +230,14 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
     out = [f"# Report: run `{run.run}`", "", "## Leaderboard", "", *leaderboard_markdown(run.leaderboard), "",
            "Rates have 95% Wilson intervals, mean scores 95% normal intervals; unparsed verdicts are excluded "
            "from every rate and mean, never counted as wrong.", ""]
+    for judge, measures in run.across_cells.items():
+        for dataset, strengths in measures.get("bradley_terry", {}).items():
+            out += [f"### Bradley-Terry strengths: {dataset} (judge {judge})", "",
+                    "| generator | strength | 95% interval |", "|---|---|---|"]
+            for g, v in sorted(strengths.items(), key=lambda kv: -kv[1]["strength"]):
+                out.append(f"| {g} | {v['strength']:+.2f} | [{v['ci95'][0]:+.2f}, {v['ci95'][1]:+.2f}] |")
+            out += ["", "Log-scale strengths centred at 0 (P(a beats b) = 1 / (1 + exp(s_b - s_a))); ties count "
+                    "half; intervals from a seeded bootstrap over items.", ""]
     for key, (s, df) in cells.items():
         body = render_markdown(s, df, n_examples).splitlines()
         out += [f"## {key}", ""]

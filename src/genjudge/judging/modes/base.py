@@ -121,6 +121,10 @@ class JudgeMode:
         """Heading and cell of the per-category table."""
         raise NotImplementedError
 
+    def across_cells(self, df: pd.DataFrame, seed: int = 0) -> dict:
+        """Measures over all of a judge's cells at once (pairwise: strengths of every generator)."""
+        return {}
+
     def leaderboard(self, s: dict) -> dict:
         """The headline measures of one cell, each {value, ci95, n}, for the leaderboard
         (by default every interval-bearing measure of the mode)."""

@@ -95,6 +95,22 @@ class Pairwise(JudgeMode):
         rows.append(("position consistency", rate_text(s["position_consistency"])))
         return rows
 
+    def across_cells(self, df: pd.DataFrame, seed: int = 0) -> dict:
+        """Bradley-Terry strengths per dataset from every pair judged (ties count half), with 95%
+        bootstrap intervals over items; only when generators met each other (`pairs: all`)."""
+        from genjudge.judging.stats import bradley_terry_intervals
+
+        games = df[df["opponent"].notna() & df["verdict"].notna()]
+        if games.empty or games["opponent"].nunique() + games["generator"].nunique() < 3:
+            return {}
+        score = {"win": 1.0, "tie": 0.5, "loss": 0.0}
+        out = {}
+        for dataset, d in games.groupby("dataset", sort=True):
+            groups = [[(r.generator, r.opponent, score[r.verdict]) for r in g.itertuples()]
+                      for _, g in d.groupby("id", sort=True)]
+            out[str(dataset)] = bradley_terry_intervals(groups, seed=seed)
+        return {"bradley_terry": out}
+
     def leaderboard(self, s: dict) -> dict:
         return {k: s[k] for k in (*OUTCOMES, "position_consistency")}
 

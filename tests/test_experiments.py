@@ -1,0 +1,123 @@
+"""Experiments: generators x datasets graded by judges, each judge loaded once."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from genjudge import config as wfconfig
+from genjudge.errors import InputError
+from judges import constant_judge
+
+SMALL = 20
+
+
+def small_dataset(workflow):
+    lines = (workflow.path / "config/demo/questions.jsonl").read_text().splitlines()[:SMALL]
+    (workflow.path / "small.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def experiment(workflow, name, generators, judge=None, datasets=None, **extra):
+    return workflow.write_config(
+        f"{name}.yaml", run=name, shards=2, generator={"max_new_tokens": 6}, generators=generators,
+        datasets=datasets or {"questions": {}, "small": {"path": "small.jsonl", "shards": 1}},
+        judge={"max_new_tokens": 6, **(judge or {})}, **extra)
+
+
+def counts(workflow, cfg):
+    out = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+
+
+@pytest.mark.workflow
+def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workflow):
+    small_dataset(workflow)
+    two = {"demo": {}, "terse": {"max_new_tokens": 2}}
+    cfg = experiment(workflow, "exp", two)
+    planned = counts(workflow, cfg)
+    assert planned["judge"] == "1" and planned["split"] == "2" and planned["generate"] == "6"
+    workflow.run("--cores", "2", "--configfile", cfg)
+    res = workflow.results("exp")
+    s = json.loads((res / "report" / "summary.json").read_text())
+    cells = {(r["generator"], r["dataset"]) for r in s["leaderboard"]}
+    assert cells == {("demo", "questions"), ("terse", "questions"), ("demo", "small"), ("terse", "small")}
+    for r in s["leaderboard"]:
+        assert r["judge"] == "demo-judge" and r["n_items"] == (44 if r["dataset"] == "questions" else SMALL)
+        assert r["accuracy"]["ci95"] and 0 <= r["accuracy"]["value"] <= 1
+    judged = pd.read_parquet(res / "judgments" / "demo-judge.parquet")
+    assert len(judged) == 2 * (44 + SMALL)
+    assert not judged[["generator", "dataset", "id"]].duplicated().any()
+    meta = json.loads((res / "judge" / "demo-judge" / "raw.meta.json").read_text())
+    assert meta["model_loads"] == 1 and set(meta["cells"]) == {"demo/questions", "terse/questions",
+                                                                "demo/small", "terse/small"}
+    md = (res / "report" / "report.md").read_text()
+    assert "## Leaderboard" in md and "| terse | small | demo-judge |" in md
+    # A third generator: only its answers are generated, and only its new judge prompts computed.
+    three = {**two, "plain": {"use_chat_template": False}}
+    cfg3 = experiment(workflow, "exp", three)
+    planned = counts(workflow, cfg3)
+    assert planned["generate"] == "3" and planned["judge"] == "1" and "split" not in planned
+    workflow.run("--cores", "2", "--configfile", cfg3)
+    gens = {g: {d: pd.read_parquet(res / "generations" / g / f"{d}.parquet").set_index("id")["output"]
+                for d in ("questions", "small")} for g in three}
+    # A judge prompt is the question, reference and answer: `small` repeats questions of `questions`,
+    # so an answer given to the same question in both is one judge call.
+    seen = {(i, out) for g in ("demo", "terse") for d in gens[g] for i, out in gens[g][d].items()}
+    new = len({(i, out) for d in gens["plain"] for i, out in gens["plain"][d].items()} - seen)
+    meta = json.loads((res / "judge" / "demo-judge" / "raw.meta.json").read_text())
+    assert meta["computed_items"] == new and new > 0
+    assert {k: v["computed"] for k, v in meta["cells"].items() if not k.startswith("plain")} == {
+        "demo/questions": 0, "terse/questions": 0, "demo/small": 0, "terse/small": 0}
+    s = json.loads((res / "report" / "summary.json").read_text())
+    assert len(s["leaderboard"]) == 6
+
+
+@pytest.mark.workflow
+def test_pairwise_all_judges_every_pair_in_both_orders_in_one_load(workflow):
+    small_dataset(workflow)
+    constant_judge(workflow.path / "models" / "first-judge", "pairwise", "VERDICT: A")
+    cfg = experiment(workflow, "pall", {"demo": {}, "terse": {"max_new_tokens": 2}, "plain": {"use_chat_template": False}},
+                     judge={"model": "models/first-judge", "mode": "pairwise", "template": None, "pairs": "all",
+                            "max_new_tokens": 8},
+                     datasets={"small": {"path": "small.jsonl", "shards": 1}})
+    workflow.run("--cores", "2", "--configfile", cfg)
+    res = workflow.results("pall")
+    raw = pd.read_parquet(res / "judge" / "first-judge" / "raw.parquet")
+    pairs = raw.groupby(["generator", "opponent"]).size().to_dict()
+    # Every unordered pair once (in the order the generators are listed; the test config lists them sorted).
+    assert pairs == {("demo", "plain"): 2 * SMALL, ("demo", "terse"): 2 * SMALL, ("plain", "terse"): 2 * SMALL}
+    orders = raw.groupby(["generator", "opponent", "id"])["order"].apply(lambda o: tuple(sorted(o)))
+    assert set(orders) == {(0, 1)}
+    meta = json.loads((res / "judge" / "first-judge" / "raw.meta.json").read_text())
+    assert meta["model_loads"] == 1
+    s = json.loads((res / "report" / "summary.json").read_text())
+    assert {(r["generator"], r["opponent"]) for r in s["leaderboard"]} == set(pairs)
+    # A judge that always picks the first position: every pair is position-inconsistent, all ties.
+    assert all(r["tie"]["value"] == 1.0 and r["position_consistency"]["value"] == 0.0 for r in s["leaderboard"])
+    bt = s["across_cells"]["first-judge"]["bradley_terry"]["small"]
+    assert set(bt) == {"demo", "terse", "plain"} and all(abs(v["strength"]) < 1e-6 for v in bt.values())
+
+
+def base(**kw):
+    cfg = {"run": "x", "dataset": {"path": "config/demo/questions.jsonl"},
+           "generator": {"model": "models/demo-generator"}, "judge": {"model": "models/demo-judge"}}
+    cfg.update(kw)
+    return cfg
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({"generators": {"a/b": {}}}, r"generators\.a/b: a name is letters, digits"),
+    ({"generators": {}}, r"generators: an empty map names nothing to run"),
+    ({"generators": {"a": {"no_such_key": 1}}}, r"generators\.a: Additional properties are not allowed \('no_such_key'"),
+    ({"judges": {"j": {"batch_size": "huge"}}}, r"judges\.j\.batch_size: 'huge' is not valid"),
+    ({"generators": {"a": {}, "b": {}}, "judge": {"model": "models/demo-judge", "mode": "pairwise",
+                                                  "baseline": "c"}},
+     r"judge\.baseline: 'c' is not one of the generators \['a', 'b'\]"),
+    ({"judge": {"model": "models/demo-judge", "mode": "pairwise", "pairs": "all"}},
+     r"judge\.pairs: all needs at least two generators"),
+])
+def test_bad_experiment_configs_name_the_key(extra, message):
+    with pytest.raises(InputError, match=message):
+        cfg = wfconfig.validate(base(**extra))
+        wfconfig.check(cfg, data=False)
