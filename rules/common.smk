@@ -97,7 +97,7 @@ def on_slurm():
     plugin = workflow.executor_plugin
     slurm = bool(plugin and getattr(plugin, "name", "").startswith("slurm"))
     if slurm:
-        os.environ["GENJUDGE_SLURM_EXECUTOR"] = "1"
+        os.environ.update(GENJUDGE_SLURM_EXECUTOR="1")
     return slurm
 
 
