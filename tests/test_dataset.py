@@ -47,11 +47,11 @@ def test_mt_bench_question_jsonl_uses_first_turn(tmp_path):
 
 
 def test_alpaca_style_joins_instruction_and_input(tmp_path):
-    p = tmp_path / "alpaca.json"
-    write_jsonl(p, [
+    p = tmp_path / "alpaca.json"  # as Alpaca ships it: one JSON array
+    p.write_text(json.dumps([
         {"instruction": "Translate to French.", "input": "Good morning", "output": "Bonjour"},
         {"instruction": "Name a colour.", "input": "", "output": "Blue"},
-    ])
+    ], indent=2))
     items = load_items(p, {"id": None, "prompt": ["instruction", "input"], "reference": "output", "category": None})
     assert items["prompt"].tolist() == ["Translate to French.\n\nGood morning", "Name a colour."]
     assert items["reference"].tolist() == ["Bonjour", "Blue"]

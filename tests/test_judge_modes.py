@@ -72,7 +72,7 @@ def test_reference_mode_with_cascade_sends_only_non_matches_to_the_judge(tmp_pat
     assert raw["judge_output"].isna().sum() == 2
     assert (df[df["decided_by"] == "rule"]["verdict"] == "correct").all()
     assert s["decided_by"] == {"judge": 4, "rule": 2}
-    assert s["n_judged"] + s["n_unparsed"] == 6
+    assert s["n_judged"] == df["verdict"].notna().sum() == 6 - s["n_unparsed"]
     assert "decided by | judge: 4, rule: 2" in md
 
 
@@ -85,6 +85,14 @@ def test_logprob_verdicts_are_never_unparsed(tmp_path, gens_path, random_judge):
     assert set(df["verdict"]) <= {"correct", "incorrect"}
     assert df["verdict"].eq("correct").tolist() == (raw["p_correct"] > 0.5).tolist()
     assert 0 <= s["mean_p_correct"] <= 1 and "mean judge probability of CORRECT" in md
+
+
+def test_logprob_reads_the_probability_of_the_label_the_judge_says(tmp_path, gens_path):
+    # A judge taught to always answer CORRECT: the probability of CORRECT must be the high one
+    # (with the label token ids swapped it would be the low one).
+    yes = constant_judge(tmp_path / "yes", "reference", "VERDICT: CORRECT")
+    m, raw, df, s, md = judge(tmp_path, gens_path, spec(yes, verdict="logprob"))
+    assert (raw["p_correct"] > 0.5).all() and (df["verdict"] == "correct").all()
 
 
 def test_logprob_refuses_labels_that_share_a_first_token(random_judge):

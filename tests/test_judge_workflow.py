@@ -32,6 +32,15 @@ def test_changing_only_the_verdict_pattern_reparses_without_the_judge(workflow):
     assert judge_meta.read_text() == before  # the judge did not run again
     summary = json.loads((workflow.results("base") / "report" / "summary.json").read_text())
     assert summary["n_items"] == 44
+    # The new pattern is the one applied: one that matches nothing leaves every verdict unparsed.
+    never = workflow.write_config("base.yaml", **{**FAST, "run": "base", "judge": {
+        "max_new_tokens": 6, "verdict_pattern": r"NEVER-(X)"}})
+    workflow.run("--cores", "2", "--configfile", never)
+    assert judge_meta.read_text() == before
+    summary = json.loads((workflow.results("base") / "report" / "summary.json").read_text())
+    assert summary["n_unparsed"] == 44
+    assert all(r.startswith("no match for the verdict pattern NEVER-(X)") or r.startswith("truncated")
+               for r in summary["unparsed_reasons"])
 
 
 def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow):
@@ -69,7 +78,8 @@ def test_data_parallel_judge_shards_each_lease_their_gpu_and_merge(workflow):
     assert [s["judge_shard"] for s in shards] == [0, 1] and [s["n_items"] for s in shards] == [22, 22]
     assert all(len(s["gpus"]) == 1 and s["gpu_source"] == "lease" for s in shards)
     s = json.loads((workflow.results("jp") / "report" / "summary.json").read_text())
-    assert s["n_items"] == 44 and s["n_judged"] + s["n_unparsed"] == 44
+    judged = pd.read_parquet(workflow.results("jp") / "judgments" / "demo-judge.parquet")
+    assert s["n_items"] == 44 == len(judged) and s["n_judged"] == judged["verdict"].notna().sum()
     assert s["judge"]["shards"] == 2
 
 

@@ -119,3 +119,14 @@ def test_plan_recommends_one_replica_per_gpu_for_a_judge_that_fits_one(tmp_path)
 def test_plan_gives_each_judge_shard_its_share_of_the_gpus(tmp_path):
     out = plan_cli(tmp_path, {"quantization": "4bit", "shards": 4})
     assert "jobs: 4 x 1 GPU(s) each" in out and "on 1 GPU(s) of 80 GiB" in out
+
+
+def test_quantized_layers_that_would_go_to_cpu_are_refused_before_loading(llama70b):
+    from genjudge.engine.memory_plan import refuse_quantized_offload
+
+    p = plan70(llama70b, "1x24GiB", "4bit")
+    assert p["offloaded_to"] and "4bit weights of bitsandbytes cannot be offloaded to cpu" in p["quantized_offload"]
+    assert "!!! ERROR: 4bit weights of bitsandbytes cannot be offloaded" in render(p)
+    with pytest.raises(InputError, match="cannot be offloaded to cpu: the job would fail while loading; 2 GPUs of this size at 4bit"):
+        refuse_quantized_offload(p)
+    refuse_quantized_offload(plan70(llama70b, "1x80GiB", "4bit"))  # fits: no error

@@ -42,10 +42,15 @@ def test_markdown_bold_and_word_boundary():
     assert parse_verdict("VERDICT: CORRECTLY").verdict is None
 
 
-def test_custom_pattern():
-    v = parse_verdict("Final grade: [[B]]", pattern=r"\[\[(A|B)\]\]", labels={"A": "correct", "B": "incorrect"})
-    assert v.verdict == "incorrect"
-    assert DEFAULT_PATTERN.startswith("VERDICT")
+def test_custom_pattern_replaces_the_default_one():
+    text = "VERDICT: CORRECT ... on reflection, final grade: [[B]]"
+    assert parse_verdict(text).verdict == "correct"  # the default pattern reads the VERDICT line
+    v = parse_verdict(text, pattern=r"\[\[(A|B)\]\]", labels={"A": "correct", "B": "incorrect"})
+    assert v.verdict == "incorrect" and v.n_markers == 1
+    # A custom pattern that does not match says so, not "no verdict marker".
+    v = parse_verdict("VERDICT: CORRECT", pattern=r"\[\[(A|B)\]\]", labels={"A": "a"}, marker=None)
+    assert v.verdict is None
+    assert v.reason == "no match for the verdict pattern \\[\\[(A|B)\\]\\]; the text ends: ...VERDICT: CORRECT"
 
 
 def test_score_and_pairwise_patterns_take_the_last_marker():

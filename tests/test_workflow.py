@@ -27,7 +27,8 @@ def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(workflow):
     res = workflow.results()
     s = json.loads((res / "report" / "summary.json").read_text())
     assert s["n_items"] == 44
-    assert s["n_judged"] + s["n_unparsed"] == 44
+    judged = pd.read_parquet(res / "judgments" / "demo-judge.parquet")
+    assert s["n_judged"] == judged["verdict"].notna().sum() and s["n_unparsed"] == judged["verdict"].isna().sum()
     assert {"accuracy", "accuracy_ci95", "generator", "judge"} <= set(s)
     assert s["generator"]["model"] == "models/demo-generator"
     # The trained demo models give numbers that mean something.

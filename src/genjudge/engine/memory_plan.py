@@ -197,12 +197,24 @@ def plan(spec, gpus: list[Gpu], batch_size: int, seq_len: int, role: str, model=
                headroom_bytes=headroom, kv_cache_fits=kv <= headroom * (1 - ACTIVATION_RESERVE))
     per_sequence = kv / max(batch_size, 1)
     out["max_batch_for_kv"] = int(max(headroom * (1 - ACTIVATION_RESERVE), 0) // per_sequence) if per_sequence else None
+    if precision in ("8bit", "4bit") and placement.offloaded:
+        # bitsandbytes keeps no quantized layer on CPU or disk: from_pretrained refuses such a map
+        # (or, with llm_int8_enable_fp32_cpu_offload, keeps those layers unquantized in fp32).
+        out["quantized_offload"] = (f"{precision} weights of bitsandbytes cannot be offloaded to "
+                                    f"{', '.join(placement.offloaded)}: the job would fail while loading")
     if not out["fits"]:
         out["recommendation"] = recommend(weights, gpus, precision)
     elif not out["kv_cache_fits"]:
         out["recommendation"] = (f"the KV cache of batch {batch_size} does not fit beside the weights: "
                                  f"use batch_size <= {out['max_batch_for_kv']} (or batch_size: auto)")
     return out
+
+
+def refuse_quantized_offload(mplan: dict) -> None:
+    """Stop before loading when the plan puts bitsandbytes layers on CPU or disk."""
+    if mplan.get("quantized_offload"):
+        raise InputError(f"{mplan['role']} {mplan['model']}: {mplan['quantized_offload']}; "
+                         f"{mplan.get('recommendation') or 'use more GPUs'}")
 
 
 def recommend(weights: dict, gpus: list[Gpu], precision: str) -> str:
@@ -250,7 +262,9 @@ def render(p: dict) -> str:
     lines.append("  device map (layers): " + ", ".join(f"{d} {n}" for d, n in sorted(p["device_map_layers"].items())))
     lines.append("  device map (params): " + ", ".join(f"{d} {_count(n)}"
                                                        for d, n in sorted(p["device_map_params"].items())))
-    if p["offloaded_to"]:
+    if p.get("quantized_offload"):
+        lines.append(f"  !!! ERROR: {p['quantized_offload']}")
+    elif p["offloaded_to"]:
         lines.append(f"  !!! WARNING: layers would be offloaded to {', '.join(p['offloaded_to'])}: "
                      "generation would crawl")
     if p.get("recommendation"):

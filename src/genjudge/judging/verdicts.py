@@ -39,7 +39,8 @@ def parse_verdict(text: str | None, pattern, labels: dict, marker: str | None) -
             return Verdict(None, f"{marker} marker without a recognised label", 0)
         if marker:
             return Verdict(None, "no verdict marker", 0)
-        return Verdict(None, f"no match for the verdict pattern {rx.pattern!r}", 0)
+        tail = " ".join(text.split())[-60:]
+        return Verdict(None, f"no match for the verdict pattern {rx.pattern}; the text ends: ...{tail}", 0)
     raw = matches[-1].group(1)
     if raw in labels:
         return Verdict(labels[raw], None, len(matches))

@@ -11,7 +11,8 @@ from genjudge.judging.textnorm import exact_match
 from genjudge.records import read_judge_records
 
 # What parsing needs from the raw judge rows: not the prompts, which are most of their bytes.
-RAW_NEEDED = ["generator", "dataset", "opponent", "id", "order", "decided_by", "judge_output", "p_correct"]
+RAW_NEEDED = ["generator", "dataset", "opponent", "id", "order", "decided_by", "judge_output", "p_correct",
+              "judge_finish_reason"]
 
 
 def parse_judgments(gens: pd.DataFrame, raw: pd.DataFrame, mode: str, pattern: str | None = None) -> pd.DataFrame:

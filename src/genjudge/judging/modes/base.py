@@ -97,8 +97,9 @@ class JudgeMode:
         df["decided_by"] = first["decided_by"].to_numpy()
         df["judge_output"] = first["judge_output"].to_numpy()
         df["p_correct"] = first["p_correct"].to_numpy()
-        parsed = [None if d == "rule" else self.parse_text(t, rx, bool(pattern))
-                  for d, t in zip(df["decided_by"], df["judge_output"])]
+        finish = first["judge_finish_reason"].to_numpy() if "judge_finish_reason" in first else [None] * len(df)
+        parsed = [None if d == "rule" else truncated(self.parse_text(t, rx, bool(pattern)), f)
+                  for d, t, f in zip(df["decided_by"], df["judge_output"], finish)]
         df["verdict"] = [self.rule_verdict if p is None else p.verdict for p in parsed]
         df["unparsed_reason"] = [None if p is None else p.reason for p in parsed]
         df["n_verdict_markers"] = [0 if p is None else p.n_markers for p in parsed]
@@ -130,6 +131,16 @@ class JudgeMode:
         (by default every interval-bearing measure of the mode)."""
         return {k: v for k, v in s.items() if isinstance(v, dict) and {"value", "ci95"} <= set(v)
                 and k not in ("exact_match", "judge_exact_match_agreement")}
+
+
+TRUNCATED = "truncated: the judge reached max_new_tokens before its verdict (raise judge.max_new_tokens)"
+
+
+def truncated(v: Verdict, finish_reason) -> Verdict:
+    """An unparsed verdict of a judge cut off at max_new_tokens is a truncation, said as such."""
+    if v.verdict is None and finish_reason == "length" and v.reason != "empty judge output":
+        return Verdict(None, TRUNCATED, v.n_markers)
+    return v
 
 
 def orders(raw: pd.DataFrame, df: pd.DataFrame, order: int) -> pd.DataFrame:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from genjudge.errors import InputError
-from genjudge.judging.modes.base import JudgeMode, JudgeRequest, orders, pct, rate_text, register, share
+from genjudge.judging.modes.base import (JudgeMode, JudgeRequest, orders, pct, rate_text, register, share,
+                                         truncated)
 from genjudge.judging.stats import rate
 from genjudge.judging.templates import render
 
@@ -65,8 +66,11 @@ class Pairwise(JudgeMode):
         df["p_correct"] = first["p_correct"].to_numpy()
         df["judge_output_swapped"] = second["judge_output"].to_numpy()
         verdicts, reasons, o0s, o1s, consistent = [], [], [], [], []
-        for t0, t1 in zip(df["judge_output"], df["judge_output_swapped"]):
-            p0, p1 = self.parse_text(t0, rx, bool(pattern)), self.parse_text(t1, rx, bool(pattern))
+        f0 = first["judge_finish_reason"] if "judge_finish_reason" in first else [None] * len(df)
+        f1 = second["judge_finish_reason"] if "judge_finish_reason" in second else [None] * len(df)
+        for t0, t1, e0, e1 in zip(df["judge_output"], df["judge_output_swapped"], f0, f1):
+            p0 = truncated(self.parse_text(t0, rx, bool(pattern)), e0)
+            p1 = truncated(self.parse_text(t1, rx, bool(pattern)), e1)
             o0 = OUTCOME[0].get(p0.verdict) if p0.verdict else None
             o1 = OUTCOME[1].get(p1.verdict) if p1.verdict else None
             o0s.append(o0)
