@@ -33,6 +33,8 @@ lint: setup
 
 bench: setup
 	$(BIN)/python bench/run_bench.py
+	$(BIN)/python bench/scale_bench.py
+	$(BIN)/python bench/store_bench.py
 
 # Retrain the committed demo checkpoints (deterministic, a few minutes on CPU).
 demo-models: setup

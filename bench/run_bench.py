@@ -143,7 +143,7 @@ def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dic
 
 
 def workflow_copy(dest: Path) -> None:
-    for part in ("Snakefile", "rules", "scripts", "config", "profiles"):
+    for part in ("Snakefile", "rules", "scripts", "config", "profiles", "report"):
         src = ROOT / part
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / part)
 
@@ -169,78 +169,15 @@ def bench_planning(shard_counts: list[int]) -> dict:
     return out
 
 
-PIPELINE = r'''
-import json, resource, sys, time
-import pandas as pd
-from genjudge.stages.split import run_split
-from genjudge.stages.merge import run_merge
-from genjudge.stages.parse import run_parse
-from genjudge.stages.report import run_report
-from genjudge.config import defaults
-from genjudge.records import GenerateMeta, JudgeMeta, write_judge_records
-wd, n, shards = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-times = {}
-t = time.perf_counter()
-run_split(f"{wd}/data.jsonl", {"id": "id", "prompt": "question", "reference": "answer", "category": "category"},
-          "auto", f"{wd}/items.parquet", f"{wd}/shards", shards)
-times["split"] = time.perf_counter() - t
-# Pre-generated outputs stand in for the model: every other answer right.
-metas = []
-for i in range(shards):
-    s = pd.read_json(f"{wd}/shards/{i}.jsonl", lines=True, dtype={"id": str, "reference": str})
-    out = pd.DataFrame({"id": s["id"], "prompt_sent": s["prompt"],
-                        "output": [r if j % 2 else "wrong" for j, r in enumerate(s["reference"])],
-                        "n_prompt_tokens": 10, "n_generated_tokens": 3, "finish_reason": "eos", "key": s["id"]})
-    out.to_parquet(f"{wd}/gen/{i}.parquet", index=False)
-    GenerateMeta(shard=i, n_items=len(s), hostname="h", generate_seconds=1.0, computed_items=len(s),
-                 tokens_per_second=1.0, started_at=0.0, finished_at=1.0, model_fingerprint="x"
-                 ).write(f"{wd}/gen/{i}.meta.json")
-t = time.perf_counter()
-run_merge(f"{wd}/items.parquet", [f"{wd}/gen/{i}.parquet" for i in range(shards)], f"{wd}/generations.parquet",
-          [f"{wd}/gen/{i}.meta.json" for i in range(shards)])
-times["merge"] = time.perf_counter() - t
-g = pd.read_parquet(f"{wd}/generations.parquet")
-raw = pd.DataFrame({"id": g["id"], "order": 0, "decided_by": "judge", "judge_prompt": "p",
-                    "judge_output": ["VERDICT: CORRECT" if o != "wrong" else "VERDICT: INCORRECT" for o in g["output"]],
-                    "p_correct": float("nan"), "judge_n_prompt_tokens": 1, "judge_n_generated_tokens": 1,
-                    "judge_finish_reason": "eos", "judge_key": g["id"]})
-write_judge_records(f"{wd}/raw.parquet", raw)
-JudgeMeta(judge_seconds=1, computed_items=n, model_fingerprint="y", started_at=0.0, finished_at=1.0
-          ).write(f"{wd}/raw.meta.json")
-t = time.perf_counter()
-run_parse(f"{wd}/generations.parquet", f"{wd}/raw.parquet", f"{wd}/judgments.parquet", "reference", None)
-times["parse"] = time.perf_counter() - t
-config = defaults(run="bench", generator={"model": "g", "max_new_tokens": 3}, judge={"model": "j"})
-t = time.perf_counter()
-s = run_report(f"{wd}/judgments.parquet", [f"{wd}/gen/{i}.meta.json" for i in range(shards)], f"{wd}/raw.meta.json",
-               config, f"{wd}/summary.json", f"{wd}/report.md", f"{wd}/provenance.json", wd, f"{wd}/per_category.csv")
-times["report"] = time.perf_counter() - t
-assert s.n_items == n and abs(s.accuracy - 0.5) < 0.01
-print(json.dumps({"seconds": {k: round(v, 2) for k, v in times.items()},
-                  "pipeline_seconds": round(sum(times.values()), 2),
-                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
-'''
-
-
 def bench_pipeline(n: int, shards: int) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        wd = Path(tmp)
-        (wd / "shards").mkdir()
-        (wd / "gen").mkdir()
-        cats = ["arithmetic", "capitals", "counting", "words"]
-        with open(wd / "data.jsonl", "w") as fh:
-            for i in range(n):
-                fh.write(json.dumps({"id": f"q{i:06d}", "question": f"What is {i} + 1?", "answer": str(i + 1),
-                                     "category": cats[i % 4]}) + "\n")
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", PIPELINE, str(wd), str(n), str(shards)],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-        wall = time.perf_counter() - t0
-        if proc.returncode != 0:
-            raise RuntimeError(proc.stderr[-3000:])
-        out = json.loads(proc.stdout.strip().splitlines()[-1])
-        out.update(n_items=n, shards=shards, wall_seconds_with_startup=round(wall, 2))
-        return out
+    """split + merge + parse + report on pre-generated answers (bench/scale_bench.py)."""
+    from scale_bench import measure
+
+    r = measure(n, shards, planning=False)
+    steps = r["steps"]
+    return {"seconds": {k: v["seconds"] for k, v in steps.items()},
+            "pipeline_seconds": round(sum(v["seconds"] for v in steps.values()), 2),
+            "peak_rss_mb": max(v["peak_rss_mb"] or 0 for v in steps.values()), "n_items": n, "shards": shards}
 
 
 def ensure_model(path: Path, size: str) -> str:

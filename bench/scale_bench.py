@@ -1,0 +1,142 @@
+"""Scale: a synthetic dataset (default 1,000,000 items) in 1,000 shards with pre-generated answers
+(no model). Measures planning (`snakemake -n` of the whole DAG) and the light steps (split, merge,
+parse, report), each in a process of its own: wall time and peak memory (max RSS).
+
+    python bench/scale_bench.py [--items 1000000] [--shards 1000] [--out bench/scale_results.json]
+
+Targets: planning under 60 s, each step under 2 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GEN, DS, JUDGE = "gen", "data", "judge"
+
+STEP = r'''
+import json, sys
+import pandas as pd
+step, wd, n, shards = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+from genjudge.config import defaults
+from genjudge.experiment import Cell, resolve
+cfg = defaults(run="bench", shards=shards, dataset={"path": f"{wd}/data.jsonl"},
+               generator={"model": "g", "max_new_tokens": 3}, generators={"gen": {}}, datasets={"data": {}},
+               judge={"model": "j"}, judges={"judge": {}})
+gens = {("gen", "data"): f"{wd}/generations/gen/data.parquet"}
+if step == "split":
+    from genjudge.stages.split import run_split
+    run_split(f"{wd}/data.jsonl", {"id": "id", "prompt": "question", "reference": "answer", "category": "category"},
+              "auto", f"{wd}/items.parquet", f"{wd}/shards", shards)
+elif step == "fake-generate":  # stands in for the model: every other answer right
+    from genjudge.records import GenerateMeta
+    for i in range(shards):
+        s = pd.read_json(f"{wd}/shards/{i}.jsonl", lines=True, dtype={"id": str, "reference": str})
+        out = pd.DataFrame({"id": s["id"], "prompt_sent": s["prompt"],
+                            "output": [r if j % 2 else "wrong" for j, r in enumerate(s["reference"])],
+                            "n_prompt_tokens": 10, "n_generated_tokens": 3, "finish_reason": "eos", "key": s["id"]})
+        out.to_parquet(f"{wd}/generations/gen/data/{i}.parquet", index=False)
+        GenerateMeta(generator="gen", dataset="data", shard=i, n_items=len(s), hostname="h", generate_seconds=1.0,
+                     computed_items=len(s), started_at=0.0, finished_at=1.0, model_fingerprint="x"
+                     ).write(f"{wd}/generations/gen/data/{i}.meta.json")
+elif step == "merge":
+    from genjudge.stages.merge import run_merge
+    run_merge(f"{wd}/items.parquet", [f"{wd}/generations/gen/data/{i}.parquet" for i in range(shards)],
+              gens[("gen", "data")], [f"{wd}/generations/gen/data/{i}.meta.json" for i in range(shards)])
+elif step == "fake-judge":
+    from genjudge.records import JudgeMeta, write_judge_records
+    g = pd.read_parquet(gens[("gen", "data")], columns=["id", "output"])
+    raw = pd.DataFrame({"generator": "gen", "dataset": "data", "opponent": None, "id": g["id"], "order": 0,
+                        "decided_by": "judge", "judge_prompt": "a judge prompt of some length " * 20,
+                        "judge_output": ["VERDICT: CORRECT" if o != "wrong" else "VERDICT: INCORRECT"
+                                         for o in g["output"]],
+                        "p_correct": float("nan"), "judge_n_prompt_tokens": 1, "judge_n_generated_tokens": 1,
+                        "judge_finish_reason": "eos", "judge_key": g["id"]})
+    write_judge_records(f"{wd}/raw.parquet", raw)
+    JudgeMeta(judge_seconds=1, computed_items=n, model_fingerprint="y", started_at=0.0, finished_at=1.0
+              ).write(f"{wd}/raw.meta.json")
+elif step == "parse":
+    from genjudge.stages.parse import run_parse
+    run_parse([Cell("gen", "data")], gens, f"{wd}/raw.parquet", f"{wd}/judgments.parquet", "reference", None, "judge")
+elif step == "report":
+    from genjudge.stages.report import run_report
+    s = run_report(cfg, {"judge": f"{wd}/judgments.parquet"},
+                   [f"{wd}/generations/gen/data/{i}.meta.json" for i in range(shards)], {"judge": f"{wd}/raw.meta.json"},
+                   f"{wd}/summary.json", f"{wd}/report.md", f"{wd}/provenance.json", wd, f"{wd}/per_category.csv")
+    assert s.n_items == n and abs(s.accuracy - 0.5) < 0.01, (s.n_items, s.accuracy)
+'''
+
+
+def timed(cmd: list[str], cwd: Path) -> dict:
+    """Wall time and max RSS of one command, via GNU time when present."""
+    gnu_time = shutil.which("time") if Path("/usr/bin/time").exists() else None
+    full = ["/usr/bin/time", "-f", "%M"] + cmd if gnu_time else cmd
+    t0 = time.perf_counter()
+    proc = subprocess.run(full, cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    secs = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-3000:])
+    rss = int(proc.stderr.strip().splitlines()[-1]) / 1024 if gnu_time else None
+    return {"seconds": round(secs, 2), "peak_rss_mb": round(rss, 1) if rss else None}
+
+
+def write_dataset(path: Path, n: int) -> None:
+    cats = ["arithmetic", "capitals", "counting", "words"]
+    with open(path, "w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"id": f"q{i:07d}", "question": f"What is {i} + 1?", "answer": str(i + 1),
+                                 "category": cats[i % 4]}) + "\n")
+
+
+def measure(n: int, shards: int, planning: bool = True) -> dict:
+    """Planning and the light steps on n synthetic items in `shards` shards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wd = Path(tmp)
+        for part in ("Snakefile", "rules", "scripts", "config", "profiles", "report", "models"):
+            src = ROOT / part
+            (shutil.copytree if src.is_dir() else shutil.copy2)(src, wd / part)
+        (wd / "shards").mkdir()
+        (wd / "generations" / GEN / DS).mkdir(parents=True)
+        write_dataset(wd / "data.jsonl", n)
+        results = {"n_items": n, "shards": shards, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                   "cpus": os.cpu_count()}
+        if planning:  # the whole DAG (split, shards x generate, merge, judge, parse, report), dry-run
+            results["planning"] = timed([sys.executable, "-m", "snakemake", "-n", "--quiet", "--config",
+                                         f"shards={shards}", "dataset={'path': 'data.jsonl'}", "gpu_inventory=[]"],
+                                        wd)
+        steps = {}
+        for step in ("split", "fake-generate", "merge", "fake-judge", "parse", "report"):
+            steps[step] = timed([sys.executable, "-c", STEP, step, str(wd), str(n), str(shards)], wd)
+        results["steps"] = {k: v for k, v in steps.items() if not k.startswith("fake")}
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--items", type=int, default=1_000_000)
+    ap.add_argument("--shards", type=int, default=1_000)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "scale_results.json"))
+    args = ap.parse_args()
+    results = measure(args.items, args.shards)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"{args.items:,} items, {args.shards:,} shards")
+    print(f"  planning (snakemake -n): {results['planning']['seconds']} s, peak {results['planning']['peak_rss_mb']} MB"
+          "  (target < 60 s)")
+    for k, v in results["steps"].items():
+        print(f"  {k:8} {v['seconds']:8.2f} s, peak {v['peak_rss_mb']} MB  (target < 2048 MB)")
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
