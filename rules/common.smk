@@ -80,13 +80,18 @@ def generate_params(wildcards):
     return GENERATOR_PARAMS[wildcards.generator]
 
 
+ANSWERS = {name: ds["answer"] for name, ds in EXP.datasets.items()}
+
+
 def judge_params(wildcards):
-    return {**JUDGE_PARAMS[wildcards.judge], "cells": judge_cells(wildcards.judge)}
+    # The datasets' answer extraction decides what the cascade sends to the judge.
+    return {**JUDGE_PARAMS[wildcards.judge], "cells": judge_cells(wildcards.judge), "answers": ANSWERS}
 
 
 def parse_params(wildcards):
     j = JUDGES[wildcards.judge]
-    return {"mode": j.mode, "pattern": j.verdict_pattern, "cells": judge_cells(wildcards.judge)}
+    return {"mode": j.mode, "pattern": j.verdict_pattern, "cells": judge_cells(wildcards.judge),
+            "answers": ANSWERS, "options": {"score_range": j.score_range}}
 
 
 def on_slurm():

@@ -47,3 +47,26 @@ def test_jobs_check_the_config_without_reading_the_datasets(tmp_path):
         assert "gone.jsonl" in str(exc)
     else:
         raise AssertionError("the main process must read the dataset")
+
+
+def test_gsm8k_answers_are_extracted_before_exact_match():
+    gens = pd.DataFrame({"id": ["a", "b", "c", "d"], "prompt": "q", "category": None,
+                         "reference": ["Natalia sold 48/2 = 24 clips... #### 72", "... #### 1,000", "#### 5", "#### 9"],
+                         "output": ["72", "So the answer is 1000.", "I do not know", "The answer is 10"]})
+    r = pd.DataFrame({"id": list("abcd"), "order": 0, "decided_by": "judge", "judge_output": "VERDICT: CORRECT",
+                      "p_correct": float("nan"), "judge_finish_reason": "eos"})
+    plain = parse_judgments(gens, r, "reference")
+    assert plain["exact_match"].tolist() == [False, False, False, False]  # the whole worked solution never matches
+    df = parse_judgments(gens, r, "reference", answer={"reference": "gsm8k", "candidate": "last_number"})
+    assert df["exact_match"].tolist() == [True, True, False, False]
+    assert df["reference_extracted"].tolist() == ["72", "1,000", "5", "9"]
+    assert df["answer_reason"][2].startswith("no answer extracted")
+
+
+def test_score_distribution_keeps_decimals_and_refuses_out_of_range_scores():
+    gens = GENS.assign(id=["a", "b", "c"])
+    r = raw(["[[5]]", "[[5.5]]", "[[37]]"], ["eos"] * 3)
+    df = parse_judgments(gens, r, "score", r"\[\[(\d+\.?\d*)\]\]", options={"score_range": [1, 10]})
+    assert df["score"].tolist()[:2] == [5.0, 5.5] and df["unparsed_reason"][2] == "score 37 outside 1-10"
+    m = modes.get("score").metrics(df)
+    assert m["score_counts"] == {"5": 1, "5.5": 1} and m["mean_score"]["value"] == 5.25

@@ -58,9 +58,15 @@ def test_score_and_pairwise_patterns_take_the_last_marker():
         m = modes.get(name)
         return m.pattern, m.labels, m.marker
 
-    pattern, labels, marker = parts("score")
-    assert parse_verdict("SCORE: 3 ... no, SCORE: 10", pattern, labels, marker).verdict == "10"
-    assert parse_verdict("SCORE: 11", pattern, labels, marker).verdict is None
+    score = modes.get("score")
+    rx = score.compile(None)
+    assert score.parse_text("SCORE: 3 ... no, SCORE: 10", rx, False).verdict == "10"
+    v = score.parse_text("SCORE: 11", rx, False)
+    assert v.verdict is None and v.reason == "score 11 outside 1-10"
+    assert score.parse_text("SCORE: [[7.5]]", rx, False).verdict == "7.5"
+    assert score.parse_text("SCORE: 37", rx, False, {"score_range": [0, 100]}).verdict == "37"
+    fastchat = score.compile(r"\[\[(\d+\.?\d*)\]\]")
+    assert score.parse_text("Rating: [[5.5]]", fastchat, True).verdict == "5.5"
     pattern, labels, marker = parts("pairwise")
     assert parse_verdict("A is longer but VERDICT: B", pattern, labels, marker).verdict == "b"
     assert parse_verdict("VERDICT: [[A]]", pattern, labels, marker).verdict == "a"

@@ -184,6 +184,15 @@ def check(config: dict, data: bool = True) -> None:
             key = "path" if kind == "datasets" else "model"
             if section[key] is None:
                 raise InputError(f"{where}.{key}: not set")
+    from genjudge.judging.extraction import check_method
+
+    for name, section in exp.datasets.items():
+        for side in ("reference", "candidate"):
+            try:
+                check_method(section["answer"][side])
+            except ValueError as exc:
+                where = f"datasets.{name}" if config.get("datasets") else "dataset"
+                raise InputError(f"{where}.answer.{side}: {exc}") from None
     if data:
         for name, section in exp.datasets.items():
             ds = DatasetSpec.from_config(section)

@@ -240,6 +240,7 @@ class RunSummary(_Record):
     accuracy: float | None = None
     accuracy_ci95: list | None = None
     exact_match: dict = field(default_factory=dict)
+    answers_not_extracted: int = 0  # answers from which the dataset's extraction found nothing
     per_category: dict = field(default_factory=dict)
     placement_warnings: list = field(default_factory=list)
     shards: list = field(default_factory=list)

@@ -104,6 +104,7 @@ class JudgeSpec(ModelSpec):
     pairs: str = _job()
     # Parsing only: changing the pattern re-parses stored outputs without the judge.
     verdict_pattern: str | None = _run()
+    score_range: list = _run()  # parsing only, as the pattern
     shards: int = _run()  # the judge-shard files carry their count in their names
     gpus: Any = _run()
     offload_folder: str | None = _run()
@@ -115,6 +116,7 @@ class DatasetSpec(Spec):
     format: str = _job()
     fields: dict = _job()
     hf: dict = _job()  # Hugging Face datasets: config, split, revision, cache_dir
+    answer: dict = _job()  # extraction methods before exact match: {reference, candidate}
     shards: int | None = _run()  # the shard count is in the rule's own params
 
 

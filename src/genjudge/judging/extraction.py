@@ -218,3 +218,35 @@ def answers_match(candidate: str | None, reference: str | None) -> bool:
         return a is not None and b is not None and a == b
     na, nb = normalise(str(candidate)), normalise(str(reference))
     return nb != "" and na == nb
+
+
+@dataclass(frozen=True)
+class AnswerCheck:
+    """Exact match of one answer: `match` is None without a (usable) reference."""
+
+    match: bool | None
+    candidate: str | None = None  # the extracted answer
+    reference: str | None = None  # the extracted reference
+    reason: str | None = None  # why there is no match to speak of, or no answer was found
+
+
+NO_ANSWER = "no answer extracted"
+
+
+def check_answer(candidate: str | None, reference: str | None, methods: dict | None = None) -> AnswerCheck:
+    """Exact match after extraction (`methods`: {reference, candidate}, each a method of `extract`).
+    Without methods: normalised exact match of the whole texts, as before extraction existed."""
+    from genjudge.judging.textnorm import exact_match
+
+    methods = methods or {}
+    if reference is None or (isinstance(reference, float) and reference != reference) or not str(reference).strip():
+        return AnswerCheck(None, reason="no reference")
+    if not methods.get("reference") and not methods.get("candidate"):
+        return AnswerCheck(exact_match(candidate, reference))
+    ref = extract(reference, methods.get("reference"))
+    if not ref.ok:
+        return AnswerCheck(None, reason=f"reference: {ref.reason}")
+    cand = extract(candidate, methods.get("candidate"))
+    if not cand.ok:
+        return AnswerCheck(False, None, ref.value, f"{NO_ANSWER}: {cand.reason}")
+    return AnswerCheck(answers_match(cand.value, ref.value), cand.value, ref.value)

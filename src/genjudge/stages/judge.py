@@ -42,7 +42,9 @@ def shard_slice(items: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
 
 
 def run_judge(*, cells: list[Cell], generations: dict, out_path, meta_path, spec: JudgeSpec, template_path,
-              store_dir, run: str, lease, log_stream, shard: int = 0, n_shards: int = 1) -> JudgeMeta:
+              store_dir, run: str, lease, log_stream, shard: int = 0, n_shards: int = 1,
+              answers: dict | None = None) -> JudgeMeta:
+    """`answers` maps a dataset to its extraction methods before exact match (for the cascade)."""
     mode = modes.get(spec.mode)
     meta = JudgeMeta.start(lease, run=run, judge_shard=shard, model=spec.model, revision=spec.revision,
                            mode=spec.mode, verdict=spec.verdict, cascade=spec.cascade,
@@ -56,7 +58,7 @@ def run_judge(*, cells: list[Cell], generations: dict, out_path, meta_path, spec
         if cell.opponent:
             other = pd.read_parquet(generations[(cell.opponent, cell.dataset)], columns=["id", "output"])
             opponent = dict(zip(other["id"], other["output"]))
-        reqs = mode.requests(part, spec, template, opponent)
+        reqs = mode.requests(part, spec, template, opponent, (answers or {}).get(cell.dataset))
         requests += reqs
         owners += [cell] * len(reqs)
     to_judge = [j for j, r in enumerate(requests) if r.decided_by == "judge"]

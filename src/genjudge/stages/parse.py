@@ -7,7 +7,7 @@ import pandas as pd
 from genjudge import atomic
 from genjudge.experiment import Cell
 from genjudge.judging import modes
-from genjudge.judging.textnorm import exact_match
+from genjudge.judging.extraction import check_answer
 from genjudge.records import read_judge_records
 
 # What parsing needs from the raw judge rows: not the prompts, which are most of their bytes.
@@ -15,15 +15,21 @@ RAW_NEEDED = ["generator", "dataset", "opponent", "id", "order", "decided_by", "
               "judge_finish_reason"]
 
 
-def parse_judgments(gens: pd.DataFrame, raw: pd.DataFrame, mode: str, pattern: str | None = None) -> pd.DataFrame:
-    """One cell: a generator's answers on one dataset and the judge's raw rows for them."""
+def parse_judgments(gens: pd.DataFrame, raw: pd.DataFrame, mode: str, pattern: str | None = None,
+                    answer: dict | None = None, options: dict | None = None) -> pd.DataFrame:
+    """One cell: a generator's answers on one dataset and the judge's raw rows for them.
+    `answer` is the dataset's extraction before exact match."""
     df = gens.copy()
-    df["exact_match"] = [exact_match(c, r) for c, r in zip(df["output"], df["reference"])]
-    return modes.get(mode).parse(df, raw, pattern)
+    checks = [check_answer(c, r, answer) for c, r in zip(df["output"], df["reference"])]
+    df["exact_match"] = [c.match for c in checks]
+    df["answer_extracted"] = [c.candidate for c in checks]
+    df["reference_extracted"] = [c.reference for c in checks]
+    df["answer_reason"] = [c.reason for c in checks]
+    return modes.get(mode).parse(df, raw, pattern, options)
 
 
 def run_parse(cells: list[Cell], generations: dict, raw_path, out_path, mode: str, pattern: str | None,
-              judge: str) -> pd.DataFrame:
+              judge: str, answers: dict | None = None, options: dict | None = None) -> pd.DataFrame:
     raw = read_judge_records(raw_path, RAW_NEEDED)
     frames, cache = [], {}
     for cell in cells:
@@ -32,7 +38,7 @@ def run_parse(cells: list[Cell], generations: dict, raw_path, out_path, mode: st
             cache[key] = pd.read_parquet(generations[key])
         mine = raw[(raw["generator"] == cell.generator) & (raw["dataset"] == cell.dataset)
                    & (raw["opponent"].fillna("") == (cell.opponent or ""))]
-        df = parse_judgments(cache[key], mine, mode, pattern)
+        df = parse_judgments(cache[key], mine, mode, pattern, (answers or {}).get(cell.dataset), options)
         df.insert(0, "judge", judge)
         df.insert(1, "generator", cell.generator)
         df.insert(2, "dataset", cell.dataset)

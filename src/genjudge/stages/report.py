@@ -8,10 +8,16 @@ import pandas as pd
 
 from genjudge import atomic
 from genjudge.judging import modes
+from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.stats import rate
 from genjudge.provenance import provenance
 from genjudge.records import GenerateMeta, JudgeMeta, RunSummary
+
+
+def parse_options(judge: dict) -> dict:
+    """The judge's settings that parsing and the measures read (besides the verdict pattern)."""
+    return {"score_range": judge["score_range"]}
 
 
 def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: JudgeMeta, config: dict) -> RunSummary:
@@ -20,7 +26,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     parsed = df[df["verdict"].notna()]
     em_all = df["exact_match"].dropna().astype(bool)
     metrics = mode.metrics(df)
-    extra = mode.summary(df, metrics)
+    extra = mode.summary(df, metrics, parse_options(config["judge"]))
     per_cat = {}
     for cat, g in df.groupby(df["category"].fillna("(none)"), sort=True):
         em = g["exact_match"].dropna()
@@ -56,6 +62,8 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         unparsed_reasons={str(k): int(v) for k, v in df["unparsed_reason"].dropna().value_counts().items()},
         accuracy=extra.pop("accuracy", None), accuracy_ci95=extra.pop("accuracy_ci95", None),
         exact_match=rate(int(em_all.sum()), len(em_all)), per_category=per_cat, placement_warnings=warnings,
+        answers_not_extracted=int(df["answer_reason"].fillna("").str.startswith(NO_ANSWER).sum())
+        if "answer_reason" in df else 0,
         shards=shards, generator=generator, judge=judge, metrics={**metrics, **extra})
 
 
@@ -65,7 +73,9 @@ def headline_rows(s: RunSummary) -> list[tuple[str, str]]:
     return [("items", str(s.n_items)), ("judged (parsed verdicts)", str(s.n_judged)),
             ("unparsed", f"{s.n_unparsed} ({pct(s.unparsed_rate)})"),
             *modes.get(s.mode).headline(flat),
-            ("normalised exact match", rate_text(s.exact_match))]
+            ("normalised exact match", rate_text(s.exact_match)
+             + (f" ({s.answers_not_extracted} answers with nothing extracted, counted as no match)"
+                if s.answers_not_extracted else ""))]
 
 
 def _category_table(s: RunSummary) -> list[str]:
@@ -142,7 +152,8 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
 
 # What the report needs of judgments.parquet: not the prompts as sent nor the raw judge prompts.
 REPORT_COLUMNS = ["judge", "generator", "dataset", "opponent", "id", "prompt", "reference", "category", "output",
-                  "exact_match", "decided_by", "judge_output", "p_correct", "verdict", "unparsed_reason"]
+                  "exact_match", "answer_reason", "decided_by", "judge_output", "p_correct", "verdict",
+                  "unparsed_reason"]
 
 
 def read_judgments(path, mode) -> pd.DataFrame:

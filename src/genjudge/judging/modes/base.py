@@ -17,7 +17,7 @@ import pandas as pd
 from genjudge.errors import InputError
 from genjudge.judging.stats import mean_interval, rate
 from genjudge.judging.templates import render
-from genjudge.judging.textnorm import exact_match
+from genjudge.judging.extraction import check_answer
 from genjudge.judging.verdicts import Verdict, compile_pattern, parse_verdict
 
 
@@ -69,12 +69,13 @@ class JudgeMode:
             raise InputError(f"judge.cascade: mode {self.name!r} has no rule to decide exact matches by")
 
     # --- judging ---
-    def requests(self, gens: pd.DataFrame, spec, template: str, opponent: dict | None = None) -> list[JudgeRequest]:
+    def requests(self, gens: pd.DataFrame, spec, template: str, opponent: dict | None = None,
+                 answer: dict | None = None) -> list[JudgeRequest]:
         """The judge calls for one generator's answers (`gens`); `opponent` (pairwise) maps ids to the
-        other side's answers."""
+        other side's answers; `answer` is the dataset's extraction before exact match (the cascade)."""
         out = []
         for row in gens.itertuples():
-            if spec.cascade and exact_match(row.output, row.reference):
+            if spec.cascade and check_answer(row.output, row.reference, answer).match:
                 out.append(JudgeRequest(row.id, 0, "rule", None))
             else:
                 out.append(JudgeRequest(row.id, 0, "judge", render(template, question=row.prompt,
@@ -86,11 +87,13 @@ class JudgeMode:
     def compile(self, pattern: str | None) -> re.Pattern:
         return compile_pattern(pattern or self.pattern)
 
-    def parse_text(self, text, rx: re.Pattern, custom: bool) -> Verdict:
+    def parse_text(self, text, rx: re.Pattern, custom: bool, options: dict | None = None) -> Verdict:
+        """One judge text's verdict; `options` are the judge's parse settings (e.g. the score range)."""
         # With a custom pattern, the mode's marker word says nothing about why it did not match.
         return parse_verdict(text, rx, self.labels, None if custom else self.marker)
 
-    def parse(self, df: pd.DataFrame, raw: pd.DataFrame, pattern: str | None) -> pd.DataFrame:
+    def parse(self, df: pd.DataFrame, raw: pd.DataFrame, pattern: str | None,
+              options: dict | None = None) -> pd.DataFrame:
         """df: the merged generations with exact_match; adds verdict, unparsed_reason and the mode's columns."""
         rx = self.compile(pattern)
         first = orders(raw, df, 0)
@@ -98,7 +101,7 @@ class JudgeMode:
         df["judge_output"] = first["judge_output"].to_numpy()
         df["p_correct"] = first["p_correct"].to_numpy()
         finish = first["judge_finish_reason"].to_numpy() if "judge_finish_reason" in first else [None] * len(df)
-        parsed = [None if d == "rule" else truncated(self.parse_text(t, rx, bool(pattern)), f)
+        parsed = [None if d == "rule" else truncated(self.parse_text(t, rx, bool(pattern), options), f)
                   for d, t, f in zip(df["decided_by"], df["judge_output"], finish)]
         df["verdict"] = [self.rule_verdict if p is None else p.verdict for p in parsed]
         df["unparsed_reason"] = [None if p is None else p.reason for p in parsed]
@@ -110,7 +113,7 @@ class JudgeMode:
         """The mode's measures over one group of judgments (the run, or one category)."""
         raise NotImplementedError
 
-    def summary(self, df: pd.DataFrame, metrics: dict) -> dict:
+    def summary(self, df: pd.DataFrame, metrics: dict, options: dict | None = None) -> dict:
         """Run-level fields beside the metrics (e.g. the headline accuracy)."""
         return {}
 

@@ -43,7 +43,7 @@ class Pairwise(JudgeMode):
     requests_per_item = 2
     report_columns = ("judge_output_swapped", "outcome_order0", "outcome_order1", "position_consistent")
 
-    def requests(self, gens, spec, template, opponent=None):
+    def requests(self, gens, spec, template, opponent=None, answer=None):
         """`opponent`: the other generator's answers by id; None: those of the outside `judge.baseline` file."""
         baseline = opponent if opponent is not None else load_baseline(spec.baseline, gens["id"].tolist())
         missing = [i for i in gens["id"] if i not in baseline]
@@ -58,7 +58,7 @@ class Pairwise(JudgeMode):
                                                                       answer_a=a, answer_b=b)))
         return out
 
-    def parse(self, df, raw, pattern):
+    def parse(self, df, raw, pattern, options=None):
         rx = self.compile(pattern)
         first, second = orders(raw, df, 0), orders(raw, df, 1)
         df["decided_by"] = first["decided_by"].to_numpy()

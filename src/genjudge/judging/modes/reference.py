@@ -24,7 +24,7 @@ class Reference(JudgeMode):
             out["mean_p_correct"] = float(p.mean())
         return out
 
-    def summary(self, df: pd.DataFrame, metrics: dict) -> dict:
+    def summary(self, df: pd.DataFrame, metrics: dict, options: dict | None = None) -> dict:
         parsed = df[df["verdict"].notna()]
         both = parsed[parsed["exact_match"].notna() & (parsed["decided_by"] == "judge")]
         agree = int(((both["verdict"] == "correct") == both["exact_match"].astype(bool)).sum())

@@ -1,34 +1,61 @@
-"""score: a rubric grade from 1 to 10; the mean with a 95% interval and the distribution."""
+"""score: a rubric grade on a scale (default 1-10; decimals kept: FastChat's judges write [[7.5]]);
+the mean with a 95% interval and the distribution. A score outside the scale is unparsed, with
+the reason, never averaged in."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from genjudge.judging.modes.base import JudgeMode, mean_of, register
+from genjudge.judging.verdicts import Verdict
+
+DEFAULT_RANGE = (1, 10)
+
+
+def _fmt(x: float) -> str:
+    """7.0 -> '7', 7.5 -> '7.5': the distribution keeps decimals without inventing them."""
+    return f"{float(x):g}"
 
 
 class Score(JudgeMode):
     name = "score"
-    pattern = r"SCORE:\s*\**\s*(10|[1-9])\b"
+    pattern = r"SCORE:\s*\**\s*\[{0,2}\s*(-?\d+(?:\.\d+)?)(?![\d.])"
     labels: dict[str, str] = {}  # the captured number is the verdict
     marker = "SCORE"
     report_columns = ("score",)
 
-    def parse(self, df, raw, pattern):
-        df = super().parse(df, raw, pattern)
+    def parse_text(self, text, rx, custom, options=None):
+        v = super().parse_text(text, rx, custom, options)
+        if v.verdict is None:
+            return v
+        lo, hi = (options or {}).get("score_range") or DEFAULT_RANGE
+        try:
+            score = float(v.verdict)
+        except ValueError:
+            return Verdict(None, f"score {v.verdict!r} is not a number", v.n_markers)
+        if not lo <= score <= hi:
+            return Verdict(None, f"score {_fmt(score)} outside {_fmt(lo)}-{_fmt(hi)}", v.n_markers)
+        return Verdict(_fmt(score), None, v.n_markers)
+
+    def parse(self, df, raw, pattern, options=None):
+        df = super().parse(df, raw, pattern, options)
         df["score"] = pd.to_numeric(df["verdict"], errors="coerce")
         return df
 
     def metrics(self, g: pd.DataFrame) -> dict:
         parsed = g[g["verdict"].notna()]
         return {"mean_score": mean_of(parsed["score"]),
-                "score_counts": {str(int(k)): int(v) for k, v in parsed["score"].value_counts().sort_index().items()}}
+                "score_counts": {_fmt(k): int(v) for k, v in parsed["score"].value_counts().sort_index().items()}}
 
     def headline(self, s: dict) -> list[tuple[str, str]]:
         m = s["mean_score"]
         ci = f" [{m['ci95'][0]:.2f}, {m['ci95'][1]:.2f}]" if m["ci95"] else ""
         value = "n/a" if m["value"] is None else f"{m['value']:.2f}"
-        return [("mean score (1-10)", f"{value}{ci}")]
+        lo, hi = s.get("score_range") or DEFAULT_RANGE
+        return [(f"mean score ({_fmt(lo)}-{_fmt(hi)})", f"{value}{ci}")]
+
+    def summary(self, df, metrics, options=None):
+        return {"score_range": list((options or {}).get("score_range") or DEFAULT_RANGE)}
 
     def leaderboard(self, s: dict) -> dict:
         return {"mean_score": s["mean_score"]}
