@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.utils import update_config
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ["Snakefile", "rules", "scripts", "config", "profiles", "slurm", "report"]
@@ -56,7 +57,7 @@ class Workflow:
 
     def write_config(self, name="test.yaml", **overrides) -> Path:
         cfg = yaml.safe_load((self.path / "config" / "demo.yaml").read_text())
-        _deep_update(cfg, overrides)
+        update_config(cfg, overrides)
         cfg.setdefault("lock_dir", str(self.lock_dir))
         if cfg.get("lock_dir") is None:
             cfg["lock_dir"] = str(self.lock_dir)
@@ -73,14 +74,6 @@ class Workflow:
     def metas(self, run="demo") -> list[dict]:
         metas = [json.loads(p.read_text()) for p in (self.results(run) / "generations").glob("*/*/*.meta.json")]
         return sorted(metas, key=lambda m: (m["generator"], m["dataset"], m["shard"]))
-
-
-def _deep_update(base: dict, new: dict) -> None:
-    for k, v in new.items():
-        if isinstance(v, dict) and isinstance(base.get(k), dict):
-            _deep_update(base[k], v)
-        else:
-            base[k] = v
 
 
 @pytest.fixture(scope="session")

@@ -43,15 +43,6 @@ def default_name(value: str | None) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", base) or "default"
 
 
-def _deep_update(base: dict, new: dict) -> dict:
-    for k, v in new.items():
-        if isinstance(v, dict) and isinstance(base.get(k), dict):
-            _deep_update(base[k], v)
-        else:
-            base[k] = v
-    return base
-
-
 def _validate_entry(section_schema: dict, entry: dict, where: str) -> None:
     import jsonschema
 
@@ -113,6 +104,8 @@ def judge_inputs(exp: Experiment, judge: str, results: str) -> dict:
 def resolve(config: dict, schema: dict | None = None) -> Experiment:
     """The named entries, each the section's settings with the entry's over them; validated.
     Loads the config's plugins first: judges may use their modes."""
+    from snakemake.utils import update_config
+
     from genjudge.config import load_plugins, schema as load_schema
 
     load_plugins(config)
@@ -136,7 +129,8 @@ def resolve(config: dict, schema: dict | None = None) -> Experiment:
                 entry = {}
             if not isinstance(entry, dict):
                 raise InputError(f"{map_key}.{name}: expected a map of {section} settings")
-            merged = _deep_update(copy.deepcopy(config[section]), copy.deepcopy(entry))
+            merged = copy.deepcopy(config[section])
+            update_config(merged, copy.deepcopy(entry))
             _validate_entry(schema["properties"][section], merged, f"{map_key}.{name}")
             resolved[str(name)] = merged
         parts[map_key] = resolved
