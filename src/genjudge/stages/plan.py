@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from genjudge import atomic
-from genjudge.specs import generator_spec, judge_spec
+from genjudge.specs import JudgeSpec
 
 ROLES = ("generator", "judge")
 GIB = 1024**3
@@ -43,13 +43,13 @@ def prompt_tokens(config: dict, role: str) -> tuple[int, str]:
 
 def judge_gpus_per_job(config: dict, n_gpus: int) -> int:
     """What a judge job leases: `judge.gpus`, or all GPUs shared out among judge shards."""
-    spec = judge_spec(config)
+    spec = JudgeSpec.from_config(config["judge"])
     if spec.gpus != "all":
         return spec.gpus
     return max(1, n_gpus // spec.shards) if n_gpus else 0
 
 
-def advice(p: dict, spec, config: dict, role: str, n_items: int, gpus_here: int) -> list[str]:
+def advice(p: dict, spec, config: dict, role: str, per_job: float, gpus_here: int) -> list[str]:
     """Estimates beside the plan: auto batch, replicas, host memory, runtime."""
     lines = []
     w = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
@@ -65,7 +65,7 @@ def advice(p: dict, spec, config: dict, role: str, n_items: int, gpus_here: int)
         if w <= one:
             n = len(p["gpus"])
             lines.append(f"  recommendation: the judge fits one GPU at {p['precision']} "
-                         f"({w / GIB:.1f} GiB): set judge.shards: {n * max(1, judge_spec(config).shards)} for one "
+                         f"({w / GIB:.1f} GiB): set judge.shards: {n * max(1, spec.shards)} for one "
                          f"replica per GPU, about {n}x the throughput of one model spread over {n} GPUs")
     on_gpu = bool(p.get("gpus"))
     # safetensors load straight to the GPUs, staging little in host RAM; on CPU the weights live there.
@@ -77,11 +77,6 @@ def advice(p: dict, spec, config: dict, role: str, n_items: int, gpus_here: int)
     if on_gpu:
         step = w / ASSUMED_GPU_BANDWIDTH
         new = spec.max_new_tokens
-        per_job = n_items / max(1, config["shards"] if role == "generator" else judge_spec(config).shards)
-        if role == "judge":
-            from genjudge.judging import modes
-
-            per_job *= modes.get(judge_spec(config).mode).requests_per_item
         batch = max(1, min(batch, math.ceil(per_job)))
         seconds = w / ASSUMED_DISK_READ + math.ceil(per_job / batch) * new * step
         lines.append(f"  resources.{'generate' if role == 'generator' else 'judge'}.runtime: about "
@@ -112,39 +107,60 @@ def make_plan(config: dict, gpus_spec: str | None = None, roles=ROLES, batch_siz
         if inventory and not gpus:
             lines.append(f"  (torch sees no GPU here, so their sizes are unknown: `genjudge plan --gpus "
                          f"{len(inventory)}x80GiB` plans for {len(inventory)} GPUs of 80 GiB)")
-    n_items = None
+    from genjudge.dataset import load_items
+    from genjudge.experiment import resolve
+    from genjudge.judging import modes
+    from genjudge.specs import GeneratorSpec, JudgeSpec
+
+    exp = resolve(config)
+    n_items = {}
+    for name, ds in exp.datasets.items():
+        try:
+            n_items[name] = len(load_items(ds["path"], ds["fields"], ds["format"], ds["hf"]))
+        except Exception:  # noqa: BLE001 - the plan still helps without the dataset
+            n_items[name] = 0
+
+    def prompts(view, role):
+        if prompt_tokens_override:
+            return prompt_tokens_override, "given with --prompt-tokens"
+        try:
+            return prompt_tokens(view, role)
+        except Exception as exc:  # noqa: BLE001
+            return 512, f"assumed: the dataset could not be read ({exc})"
+
+    # One plan per named generator and judge; a view of the config as if it were the only one,
+    # on the dataset with its longest prompts.
+    entries = []
+    if "generator" in roles:
+        for name, section in exp.generators.items():
+            views = [{**config, "generator": section, "gpus_per_job": exp.gpus_per_job(name, config),
+                      "dataset": exp.datasets[d], "shards": exp.shards(d, config)} for d in exp.datasets]
+            entries.append(("generator", name, GeneratorSpec.from_config(section), views))
+    if "judge" in roles:
+        for name, section in exp.judges.items():
+            views = [{**config, "judge": section, "dataset": exp.datasets[d]} for d in exp.datasets]
+            entries.append(("judge", name, JudgeSpec.from_config(section), views))
     plans = []
-    for role in roles:
-        spec = generator_spec(config) if role == "generator" else judge_spec(config)
+    for role, name, spec, views in entries:
+        measured = [(prompts(v, role), v) for v in views]
+        (tokens, how), view = max(measured, key=lambda m: m[0][0])
         if role == "generator":
-            n = config["gpus_per_job"] if gpus else 0
+            n = view["gpus_per_job"] if gpus else 0
+            per_job = max(n_items[d] / exp.shards(d, config) for d in exp.datasets)
+            jobs = sum(exp.shards(d, config) for d in exp.datasets)
         else:
-            n = judge_gpus_per_job(config, len(gpus))
+            n = judge_gpus_per_job(view, len(gpus))
+            calls = sum(n_items[c.dataset] for c in exp.cells(name)) * modes.get(spec.mode).requests_per_item
+            per_job, jobs = calls / spec.shards, spec.shards
         job_gpus = gpus[:n] if n else []
         batch = batch_size or (spec.batch_size if spec.batch_size != "auto" else 8)
-        if prompt_tokens_override:
-            tokens, how = prompt_tokens_override, "given with --prompt-tokens"
-        else:
-            try:
-                tokens, how = prompt_tokens(config, role)
-            except Exception as exc:  # noqa: BLE001 - the plan still helps without the dataset
-                tokens, how = 512, f"assumed: the dataset could not be read ({exc})"
         p = plan(spec, job_gpus, batch, tokens + spec.max_new_tokens, role)
-        p.update(prompt_tokens=tokens, prompt_tokens_source=how, gpus_per_job=n)
-        if n_items is None:
-            try:
-                from genjudge.dataset import load_items
-
-                ds = config["dataset"]
-                n_items = len(load_items(ds["path"], ds["fields"], ds["format"], ds["hf"]))
-            except Exception:  # noqa: BLE001
-                n_items = 0
-        extra = advice(p, spec, config, role, n_items, len(gpus))
+        p.update(name=name, prompt_tokens=tokens, prompt_tokens_source=how, gpus_per_job=n)
+        extra = advice(p, spec, view, role, per_job, len(gpus))
         p["advice"] = extra
         plans.append(p)
-        jobs = config["shards"] if role == "generator" else judge_spec(config).shards
         lines.append(render(p))
-        lines.append(f"  jobs: {jobs} x {n or 0} GPU(s) each; prompt: {tokens} tokens ({how})")
+        lines.append(f"  jobs: {jobs} x {n or 0} GPU(s) each ({role} {name}); prompt: {tokens} tokens ({how})")
         lines += extra
     return lines, plans
 
