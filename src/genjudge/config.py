@@ -31,40 +31,43 @@ def schema(root=None) -> dict:
     return yaml.safe_load((_root(root) / SCHEMA).read_text())
 
 
-def _types(sub: dict) -> set[str]:
-    t = sub.get("type")
-    found = set(t if isinstance(t, list) else [t] if t else [])
-    for alt in sub.get("oneOf", []) + sub.get("anyOf", []):
-        found |= _types(alt)
-    return found
+def _valid(value, sub: dict) -> bool:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(sub).is_valid(value)
+
+
+def _coerce_value(value, sub: dict):
+    """A command-line string as the schema wants it: kept when valid as it is, else its YAML reading
+    (`false`, `7`, `null`, `auto`) when that is valid; lists and maps element by element."""
+    if isinstance(value, dict):
+        return coerce(value, sub)
+    if isinstance(value, list):
+        items = sub.get("items")
+        return [_coerce_value(v, items) for v in value] if isinstance(items, dict) else value
+    if isinstance(value, str) and value in ("null", "~") and _valid(None, sub):
+        return None  # `null` for a key that may be null: there is no string "null" to mean
+    if not isinstance(value, str) or _valid(value, sub):
+        return value
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    return parsed if _valid(parsed, sub) else value
 
 
 def coerce(config: dict, sch: dict) -> dict:
-    """Strings where the schema wants a boolean, number or null are parsed as YAML scalars.
+    """Strings from `--config` typed as the schema says (in place).
 
-    `--config 'judge={"cascade": false}'` reaches the config as the string 'false'
-    (Snakemake parses nested values as strings); this makes it the boolean.
+    Snakemake hands nested `--config` values over as strings (`judge={"cascade": false}` gives
+    'false'); this makes them the booleans, numbers and nulls the schema asks for.
     """
     props = sch.get("properties", {})
+    extra = sch.get("additionalProperties")
     for key, value in list(config.items()):
-        sub = props.get(key)
-        if sub is None:
-            continue
-        if isinstance(value, dict) and "properties" in sub:
-            coerce(value, sub)
-        elif isinstance(value, str):
-            wanted = _types(sub)
-            if "string" in wanted and value not in ("null", "~") or not wanted & {"boolean", "integer", "number",
-                                                                                  "null"}:
-                continue
-            try:
-                parsed = yaml.safe_load(value)
-            except yaml.YAMLError:
-                continue
-            kinds = {bool: "boolean", int: "integer", float: "number", type(None): "null"}
-            kind = kinds.get(type(parsed))
-            if kind and (kind in wanted or (kind == "integer" and "number" in wanted)):
-                config[key] = parsed
+        sub = props.get(key, extra if isinstance(extra, dict) else None)
+        if sub is not None:
+            config[key] = _coerce_value(value, sub)
     return config
 
 
@@ -77,7 +80,19 @@ def validate(config: dict, root=None) -> dict:
         # Before validation, a key present is one the user wrote (the schema's {} comes after).
         if key in config and config[key] == {}:
             raise InputError(f"{key}: an empty map names nothing to run; leave it out for one entry")
-    sm_validate(config, str(_root(root) / SCHEMA), set_default=True)
+    from snakemake.exceptions import WorkflowError
+
+    try:
+        sm_validate(config, str(_root(root) / SCHEMA), set_default=True)
+    except WorkflowError as exc:  # name the key in one line rather than a traceback
+        import jsonschema
+
+        cause = next((a for a in (*exc.args, exc.__cause__, exc.__context__)
+                      if isinstance(a, jsonschema.ValidationError)), None)
+        if cause is None:
+            raise
+        where = ".".join(str(x) for x in cause.absolute_path) or "config"
+        raise InputError(f"{where}: {cause.message}") from None
     return config
 
 
@@ -194,10 +209,17 @@ def check(config: dict, data: bool = True) -> None:
                 where = f"datasets.{name}" if config.get("datasets") else "dataset"
                 raise InputError(f"{where}.answer.{side}: {exc}") from None
     if data:
+        n_items = {}
         for name, section in exp.datasets.items():
             ds = DatasetSpec.from_config(section)
-            n_items = len(load_items(ds.path, ds.fields, ds.format, ds.hf))
-            shard_bounds(n_items, exp.shards(name, config))
+            n_items[name] = len(load_items(ds.path, ds.fields, ds.format, ds.hf))
+            shard_bounds(n_items[name], exp.shards(name, config))
+        for name, section in exp.judges.items():
+            graded = sum(n_items[c.dataset] for c in exp.cells(name))
+            if section["shards"] > graded:
+                where = f"judges.{name}" if config.get("judges") else "judge"
+                raise InputError(f"{where}.shards = {section['shards']} is more than the {graded} answers it "
+                                 f"grades; use shards <= {graded}")
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
             role = f"{kind}s.{name}" if config.get(f"{kind}s") else kind

@@ -106,7 +106,7 @@ def resolve(config: dict, schema: dict | None = None) -> Experiment:
     Loads the config's plugins first: judges may use their modes."""
     from snakemake.utils import update_config
 
-    from genjudge.config import load_plugins, schema as load_schema
+    from genjudge.config import coerce, load_plugins, schema as load_schema
 
     load_plugins(config)
     if schema is None:
@@ -130,7 +130,7 @@ def resolve(config: dict, schema: dict | None = None) -> Experiment:
             if not isinstance(entry, dict):
                 raise InputError(f"{map_key}.{name}: expected a map of {section} settings")
             merged = copy.deepcopy(config[section])
-            update_config(merged, copy.deepcopy(entry))
+            update_config(merged, coerce(copy.deepcopy(entry), schema["properties"][section]))
             _validate_entry(schema["properties"][section], merged, f"{map_key}.{name}")
             resolved[str(name)] = merged
         parts[map_key] = resolved
@@ -163,5 +163,9 @@ def _check_pairs(exp: Experiment) -> None:
             raise InputError(f"{where}.baseline: {base!r} is the only generator; nothing to compare it with")
         if not looks_like_file or base in names:
             continue
+        if len(exp.datasets) > 1:
+            raise InputError(f"{where}.baseline: a baseline file holds one dataset's answers, and this run has "
+                             f"{len(exp.datasets)} datasets {list(exp.datasets)}: name a generator of the run "
+                             "as the baseline, or use one judge per dataset")
         if not Path(base).exists():
             raise InputError(f"{where}.baseline: {base!r} not found; run the baseline first")
