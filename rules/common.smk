@@ -84,8 +84,14 @@ ANSWERS = {name: ds["answer"] for name, ds in EXP.datasets.items()}
 
 
 def judge_params(wildcards):
-    # The datasets' answer extraction decides what the cascade sends to the judge.
-    return {**JUDGE_PARAMS[wildcards.judge], "cells": judge_cells(wildcards.judge), "answers": ANSWERS}
+    params = {**JUDGE_PARAMS[wildcards.judge], "cells": judge_cells(wildcards.judge)}
+    spec = JUDGES[wildcards.judge]
+    if spec.cascade:  # the datasets' answer extraction decides what the cascade sends to the judge
+        params["answers"] = ANSWERS
+    if not modes.get(spec.mode).needs_baseline:  # settings a single-answer judge never reads
+        params.pop("baseline", None)
+        params.pop("pairs", None)
+    return params
 
 
 def parse_params(wildcards):
@@ -153,7 +159,9 @@ def dataset_file(wildcards):
 
 def split_params(wildcards):
     ds = EXP.datasets[wildcards.dataset]
-    return {"path": ds["path"], "fields": ds["fields"], "format": ds["format"], "hf": ds["hf"],
+    # The datasets library's cache_dir says where, not what: it is no reason to split again.
+    hf = {k: v for k, v in ds["hf"].items() if k != "cache_dir"}
+    return {"path": ds["path"], "fields": ds["fields"], "format": ds["format"], "hf": hf,
             "n_shards": len(shards_of(wildcards.dataset))}
 
 

@@ -25,4 +25,4 @@ with job_log(sm.log[0], "judge") as stream:
                   out_path=sm.output.raw, meta_path=sm.output.meta,
                   spec=JudgeSpec.from_config(exp.judges[w.judge]), template_path=sm.input.template,
                   store_dir=f"{cfg['cache_dir']}/judge", run=cfg["run"], lease=lease, log_stream=stream,
-                  shard=int(w.jshard), n_shards=int(w.nj), answers=sm.params.spec["answers"])
+                  shard=int(w.jshard), n_shards=int(w.nj), answers=sm.params.spec.get("answers"))

@@ -135,9 +135,9 @@ def test_appends_and_lookups_do_not_read_the_rest_of_the_store(tmp_path):
 
 # Another value for each field that decides an item's result; the test fails when a field is added
 # without one, so that a new setting cannot silently reuse answers computed without it.
-OTHER_VALUE = {"dtype": "float16", "quantization": "4bit", "bnb_4bit_quant_type": "fp4",
+OTHER_VALUE = {"dtype": "float16", "quantization": "8bit", "bnb_4bit_quant_type": "fp4",
                "bnb_4bit_use_double_quant": False, "bnb_4bit_compute_dtype": "float16", "max_new_tokens": 25,
-               "system_prompt": "Be brief.", "use_chat_template": False, "do_sample": True, "temperature": 0.7,
+               "system_prompt": "Be brief.", "use_chat_template": False, "do_sample": False, "temperature": 0.7,
                "top_p": 0.9, "seed": 1, "verdict": "logprob"}
 
 
@@ -153,9 +153,11 @@ def test_key_depends_on_every_part(tmp_path):
     model = tmp_path / "gen"
     shutil.copytree(root / "models" / "demo-generator", model)
     for role, cls, kind in (("generator", GeneratorSpec, "generate"), ("judge", JudgeSpec, "judge")):
-        base = spec_for(role, model=str(model))
+        # Every item field in force: sampling (generator) and 4-bit settings are read only when on.
+        active = {"quantization": "4bit", **({"do_sample": True} if role == "generator" else {})}
+        base = spec_for(role, model=str(model), **active)
         key = PromptSet(base, kind).key("What is 2 + 2?")
-        assert key == PromptSet(spec_for(role, model=str(model)), kind).key("What is 2 + 2?")
+        assert key == PromptSet(spec_for(role, model=str(model), **active), kind).key("What is 2 + 2?")
         assert PromptSet(base, kind).key("What is 2 + 3?") != key
         assert PromptSet(base, "other-kind").key("What is 2 + 2?") != key
         item_fields = set(cls.fields_changing("item")) - {"model", "revision"}
@@ -166,6 +168,10 @@ def test_key_depends_on_every_part(tmp_path):
         for name, value in (("batch_size", 3), ("memory_margin", 0.5), ("device_map", "cpu")):
             changed = dataclasses.replace(base, **{name: value})
             assert PromptSet(changed, kind).key("What is 2 + 2?") == key, name
+        # Settings with no effect as configured change nothing: sampling under greedy, 4-bit under none.
+        plain = spec_for(role, model=str(model))
+        idle = {"bnb_4bit_compute_dtype": "float16", **({"temperature": 1.5, "seed": 7} if role == "generator" else {})}
+        assert PromptSet(dataclasses.replace(plain, **idle), kind).key("p") == PromptSet(plain, kind).key("p")
     # Overwritten weights: a new key, so no answer of the old weights is reused.
     before = PromptSet(spec_for("generator", model=str(model)), "generate").key("p")
     weights = model / "model.safetensors"

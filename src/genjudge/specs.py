@@ -71,8 +71,17 @@ class ModelSpec(Spec):
 
     def item_params(self) -> dict:
         """What decides one item's result besides the model's files and the prompt as sent:
-        the `item` fields, less the model's name and revision (its fingerprint stands for them)."""
-        return {k: getattr(self, k) for k in self.fields_changing("item") if k not in ("model", "revision")}
+        the `item` fields in force, less the model's name and revision (its fingerprint stands for them)."""
+        return {k: getattr(self, k) for k in self.fields_changing("item")
+                if k not in ("model", "revision") and k not in self.idle_fields()}
+
+    def rerun_params(self) -> dict:
+        return {k: v for k, v in super().rerun_params().items() if k not in self.idle_fields()}
+
+    def idle_fields(self) -> set:
+        """Settings that have no effect as configured (changing them changes nothing)."""
+        return set() if self.quantization == "4bit" else {"bnb_4bit_quant_type", "bnb_4bit_use_double_quant",
+                                                          "bnb_4bit_compute_dtype"}
 
     @property
     def precision(self) -> str:
@@ -90,6 +99,10 @@ class GeneratorSpec(ModelSpec):
     seed: int = _item()
     offload_folder: str | None = _run()
     gpus_per_job: int | None = _run()  # null: the top-level gpus_per_job
+
+    def idle_fields(self) -> set:
+        # Greedy decoding reads no sampling parameter.
+        return super().idle_fields() | (set() if self.do_sample else {"temperature", "top_p", "seed"})
 
 
 @dataclass(frozen=True)
@@ -120,13 +133,6 @@ class DatasetSpec(Spec):
     shards: int | None = _run()  # the shard count is in the rule's own params
 
 
-@dataclass(frozen=True)
-class ResourcesSpec(Spec):
-    mem_mb: int = _run()
-    runtime: int = _run()
-    cpus_per_gpu: int = _run()
-    cpus: int = _run()
-
 
 def generator_spec(config: dict) -> GeneratorSpec:
     return GeneratorSpec.from_config(config["generator"])
@@ -134,10 +140,6 @@ def generator_spec(config: dict) -> GeneratorSpec:
 
 def judge_spec(config: dict) -> JudgeSpec:
     return JudgeSpec.from_config(config["judge"])
-
-
-def dataset_spec(config: dict) -> DatasetSpec:
-    return DatasetSpec.from_config(config["dataset"])
 
 
 def spec_for(role: str, **values):
