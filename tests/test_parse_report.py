@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 from genjudge import config as wfconfig
 from genjudge.judging import modes
 from genjudge.stages.parse import parse_judgments
-from genjudge.stages.report import REPORT_COLUMNS, read_judgments
+from genjudge.stages.report import SKIPPED_COLUMNS, read_judgments
 
 GENS = pd.DataFrame({"id": ["a", "b", "c"], "prompt": "q", "reference": "r", "category": None,
                      "output": ["x", "y", "z"]})
@@ -31,8 +31,9 @@ def test_the_report_reads_only_the_columns_it_needs(tmp_path):
     df["judge_prompt"] = "j" * 10_000
     path = tmp_path / "judgments.parquet"
     df.to_parquet(path)
-    got = read_judgments(path, modes.get("reference"))
-    assert set(got.columns) <= set(REPORT_COLUMNS) and "prompt_sent" not in got and "judge_prompt" not in got
+    got = read_judgments(path)
+    assert not set(got.columns) & SKIPPED_COLUMNS and "prompt_sent" not in got and "judge_prompt" not in got
+    assert {"verdict", "output", "reference", "exact_match"} <= set(got.columns)
     assert {"prompt_sent", "judge_prompt"} <= set(pq.read_schema(path).names)
 
 

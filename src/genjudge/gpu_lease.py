@@ -99,10 +99,6 @@ def nvidia_smi_gpus(timeout: float = NVIDIA_SMI_TIMEOUT) -> list[tuple[str, str]
     return gpus
 
 
-def nvidia_smi_gpu_ids() -> list[str]:
-    """Physical GPU indices seen by nvidia-smi."""
-    return [index for index, _ in nvidia_smi_gpus() or []]
-
 
 def visible_restriction() -> list[str] | None:
     """The devices allowed by a CUDA_VISIBLE_DEVICES set before the workflow started."""

@@ -25,16 +25,16 @@ def rate(k: int, n: int) -> dict:
 
 
 def mean_interval(values: list[float]) -> dict:
-    """A mean with its 95% normal interval: {value, ci95, n}."""
+    """A mean with its 95% normal interval: {value, ci95, n, kind: "mean"} (a rate has no kind)."""
     n = len(values)
     if n == 0:
-        return {"value": None, "ci95": None, "n": 0}
+        return {"value": None, "ci95": None, "n": 0, "kind": "mean"}
     mean = sum(values) / n
     if n == 1:
-        return {"value": mean, "ci95": None, "n": 1}
+        return {"value": mean, "ci95": None, "n": 1, "kind": "mean"}
     sd = math.sqrt(sum((x - mean) ** 2 for x in values) / (n - 1))
     half = Z95 * sd / math.sqrt(n)
-    return {"value": mean, "ci95": [mean - half, mean + half], "n": n}
+    return {"value": mean, "ci95": [mean - half, mean + half], "n": n, "kind": "mean"}
 
 
 def bradley_terry(matches: list[tuple[str, str, float]], iterations: int = 500, tol: float = 1e-10) -> dict:

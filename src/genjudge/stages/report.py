@@ -40,11 +40,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
             who = f"shard {m.shard}" if isinstance(m, GenerateMeta) else "judge"
             warnings.append(f"{who}: the memory plan put layers on {', '.join(mp['offloaded_to'])} "
                             f"({mp.get('recommendation', '')})")
-    shards = [{"shard": m.shard, "n_items": m.n_items, "cuda_visible_devices": m.cuda_visible_devices,
-               "hostname": m.hostname, "load_seconds": m.load_seconds, "generate_seconds": m.generate_seconds,
-               "resumed_items": m.resumed_items, "computed_items": m.computed_items,
-               "tokens_per_second": m.tokens_per_second, "wall_seconds": m.wall_seconds}
-              for m in sorted(gen_metas, key=lambda m: m.shard)]
+    shards = _shard_rows(gen_metas)
     g, j = config["generator"], config["judge"]
     generator = {"model": g["model"], "revision": g["revision"], "max_new_tokens": g["max_new_tokens"],
                  "load_seconds": round(sum(m.load_seconds for m in gen_metas), 3),
@@ -150,17 +146,15 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     return "\n".join(out)
 
 
-# What the report needs of judgments.parquet: not the prompts as sent nor the raw judge prompts.
-REPORT_COLUMNS = ["judge", "generator", "dataset", "opponent", "id", "prompt", "reference", "category", "output",
-                  "exact_match", "answer_reason", "decided_by", "judge_output", "p_correct", "verdict",
-                  "unparsed_reason"]
+# What the report never needs of judgments.parquet: the prompts as sent (most of its bytes), the
+# conversations, the cache keys. Everything else is read, so a mode's own columns are there.
+SKIPPED_COLUMNS = {"prompt_sent", "judge_prompt", "messages", "key", "judge_key"}
 
 
-def read_judgments(path, mode) -> pd.DataFrame:
+def read_judgments(path) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
-    have = set(pq.read_schema(path).names)
-    wanted = [c for c in REPORT_COLUMNS + list(mode.report_columns) if c in have]
+    wanted = [c for c in pq.read_schema(path).names if c not in SKIPPED_COLUMNS]
     return pd.read_parquet(path, columns=wanted)
 
 
@@ -182,6 +176,9 @@ def summarise_experiment(exp, config: dict, judgments: dict, gen_metas: list[Gen
             metas = [m for m in gen_metas if (m.generator, m.dataset) == (cell.generator, cell.dataset)]
             cfg = {**config, "generator": exp.generators[cell.generator], "judge": exp.judges[judge]}
             s = summarise(df, metas, judge_metas[judge], cfg)
+            own = judge_metas[judge].cells.get(cell.key)
+            if own:  # this cell's share of the judge's work, not the whole job's
+                s.judge.update(resumed_items=own["resumed"], computed_items=own["computed"])
             s.leaderboard = [leaderboard_row(s, cell.generator, cell.dataset, judge, cell.opponent)]
             key = f"{cell.key} | {judge}" if len(exp.judges) > 1 else cell.key
             cells[key] = (s, df)
@@ -202,18 +199,29 @@ def summarise_experiment(exp, config: dict, judgments: dict, gen_metas: list[Gen
                      n_judged=judged, n_unparsed=n - judged, unparsed_rate=(n - judged) / n if n else None,
                      unparsed_reasons=reasons, leaderboard=[row for s in summaries for row in s.leaderboard],
                      cells={k: s.to_dict() for k, (s, _) in cells.items()}, across_cells=across,
-                     placement_warnings=[w for s in summaries for w in s.placement_warnings],
-                     shards=[sh for s in summaries for sh in s.shards],
+                     placement_warnings=list(dict.fromkeys(w for s in summaries for w in s.placement_warnings)),
+                     shards=_shard_rows(gen_metas),
                      generator={"names": list(exp.generators),
                                 "models": {k: v["model"] for k, v in exp.generators.items()}},
                      judge={"names": list(exp.judges), "models": {k: v["model"] for k, v in exp.judges.items()}})
     return run, cells
 
 
+def _shard_rows(gen_metas) -> list[dict]:
+    return [{"generator": m.generator, "dataset": m.dataset, "shard": m.shard, "n_items": m.n_items,
+             "cuda_visible_devices": m.cuda_visible_devices, "hostname": m.hostname,
+             "load_seconds": m.load_seconds, "generate_seconds": m.generate_seconds,
+             "resumed_items": m.resumed_items, "computed_items": m.computed_items,
+             "tokens_per_second": m.tokens_per_second, "wall_seconds": m.wall_seconds}
+            for m in sorted(gen_metas, key=lambda m: (m.generator or "", m.dataset or "", m.shard))]
+
+
 def _measure(v) -> str:
     if not isinstance(v, dict):
         return str(v)
-    if v.get("value") is not None and abs(v["value"]) > 1:  # a mean score, not a rate
+    if v.get("kind") == "mean":  # a mean score, not a rate
+        if v.get("value") is None:
+            return "n/a"
         ci = f" [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" if v.get("ci95") else ""
         return f"{v['value']:.2f}{ci}"
     return rate_text(v)
@@ -230,7 +238,8 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
     head = ["generator", *(["vs"] if pairwise else []), "dataset", "judge", *measures, "n", "unparsed", "exact match"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["generator"], *([r["opponent"] or "baseline"] if pairwise else []), r["dataset"], r["judge"],
+        vs = r["opponent"] or ("baseline" if modes.get(r["mode"]).needs_baseline else "")
+        cells = [r["generator"], *([vs] if pairwise else []), r["dataset"], r["judge"],
                  *[_measure(r.get(m)) if r.get(m) is not None else "" for m in measures], str(r["n_items"]),
                  str(r["n_unparsed"]), pct(r["exact_match"]["value"])]
         out.append("| " + " | ".join(cells) + " |")
@@ -262,7 +271,7 @@ def run_report(config: dict, judgments_paths: dict, gen_meta_paths, judge_meta_p
     from genjudge.experiment import resolve
 
     exp = resolve(config)
-    judgments = {j: read_judgments(p, modes.get(exp.judges[j]["mode"])) for j, p in judgments_paths.items()}
+    judgments = {j: read_judgments(p) for j, p in judgments_paths.items()}
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
     run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)

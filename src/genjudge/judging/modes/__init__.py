@@ -1,7 +1,8 @@
 """Grading modes, one object each, looked up by name.
 
-Adding a mode: a module with a `JudgeMode` subclass (placeholders, pattern,
-labels, requests, parse, metrics, headline), its template, and `register(...)`.
+Adding a mode: a module with a `JudgeMode` subclass (name, placeholders, pattern,
+labels, marker, `metrics` and `headline`; `requests`, `parse`, `leaderboard` and
+`category_column` have defaults), its template, and `register(...)`.
 Modes outside the package are loaded from the config's `plugins`.
 """
 

@@ -53,7 +53,6 @@ class JudgeMode:
     rule_verdict: str | None = None  # `cascade: true`: the verdict of an exact match, decided without the judge
     needs_baseline = False
     requests_per_item = 1  # judge calls per answer (pairwise: both orders)
-    report_columns: tuple[str, ...] = ()  # columns of judgments.parquet the mode's measures read
 
     # --- configuration ---
     def default_template(self) -> str:
@@ -122,8 +121,12 @@ class JudgeMode:
         raise NotImplementedError
 
     def category_column(self) -> tuple[str, callable]:
-        """Heading and cell of the per-category table."""
-        raise NotImplementedError
+        """Heading and cell of the per-category table (by default the first leaderboard measure)."""
+        def cell(c):
+            measures = self.leaderboard(c)
+            return rate_text(next(iter(measures.values()))) if measures else ""
+
+        return "result", cell
 
     def across_cells(self, df: pd.DataFrame, seed: int = 0) -> dict:
         """Measures over all of a judge's cells at once (pairwise: strengths of every generator)."""

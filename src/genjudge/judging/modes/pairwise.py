@@ -20,8 +20,6 @@ OUTCOMES = ("win", "tie", "loss")
 
 
 def load_baseline(path, ids) -> dict:
-    if not path:
-        raise InputError("judge.baseline: pairwise mode needs a baseline run's generations.parquet")
     try:
         base = pd.read_parquet(path, columns=["id", "output"])
     except FileNotFoundError:
@@ -41,7 +39,6 @@ class Pairwise(JudgeMode):
     marker = "VERDICT"
     needs_baseline = True
     requests_per_item = 2
-    report_columns = ("judge_output_swapped", "outcome_order0", "outcome_order1", "position_consistent")
 
     def requests(self, gens, spec, template, opponent=None, answer=None):
         """`opponent`: the other generator's answers by id; None: those of the outside `judge.baseline` file."""

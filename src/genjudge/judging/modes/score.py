@@ -22,7 +22,6 @@ class Score(JudgeMode):
     pattern = r"SCORE:\s*\**\s*\[{0,2}\s*(-?\d+(?:\.\d+)?)(?![\d.])"
     labels: dict[str, str] = {}  # the captured number is the verdict
     marker = "SCORE"
-    report_columns = ("score",)
 
     def parse_text(self, text, rx, custom, options=None):
         v = super().parse_text(text, rx, custom, options)
