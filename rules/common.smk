@@ -4,7 +4,7 @@ import re
 
 from snakemake.exceptions import WorkflowError
 
-from genjudge import config as wfconfig
+from genjudge import config as wfconfig, job_resources
 from genjudge.errors import InputError
 from genjudge.gpu_lease import resolve_inventory
 from genjudge.judging import modes
@@ -113,17 +113,11 @@ def on_slurm():
 
 
 def generate_gpus(generator):
-    return EXP.gpus_per_job(generator, config) if (GPU_INVENTORY or on_slurm()) else 0
+    return job_resources.generate_gpus(EXP, config, generator, GPU_INVENTORY, on_slurm())
 
 
 def judge_gpus(judge):
-    """GPUs of one judge job. `all` is every GPU of the machine here (or of one node on
-    SLURM), shared out among data-parallel judge shards."""
-    spec = JUDGES[judge]
-    if spec.gpus != "all":
-        return spec.gpus
-    node = config["slurm"]["gpus_per_node"] if on_slurm() else len(GPU_INVENTORY)
-    return max(1, node // spec.shards) if node else 0
+    return job_resources.judge_gpus(JUDGES[judge], config, GPU_INVENTORY, on_slurm())
 
 
 def generate_gpu_resource(wildcards):
@@ -201,47 +195,32 @@ def all_judge_metas():
     return {j: f"{RESULTS}/judge/{j}/raw.meta.json" for j in EXP.judges}
 
 
-def _res(step, key, attempt):
-    """Memory and runtime grow with each retry of a failed job."""
-    return config["resources"][step][key] * attempt
-
-
 def gen_mem_mb(wildcards, attempt):
-    return _res("generate", "mem_mb", attempt)
+    return job_resources.scaled(config, "generate", "mem_mb", attempt)
 
 
 def gen_runtime(wildcards, attempt):
-    return _res("generate", "runtime", attempt)
+    return job_resources.scaled(config, "generate", "runtime", attempt)
 
 
 def judge_mem_mb(wildcards, attempt):
-    return _res("judge", "mem_mb", attempt)
+    return job_resources.scaled(config, "judge", "mem_mb", attempt)
 
 
 def judge_runtime(wildcards, attempt):
-    return _res("judge", "runtime", attempt)
+    return job_resources.scaled(config, "judge", "runtime", attempt)
 
 
 def gen_cpus(wildcards):
-    n = generate_gpus(wildcards.generator)
-    return config["resources"]["generate"]["cpus_per_gpu"] * n if n else config["resources"]["generate"]["cpus"]
+    return job_resources.threads(config, "generate", generate_gpus(wildcards.generator))
 
 
 def judge_cpus(wildcards):
-    n = judge_gpus(wildcards.judge)
-    return config["resources"]["judge"]["cpus_per_gpu"] * n if n else config["resources"]["judge"]["cpus"]
-
-
-def _setting(key):
-    """A SLURM setting from config, else from $GENJUDGE_SLURM_<KEY>."""
-    return config["slurm"][key] or os.environ.get(f"GENJUDGE_SLURM_{key.upper()}") or None
+    return job_resources.threads(config, "judge", judge_gpus(wildcards.judge))
 
 
 def slurm_resources():
-    """Cluster-specific resources for the SLURM executor plugin, only those that are set."""
-    names = {"partition": "slurm_partition", "account": "slurm_account", "qos": "qos",
-             "constraint": "constraint", "gpu_model": "gpu_model"}
-    return {res: _setting(key) for key, res in names.items() if _setting(key)}
+    return job_resources.slurm_resources(config)
 
 
 def final_outputs():

@@ -53,3 +53,14 @@ def test_gpus_reads_the_configured_inventory_and_shows_lease_age(tmp_path):
     assert "GPU 1: free" in out
     # A count means the same as in the config: 4 GPUs, ids 0-3.
     assert "0, 1, 2, 3" in genjudge("gpus", "--inventory", "4", check=True).stdout
+
+
+def test_sbatch_preview_shows_what_each_model_job_asks_for():
+    out = genjudge("plan", "--slurm", "--config", 'slurm={"partition": "gpu", "account": "proj", "gpu_model": "a100"}',
+                   'judge={"shards": 2}', check=True).stdout.splitlines()
+    generate, judge = out
+    assert generate.startswith("generate (demo-generator, 4 job(s)): sbatch ")
+    assert {"-A proj", "-p gpu", "-t 30", "--mem 4000", "--cpus-per-gpu=4", "--gpus=a100:1"} <= set(
+        re.findall(r"-[A-Za-z] \S+|--[a-z-]+(?:=| )\S+", generate))
+    # Two judge shards share the node's 4 GPUs.
+    assert "judge (demo-judge, 2 job(s))" in judge and "--gpus=a100:2" in judge and "--nodes=1" in judge

@@ -59,6 +59,22 @@ def jobs_of(cluster, since_id=0):
     return sorted(jobs, key=lambda j: j["id"])
 
 
+def sbatch_options(call: str) -> set:
+    """The options of an sbatch line that say what a job asks for (not its name, log or command)."""
+    call = call.split(" --wrap", 1)[0]
+    call = re.sub(r"\s--(parsable|export=ALL)\b|\s--(job-name|output|comment)\s+('[^']*'|\S+)|\s-D\s+\S+", "", call)
+    tokens = call.split()[1:]
+    out, i = set(), 0
+    while i < len(tokens):  # "-t 30" and "--mem 4000" are one option each, "--gpus=1" too
+        if "=" not in tokens[i] and i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):
+            out.add(f"{tokens[i]} {tokens[i + 1]}")
+            i += 2
+        else:
+            out.add(tokens[i])
+            i += 1
+    return out
+
+
 def last_job_id(cluster):
     ids = [j["id"] for j in jobs_of(cluster)]
     return max(ids) if ids else 0
@@ -67,7 +83,20 @@ def last_job_id(cluster):
 def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
     cfg = workflow.write_config("slurm.yaml", run="onslurm", shards=4, **SMALL)
     since = last_job_id(cluster)
-    workflow.run("--profile", "slurm", *FAST_POLL, "--configfile", cfg, env=slurm_env(cluster), timeout=900)
+    proc = workflow.run("--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster),
+                        timeout=900)
+    # What the preview promised is what the plugin submitted, option for option.
+    preview = subprocess.run([sys.executable, "-m", "genjudge.cli", "plan", "--slurm", "--configfile", str(cfg)],
+                             cwd=workflow.path, env=slurm_env(cluster), capture_output=True, text=True,
+                             check=True).stdout
+    promised = {line.split(" ", 1)[0]: sbatch_options(line.split(": ", 1)[1]) for line in preview.splitlines()}
+    submitted = {}
+    for call in re.findall(r"sbatch call: (.+)", proc.stdout + proc.stderr):
+        rule = re.search(r"--comment '?rule_(\w+?)(_wildcards|'|\s)", call).group(1)
+        submitted.setdefault(rule, set()).add(frozenset(sbatch_options(call)))
+    assert set(submitted) == {"generate", "judge"}
+    for rule, calls in submitted.items():
+        assert calls == {frozenset(promised[rule])}, (rule, calls, promised[rule])
     metas = workflow.metas("onslurm")
     assert len(metas) == 4
     for m in metas:

@@ -86,6 +86,11 @@ def cmd_plan(args) -> int:
 
     try:
         config = wfconfig.load(args.configfile, args.config, args.directory)
+        if args.slurm:
+            from genjudge.stages.plan import sbatch_preview
+
+            print("\n".join(sbatch_preview(config)))
+            return 0
         lines, plans = make_plan(config, args.gpus, args.role, args.batch_size, args.prompt_tokens)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -138,6 +143,9 @@ def main(argv=None) -> int:
                     help="prompt length for the KV cache (default: estimated from the dataset and the template)")
     pl.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
     pl.add_argument("--json", help="also write the plans to this JSON file")
+    pl.add_argument("--slurm", action="store_true",
+                    help="print the sbatch options every model job gets under the SLURM executor (nothing is "
+                         "submitted; the profile's own flags, such as --slurm-requeue, come on top)")
     pl.set_defaults(fn=cmd_plan)
     t = sub.add_parser("train-demo", help="train one of the demo models (deterministic, CPU)")
     t.add_argument("name", choices=["demo-generator", "demo-judge"], help="which demo model")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from genjudge import atomic
@@ -43,10 +44,9 @@ def prompt_tokens(config: dict, role: str) -> tuple[int, str]:
 
 def judge_gpus_per_job(config: dict, n_gpus: int) -> int:
     """What a judge job leases: `judge.gpus`, or all GPUs shared out among judge shards."""
-    spec = JudgeSpec.from_config(config["judge"])
-    if spec.gpus != "all":
-        return spec.gpus
-    return max(1, n_gpus // spec.shards) if n_gpus else 0
+    from genjudge.job_resources import judge_gpus
+
+    return judge_gpus(JudgeSpec.from_config(config["judge"]), config, list(range(n_gpus)), on_slurm=False)
 
 
 def advice(p: dict, spec, config: dict, role: str, per_job: float, gpus_here: int) -> list[str]:
@@ -168,3 +168,51 @@ def make_plan(config: dict, gpus_spec: str | None = None, roles=ROLES, batch_siz
 def write_plan(path, plans: list[dict]) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(plans, indent=2, default=str))
+
+
+# Options of the sbatch line that name the submission rather than what it asks for.
+_BOOKKEEPING = re.compile(r"\s--(parsable|export=ALL)\b|\s--(job-name|output|comment)\s+\S+")
+
+
+class _Resources(dict):
+    """A job's resources as the SLURM plugin reads them (attribute access and .get)."""
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
+def sbatch_preview(config: dict) -> list[str]:
+    """The sbatch options each model job gets under the SLURM executor, built by the plugin's own
+    code from the resources the rules declare (first attempt); the light rules run locally."""
+    import shlex
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    from genjudge import job_resources as jr
+    from genjudge.experiment import resolve
+
+    exp = resolve(config)
+    jobs = []
+    for name in exp.generators:
+        gpus = jr.generate_gpus(exp, config, name, [], on_slurm=True)
+        n = sum(exp.shards(d, config) for d in exp.datasets)
+        jobs.append(("generate", name, n, jr.job_resources(config, "generate", gpus), jr.threads(config, "generate", gpus)))
+    for name, section in exp.judges.items():
+        spec = JudgeSpec.from_config(section)
+        gpus = jr.judge_gpus(spec, config, [], on_slurm=True)
+        jobs.append(("judge", name, spec.shards, jr.job_resources(config, "judge", gpus), jr.threads(config, "judge", gpus)))
+    lines = []
+    for rule, name, count, resources, threads in jobs:
+        job = SimpleNamespace(resources=_Resources(resources), threads=threads, name=rule)
+        account, partition = resources.get("slurm_account"), resources.get("slurm_partition")
+        params = {"run_uuid": "RUN", "slurm_logfile": "LOG", "comment_str": f"rule_{rule}", "workdir": None,
+                  "account": f" -A {shlex.quote(str(account))}" if account else "",
+                  "partition": f" -p {shlex.quote(str(partition))}" if partition else ""}
+        call = get_submit_command(job, params) + set_gres_string(job)
+        lines.append(f"{rule} ({name}, {count} job(s)): {' '.join(_BOOKKEEPING.sub('', call).split())}")
+    return lines
