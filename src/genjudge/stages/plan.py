@@ -188,6 +188,7 @@ def sbatch_preview(config: dict) -> list[str]:
     """The sbatch options each model job gets under the SLURM executor, built by the plugin's own
     code from the resources the rules declare (first attempt); the light rules run locally."""
     import shlex
+    import shutil
     from types import SimpleNamespace
 
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
@@ -210,6 +211,12 @@ def sbatch_preview(config: dict) -> list[str]:
     for rule, name, count, resources, threads in jobs:
         job = SimpleNamespace(resources=_Resources(resources), threads=threads, name=rule)
         account, partition = resources.get("slurm_account"), resources.get("slurm_partition")
+        if not partition and shutil.which("sinfo"):  # the cluster's default, found as the plugin finds it
+            import logging
+
+            from snakemake_executor_plugin_slurm.partitions import get_default_partition
+
+            partition = get_default_partition(job, logging.getLogger(__name__)) or None
         params = {"run_uuid": "RUN", "slurm_logfile": "LOG", "comment_str": f"rule_{rule}", "workdir": None,
                   "account": f" -A {shlex.quote(str(account))}" if account else "",
                   "partition": f" -p {shlex.quote(str(partition))}" if partition else ""}
