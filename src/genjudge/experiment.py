@@ -86,6 +86,24 @@ class Experiment:
         return out
 
 
+def of_cell(df, cell: Cell):
+    """The rows of a frame with generator/dataset/opponent columns that belong to `cell`."""
+    return df[(df["generator"] == cell.generator) & (df["dataset"] == cell.dataset)
+              & (df["opponent"].fillna("") == (cell.opponent or ""))]
+
+
+def cell_generations(cells: list[Cell], generations: dict):
+    """(cell, its generator's merged answers on its dataset) for each cell, each file read once."""
+    import pandas as pd
+
+    read: dict = {}
+    for cell in cells:
+        key = (cell.generator, cell.dataset)
+        if key not in read:
+            read[key] = pd.read_parquet(generations[key])
+        yield cell, read[key]
+
+
 def merged_generations(results: str, generator: str, dataset: str) -> str:
     """Where a generator's merged answers on a dataset live."""
     return f"{results}/generations/{generator}/{dataset}.parquet"

@@ -14,7 +14,7 @@ import hashlib
 import pandas as pd
 
 from genjudge.engine.completion import PromptSet, complete, completion_meta
-from genjudge.experiment import Cell
+from genjudge.experiment import Cell, cell_generations
 from genjudge.item_store import ItemStore
 from genjudge.judging import modes
 from genjudge.judging.templates import load_template
@@ -25,12 +25,9 @@ from genjudge.specs import JudgeSpec
 
 def cell_items(cells: list[Cell], generations: dict) -> pd.DataFrame:
     """Every (cell, item) the judge grades, in cell order; `generations` maps (generator, dataset) to a path."""
-    frames, cache = [], {}
-    for i, cell in enumerate(cells):
-        key = (cell.generator, cell.dataset)
-        if key not in cache:
-            cache[key] = pd.read_parquet(generations[key])
-        g = cache[key].copy()
+    frames = []
+    for i, (cell, gens) in enumerate(cell_generations(cells, generations)):
+        g = gens.copy()
         g.insert(0, "cell", i)
         frames.append(g)
     return pd.concat(frames, ignore_index=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from genjudge import atomic
-from genjudge.experiment import Cell
+from genjudge.experiment import Cell, cell_generations, of_cell
 from genjudge.judging import modes
 from genjudge.judging.extraction import check_answer
 from genjudge.records import read_judge_records
@@ -31,14 +31,9 @@ def parse_judgments(gens: pd.DataFrame, raw: pd.DataFrame, mode: str, pattern: s
 def run_parse(cells: list[Cell], generations: dict, raw_path, out_path, mode: str, pattern: str | None,
               judge: str, answers: dict | None = None, options: dict | None = None) -> pd.DataFrame:
     raw = read_judge_records(raw_path, RAW_NEEDED)
-    frames, cache = [], {}
-    for cell in cells:
-        key = (cell.generator, cell.dataset)
-        if key not in cache:
-            cache[key] = pd.read_parquet(generations[key])
-        mine = raw[(raw["generator"] == cell.generator) & (raw["dataset"] == cell.dataset)
-                   & (raw["opponent"].fillna("") == (cell.opponent or ""))]
-        df = parse_judgments(cache[key], mine, mode, pattern, (answers or {}).get(cell.dataset), options)
+    frames = []
+    for cell, gens in cell_generations(cells, generations):
+        df = parse_judgments(gens, of_cell(raw, cell), mode, pattern, (answers or {}).get(cell.dataset), options)
         df.insert(0, "judge", judge)
         df.insert(1, "generator", cell.generator)
         df.insert(2, "dataset", cell.dataset)

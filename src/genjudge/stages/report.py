@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from genjudge import atomic
+from genjudge.experiment import of_cell
 from genjudge.judging import modes
 from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.modes.base import pct, rate_text
@@ -171,8 +172,7 @@ def summarise_experiment(exp, config: dict, judgments: dict, gen_metas: list[Gen
     cells = {}
     for judge, df_j in judgments.items():
         for cell in exp.cells(judge):
-            df = df_j[(df_j["generator"] == cell.generator) & (df_j["dataset"] == cell.dataset)
-                      & (df_j["opponent"].fillna("") == (cell.opponent or ""))].reset_index(drop=True)
+            df = of_cell(df_j, cell).reset_index(drop=True)
             metas = [m for m in gen_metas if (m.generator, m.dataset) == (cell.generator, cell.dataset)]
             cfg = {**config, "generator": exp.generators[cell.generator], "judge": exp.judges[judge]}
             s = summarise(df, metas, judge_metas[judge], cfg)
