@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -38,12 +37,13 @@ def machine() -> dict:
 
 def mixed_prompts(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
-    qs = [json.loads(line)["question"] for line in open(ROOT / "config/demo/questions.jsonl")]
+    qs = [json.loads(line)["question"] for line in (ROOT / "config/demo/questions.jsonl").read_text().splitlines()]
     return [rng.choice(qs) + " Explain your reasoning step by step." * rng.randint(0, 6) for _ in range(n)]
 
 
 def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dict:
     import torch
+
     from genjudge.engine.decoding import Generator, GenParams, run_batches
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
     from genjudge.engine.prompting import render_prompt
@@ -110,7 +110,7 @@ def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dic
     tok = load_tokenizer(model_dir)
     model, _ = load_causal_lm(spec_for("generator", model=model_dir))
     template = load_template(ROOT / "config/demo/judge_template.txt", ref)
-    qs = [json.loads(line) for line in open(ROOT / "config/demo/questions.jsonl")]
+    qs = [json.loads(line) for line in (ROOT / "config/demo/questions.jsonl").read_text().splitlines()]
     items = [qs[i % len(qs)] for i in range(n)]
     prompts = [render_prompt(tok, render(template, question=q["question"], reference=q["answer"],
                                          candidate=q["answer"] if i % 2 else "something else"))
@@ -128,9 +128,12 @@ def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dic
                              ("logprob", scorer, lp_prompts)):
         model.generate = with_rationale if name == "generate_with_rationale" else plain_generate
         lengths = runner.token_lengths(ps)
-        run_batches(lengths[:batch_size], batch_size, lambda idx: runner.generate([ps[i] for i in idx]))
+        def batch(idx, runner=runner, ps=ps):
+            return runner.generate([ps[i] for i in idx])
+
+        run_batches(lengths[:batch_size], batch_size, batch)
         t0 = time.perf_counter()
-        res, _ = run_batches(lengths, batch_size, lambda idx: runner.generate([ps[i] for i in idx]))
+        res, _ = run_batches(lengths, batch_size, batch)
         secs = time.perf_counter() - t0
         out[name] = {"seconds": round(secs, 3), "items_per_s": round(n / secs, 2),
                      "mean_generated_tokens": round(sum(r["n_generated_tokens"] for r in res) / n, 1)}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from genjudge.demo.finetune import finetune
 from genjudge.demo.models import build_model
 from genjudge.engine.loading import load_tokenizer
 from genjudge.engine.prompting import render_prompt
 from genjudge.judging import modes
 from genjudge.judging.templates import load_template, render
-from genjudge.demo.finetune import finetune
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,7 +22,7 @@ def constant_judge(path: Path, mode: str, answer: str, steps: int = 60, template
     build_model(path, [ROOT / "config/demo/questions.jsonl", template_path], seed=5)
     tok = load_tokenizer(str(path))
     template = load_template(template_path, judge_mode)
-    questions = [json.loads(line) for line in open(ROOT / "config/demo/questions.jsonl")]
+    questions = [json.loads(line) for line in (ROOT / "config/demo/questions.jsonl").read_text().splitlines()]
     pairs = []
     for i, q in enumerate(questions):
         values = {"question": q["question"], "reference": q["answer"]}

@@ -5,10 +5,10 @@ import re
 import subprocess
 import sys
 from dataclasses import fields
-from pathlib import Path
+
+from judges import ROOT
 
 from genjudge.records import GenerateMeta, JudgeMeta
-from judges import ROOT
 
 PKG = ROOT / "src" / "genjudge"
 HEAVY = {"torch", "transformers", "accelerate", "bitsandbytes"}

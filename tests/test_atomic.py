@@ -30,10 +30,9 @@ def test_outputs_honour_the_umask(tmp_path, umask, mode):
 
 
 def test_a_failed_write_leaves_neither_output_nor_temporary(tmp_path):
-    with pytest.raises(RuntimeError):
-        with atomic.atomic_path(tmp_path / "out.txt") as tmp:
-            tmp.write_text("half")
-            raise RuntimeError("killed")
+    with pytest.raises(RuntimeError), atomic.atomic_path(tmp_path / "out.txt") as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed")
     assert list(tmp_path.iterdir()) == []
     atomic.write_parquet(tmp_path / "t.parquet", pd.DataFrame({"a": [1, 2]}))
     assert pd.read_parquet(tmp_path / "t.parquet")["a"].tolist() == [1, 2]

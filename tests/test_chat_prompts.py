@@ -4,13 +4,13 @@ import io
 import json
 
 import pandas as pd
+from judges import ROOT
 
 from genjudge.dataset import load_items
 from genjudge.gpu_lease import Lease
 from genjudge.shard_files import write_shard
 from genjudge.specs import spec_for
 from genjudge.stages.generate import run_generate
-from judges import ROOT
 
 
 def test_a_conversation_is_sent_with_its_system_and_few_shot_turns(tmp_path):

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 import yaml
+from judges import ROOT
 
 from genjudge import config as wfconfig
-from judges import ROOT
 
 CFG70 = ROOT / "tests" / "data" / "llama-3.1-70b-config"
 

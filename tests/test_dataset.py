@@ -101,7 +101,7 @@ def test_split_is_deterministic_balanced_and_complete():
     items = pd.DataFrame({"id": [str(i) for i in range(10)], "prompt": ["p"] * 10, "reference": None, "category": None})
     shards = split_items(items, 4)
     assert [len(s) for s in shards] == [3, 3, 2, 2]
-    assert sum((s["id"].tolist() for s in shards), []) == items["id"].tolist()
+    assert [i for s in shards for i in s["id"].tolist()] == items["id"].tolist()
     assert [s["id"].tolist() for s in split_items(items, 4)] == [s["id"].tolist() for s in shards]
 
 

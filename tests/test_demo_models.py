@@ -4,8 +4,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from genjudge.demo.training import generator_answers, train_generator
 from judges import ROOT
+
+from genjudge.demo.training import generator_answers, train_generator
 
 
 def digest(path: Path) -> str:
@@ -27,7 +28,7 @@ def test_retraining_the_generator_is_deterministic_and_matches_the_committed_tok
 
 
 def test_generator_is_taught_a_fixed_quarter_of_wrong_answers():
-    questions = [json.loads(line) for line in open(ROOT / "config/demo/questions.jsonl")]
+    questions = [json.loads(line) for line in (ROOT / "config/demo/questions.jsonl").read_text().splitlines()]
     taught = generator_answers(questions)
     wrong = [q for q in questions if taught[q["id"]] != q["answer"]]
     assert len(wrong) == round(0.25 * len(questions))

@@ -6,7 +6,6 @@ import shutil
 
 import pytest
 import yaml
-
 from judges import ROOT
 
 pytestmark = pytest.mark.workflow

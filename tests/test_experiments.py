@@ -5,10 +5,10 @@ import re
 
 import pandas as pd
 import pytest
+from judges import constant_judge
 
 from genjudge import config as wfconfig
 from genjudge.errors import InputError
-from judges import constant_judge
 
 SMALL = 20
 

@@ -10,10 +10,10 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
-
 import fake_nvidia_smi
+import pytest
 from fake_nvidia_smi import UUID0, UUID1
+
 from genjudge.gpu_lease import acquire, lease_status, nvidia_smi_gpus, resolve_inventory
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")

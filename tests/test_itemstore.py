@@ -1,6 +1,5 @@
 """The item store: durable, reusable across writers, torn writes never used, O(1) per item."""
 
-import json
 import os
 import signal
 import subprocess

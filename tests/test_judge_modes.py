@@ -4,21 +4,21 @@ import io
 
 import pandas as pd
 import pytest
+from judges import ROOT, constant_judge
 
 from genjudge.config import defaults
 from genjudge.demo.models import build_model
+from genjudge.engine.loading import load_causal_lm, load_tokenizer
+from genjudge.engine.logprob import label_token_ids
+from genjudge.errors import InputError
 from genjudge.experiment import Cell
+from genjudge.gpu_lease import Lease
 from genjudge.judging import modes
 from genjudge.records import GenerateMeta
 from genjudge.specs import spec_for
-from genjudge.errors import InputError
-from genjudge.gpu_lease import Lease
 from genjudge.stages.judge import run_judge
-from genjudge.engine.loading import load_causal_lm, load_tokenizer
-from genjudge.engine.logprob import label_token_ids
 from genjudge.stages.parse import parse_judgments
 from genjudge.stages.report import render_markdown, summarise
-from judges import ROOT, constant_judge
 
 ITEMS = pd.DataFrame({
     "id": [f"q{i}" for i in range(6)],

@@ -7,7 +7,6 @@ import sys
 
 import pandas as pd
 import pytest
-
 from judges import constant_judge
 
 pytestmark = pytest.mark.workflow

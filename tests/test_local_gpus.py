@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import clean_env
 
 pytestmark = pytest.mark.workflow
@@ -16,9 +15,9 @@ def overlapping_sharers(metas):
     bad = []
     for i, a in enumerate(metas):
         for b in metas[i + 1:]:
-            if a["started_at"] < b["finished_at"] and b["started_at"] < a["finished_at"]:
-                if set(a["gpus"]) & set(b["gpus"]):
-                    bad.append((a["label"], b["label"], sorted(set(a["gpus"]) & set(b["gpus"]))))
+            overlap = a["started_at"] < b["finished_at"] and b["started_at"] < a["finished_at"]
+            if overlap and set(a["gpus"]) & set(b["gpus"]):
+                bad.append((a["label"], b["label"], sorted(set(a["gpus"]) & set(b["gpus"]))))
     return bad
 
 

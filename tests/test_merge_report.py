@@ -1,9 +1,9 @@
 import pandas as pd
 import pytest
 
-from genjudge.stages.merge import MergeError, merge_generations
 from genjudge.judging.stats import wilson_interval
 from genjudge.judging.textnorm import exact_match
+from genjudge.stages.merge import MergeError, merge_generations
 
 
 def _items(ids):

@@ -10,8 +10,8 @@ import time
 import pandas as pd
 import psutil
 import pytest
-
 from conftest import clean_env
+
 from genjudge.item_store import count_keys
 
 pytestmark = pytest.mark.workflow

@@ -7,9 +7,7 @@ import subprocess
 import sys
 import time
 
-import pandas as pd
 import pytest
-
 from conftest import clean_env
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "slurm"))

@@ -224,7 +224,7 @@ def check(config: dict, data: bool = True) -> None:
         for name, section in entries.items():
             role = f"{kind}s.{name}" if config.get(f"{kind}s") else kind
             check_model(section["model"], role, buildable=is_demo_model(section["model"]))
-    for name, section in exp.judges.items():
+    for section in exp.judges.values():
         spec = JudgeSpec.from_config(section)
         mode = modes.get(spec.mode)
         template = judge_template({**config, "judge": section})

@@ -25,6 +25,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -346,7 +347,7 @@ def _messages(value, where: str, field: str) -> list[dict] | None:
 
 def is_missing(value) -> bool:
     """True for None and the NaN that pandas uses for a missing string."""
-    return value is None or (isinstance(value, float) and value != value)
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def stable_id(prompt: str, reference: str | None) -> str:

@@ -124,7 +124,8 @@ def resolve(config: dict, schema: dict | None = None) -> Experiment:
     Loads the config's plugins first: judges may use their modes."""
     from snakemake.utils import update_config
 
-    from genjudge.config import coerce, load_plugins, schema as load_schema
+    from genjudge.config import coerce, load_plugins
+    from genjudge.config import schema as load_schema
 
     load_plugins(config)
     if schema is None:

@@ -19,7 +19,7 @@ def job_log(path: str, name: str):
     for an InputError (the message names the file and field) so that Snakemake's
     console shows what is wrong without a traceback to dig through.
     """
-    stream = open(path, "a", buffering=1, encoding="utf-8")
+    stream = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed when the context exits
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()

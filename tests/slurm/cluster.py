@@ -90,7 +90,7 @@ class Cluster:
             s.bind(("127.0.0.1", 0))
             return s.getsockname()[1]
 
-    def start(self, timeout: float = 60) -> "Cluster":
+    def start(self, timeout: float = 60) -> Cluster:
         for sub in ("state", "spool", "dev"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         gres = []
@@ -106,7 +106,7 @@ class Cluster:
         self._start_munge()
         env = {**os.environ, **self.env}
         for daemon in ("slurmctld", "slurmd"):
-            log = open(self.root / f"{daemon}.out", "w")
+            log = open(self.root / f"{daemon}.out", "w")  # noqa: SIM115 - the daemon owns it until stop()
             self.procs.append(subprocess.Popen([daemon, "-D", "-f", str(self.conf)], env=env,
                                                stdout=log, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + timeout

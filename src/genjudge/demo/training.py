@@ -20,12 +20,12 @@ import random
 import shutil
 from pathlib import Path
 
+from genjudge.demo.finetune import finetune
 from genjudge.demo.models import build_model
 from genjudge.engine.loading import load_tokenizer
 from genjudge.engine.prompting import render_prompt
 from genjudge.judging import modes
 from genjudge.judging.templates import load_template, render
-from genjudge.demo.finetune import finetune
 
 WRONG_FRACTION = 0.25
 GENERATOR_STEPS = 500

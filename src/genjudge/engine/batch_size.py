@@ -11,7 +11,7 @@ nothing to probe: a fixed size is used.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from genjudge.engine.decoding import CPU_AUTO_BATCH, is_oom
 

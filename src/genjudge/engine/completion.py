@@ -98,9 +98,9 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
     t0 = time.monotonic()
     load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, None, {}, []
     if todo:
+        from genjudge.engine.devices import torch_device_info
         from genjudge.engine.loading import load_causal_lm
         from genjudge.engine.memory_plan import job_plan, refuse_quantized_offload, render
-        from genjudge.engine.devices import torch_device_info
 
         longest = max(len(p) for p in prompts)  # characters: an upper bound on tokens
         mplan = job_plan(pset.spec, pset.spec.batch_size, longest + pset.params.max_new_tokens, pset.kind)

@@ -112,6 +112,7 @@ class Generator:
         """Complete one batch. With sampling, the RNG is seeded from the seed and
         the batch's prompts, so an uninterrupted rerun samples the same text."""
         import torch
+
         from genjudge.engine.loading import input_device
 
         enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
@@ -145,6 +146,7 @@ class Generator:
     def probe(self, prompt: str, batch_size: int) -> None:
         """A worst-case batch: the longest prompt, every sequence running to max_new_tokens."""
         import torch
+
         from genjudge.engine.loading import input_device
 
         enc = self.tok([prompt] * batch_size, return_tensors="pt", padding=True,

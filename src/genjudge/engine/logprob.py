@@ -47,6 +47,7 @@ class LogprobScorer:
 
     def _forward(self, prompts):
         import torch
+
         from genjudge.engine.loading import input_device
 
         enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)

@@ -11,9 +11,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from genjudge.errors import InputError
 from genjudge.engine.devices import Gpu, cuda_gpus
 from genjudge.engine.loading import device_name, device_of
+from genjudge.errors import InputError
 
 GIB = 1024 ** 3
 GB = 1000 ** 3

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from genjudge.dataset import is_missing
 from genjudge.judging.textnorm import normalise
 
 BUILTINS = ("gsm8k", "last_number", "boxed", "choice")
@@ -171,7 +172,7 @@ def extract(text: str | None, method: str | None) -> Extracted:
     An invalid regex method raises ValueError (check it while planning with `check_method`)."""
     if method is not None and method not in _METHODS:
         _compile(method)  # a bad pattern is a configuration error even for an empty text
-    if text is None or (isinstance(text, float) and text != text) or not str(text).strip():
+    if is_missing(text) or not str(text).strip():
         return _none("empty text")
     text = str(text)
     if method is None:
@@ -189,7 +190,7 @@ _FRACTION = re.compile(rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*(?:(?P<a>\d+)\s*/\s*(?P
 def parse_number(value: str | None) -> Fraction | None:
     """The exact value of a number as written (`1,000`, `-3.5`, `$18`, `50%`, `1/2`, `\\frac{1}{2}`;
     a trailing full stop is ignored), or None when `value` is not just a number."""
-    if value is None or (isinstance(value, float) and value != value):
+    if is_missing(value):
         return None
     text = str(value).strip()
     text = text[:-1].rstrip() if text.endswith(".") else text
@@ -239,7 +240,7 @@ def check_answer(candidate: str | None, reference: str | None, methods: dict | N
     from genjudge.judging.textnorm import exact_match
 
     methods = methods or {}
-    if reference is None or (isinstance(reference, float) and reference != reference) or not str(reference).strip():
+    if is_missing(reference) or not str(reference).strip():
         return AnswerCheck(None, reason="no reference")
     if not methods.get("reference") and not methods.get("candidate"):
         return AnswerCheck(exact_match(candidate, reference))

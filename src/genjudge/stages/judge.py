@@ -26,7 +26,7 @@ from genjudge.specs import JudgeSpec
 def cell_items(cells: list[Cell], generations: dict) -> pd.DataFrame:
     """Every (cell, item) the judge grades, in cell order; `generations` maps (generator, dataset) to a path."""
     frames = []
-    for i, (cell, gens) in enumerate(cell_generations(cells, generations)):
+    for i, (_cell, gens) in enumerate(cell_generations(cells, generations)):
         g = gens.copy()
         g.insert(0, "cell", i)
         frames.append(g)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from genjudge import atomic
 from genjudge.dataset import load_items
-from genjudge.sharding import split_items
 from genjudge.shard_files import write_shard
+from genjudge.sharding import split_items
 
 log = logging.getLogger(__name__)
 

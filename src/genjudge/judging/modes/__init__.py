@@ -6,7 +6,7 @@ labels, marker, `metrics` and `headline`; `requests`, `parse`, `leaderboard` and
 Modes outside the package are loaded from the config's `plugins`.
 """
 
-from genjudge.judging.modes.base import JudgeMode, JudgeRequest, get, logprob_modes, names, register
 from genjudge.judging.modes import pairwise, reference, score  # noqa: F401  (built-in modes register)
+from genjudge.judging.modes.base import JudgeMode, JudgeRequest, get, logprob_modes, names, register
 
 __all__ = ["JudgeMode", "JudgeRequest", "get", "logprob_modes", "names", "register"]

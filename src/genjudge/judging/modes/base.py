@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from genjudge.errors import InputError
+from genjudge.judging.extraction import check_answer
 from genjudge.judging.stats import mean_interval, rate
 from genjudge.judging.templates import render
-from genjudge.judging.extraction import check_answer
 from genjudge.judging.verdicts import Verdict, compile_pattern, parse_verdict
 
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from genjudge.errors import InputError
-from genjudge.judging.modes.base import (JudgeMode, JudgeRequest, orders, pct, rate_text, register, share,
-                                         truncated)
+from genjudge.judging.modes.base import JudgeMode, JudgeRequest, orders, pct, rate_text, register, share, truncated
 from genjudge.judging.stats import rate
 from genjudge.judging.templates import render
 
