@@ -37,6 +37,6 @@ localrules:
 
 
 rule all:
+    default_target: True
     input:
         final_outputs(),
-    default_target: True

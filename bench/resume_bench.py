@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CHILD = r'''
+CHILD = r"""
 import io, sys
 import pandas as pd
 from genjudge.engine import decoding as generation
@@ -40,7 +40,7 @@ m = run_generate(shard=0, shard_path=sys.argv[2], out_path=sys.argv[3] + "/out.p
                  meta_path=sys.argv[3] + "/out.meta.json", spec=spec, store_dir=sys.argv[4], run="bench",
                  lease=Lease([], "none"), log_stream=io.StringIO())
 print("done", m.resumed_items, m.computed_items, flush=True)
-'''
+"""
 
 
 def trial(model: str, n: int, batch: int, rng: random.Random, full_seconds: float) -> dict:
@@ -49,8 +49,17 @@ def trial(model: str, n: int, batch: int, rng: random.Random, full_seconds: floa
         shard = tmp / "0.jsonl"
         with open(shard, "w") as fh:
             for i in range(n):
-                fh.write(json.dumps({"id": f"q{i}", "prompt": f"What is {i} + {i % 9}?" + " Think." * (i % 4),
-                                     "reference": None, "category": None}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "id": f"q{i}",
+                            "prompt": f"What is {i} + {i % 9}?" + " Think." * (i % 4),
+                            "reference": None,
+                            "category": None,
+                        }
+                    )
+                    + "\n"
+                )
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         cmd = [sys.executable, "-c", CHILD, model, str(shard), str(tmp), str(tmp / "store"), str(batch)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
@@ -71,8 +80,14 @@ def trial(model: str, n: int, batch: int, rng: random.Random, full_seconds: floa
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
         _, resumed, computed = out.strip().splitlines()[-1].split()
         redone = started - int(resumed)
-        return {"generation_seconds": gen_seconds, "killed_after_items_started": started, "resumed": int(resumed), "computed_on_rerun": int(computed),
-                "redone_items": redone, "redone_fraction": round(redone / n, 4)}
+        return {
+            "generation_seconds": gen_seconds,
+            "killed_after_items_started": started,
+            "resumed": int(resumed),
+            "computed_on_rerun": int(computed),
+            "redone_items": redone,
+            "redone_fraction": round(redone / n, 4),
+        }
 
 
 def main() -> int:
@@ -91,8 +106,10 @@ def main() -> int:
         print(r)
     mean = sum(r["redone_fraction"] for r in rows) / len(rows)
     worst = max(r["redone_items"] for r in rows)
-    print(f"{args.trials} kills at random points, {args.items} items, batch {args.batch_size}: "
-          f"mean fraction of work redone {mean:.2%}, worst {worst} items (one batch = {args.batch_size})")
+    print(
+        f"{args.trials} kills at random points, {args.items} items, batch {args.batch_size}: "
+        f"mean fraction of work redone {mean:.2%}, worst {worst} items (one batch = {args.batch_size})"
+    )
     return 0
 
 

@@ -31,8 +31,14 @@ sys.path.insert(0, str(ROOT / "src"))
 def machine() -> dict:
     import torch
 
-    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available()}
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.is_available(),
+    }
 
 
 def mixed_prompts(n: int, seed: int = 0) -> list[str]:
@@ -53,8 +59,12 @@ def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -
     model, _ = load_causal_lm(spec_for("generator", model=model_dir))
     prompts = [render_prompt(tok, p) for p in mixed_prompts(n)]
     # Every path generates exactly new_tokens per prompt, so all compare the same work.
-    fixed = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens, "do_sample": False,
-             "pad_token_id": tok.pad_token_id}
+    fixed = {
+        "max_new_tokens": new_tokens,
+        "min_new_tokens": new_tokens,
+        "do_sample": False,
+        "pad_token_id": tok.pad_token_id,
+    }
 
     def sequential():
         for p in prompts:
@@ -85,8 +95,11 @@ def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -
         t0 = time.perf_counter()
         fn()
         secs = time.perf_counter() - t0
-        out[name] = {"seconds": round(secs, 3), "items_per_s": round(n / secs, 2),
-                     "tokens_per_s": round(n * new_tokens / secs, 1)}
+        out[name] = {
+            "seconds": round(secs, 3),
+            "items_per_s": round(n / secs, 2),
+            "tokens_per_s": round(n * new_tokens / secs, 1),
+        }
         if name == "ours":
             model.generate = plain_generate
     out["ratio_ours_vs_sequential"] = round(out["ours"]["items_per_s"] / out["sequential_batch1"]["items_per_s"], 2)
@@ -112,9 +125,18 @@ def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dic
     template = load_template(ROOT / "config/demo/judge_template.txt", ref)
     qs = [json.loads(line) for line in (ROOT / "config/demo/questions.jsonl").read_text().splitlines()]
     items = [qs[i % len(qs)] for i in range(n)]
-    prompts = [render_prompt(tok, render(template, question=q["question"], reference=q["answer"],
-                                         candidate=q["answer"] if i % 2 else "something else"))
-               for i, q in enumerate(items)]
+    prompts = [
+        render_prompt(
+            tok,
+            render(
+                template,
+                question=q["question"],
+                reference=q["answer"],
+                candidate=q["answer"] if i % 2 else "something else",
+            ),
+        )
+        for i, q in enumerate(items)
+    ]
     gen = Generator(model, tok, GenParams(max_new_tokens=new_tokens), add_special_tokens=False)
     scorer = LogprobScorer(model, tok, add_special_tokens=False, labels=ref.logprob_labels, marker=marker)
     lp_prompts = [p + marker for p in prompts]
@@ -124,10 +146,14 @@ def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dic
         return plain_generate(**{**kw, "min_new_tokens": 32, "max_new_tokens": 40})
 
     out = {}
-    for name, runner, ps in (("generate", gen, prompts), ("generate_with_rationale", gen, prompts),
-                             ("logprob", scorer, lp_prompts)):
+    for name, runner, ps in (
+        ("generate", gen, prompts),
+        ("generate_with_rationale", gen, prompts),
+        ("logprob", scorer, lp_prompts),
+    ):
         model.generate = with_rationale if name == "generate_with_rationale" else plain_generate
         lengths = runner.token_lengths(ps)
+
         def batch(idx, runner=runner, ps=ps):
             return runner.generate([ps[i] for i in idx])
 
@@ -135,12 +161,16 @@ def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dic
         t0 = time.perf_counter()
         res, _ = run_batches(lengths, batch_size, batch)
         secs = time.perf_counter() - t0
-        out[name] = {"seconds": round(secs, 3), "items_per_s": round(n / secs, 2),
-                     "mean_generated_tokens": round(sum(r["n_generated_tokens"] for r in res) / n, 1)}
+        out[name] = {
+            "seconds": round(secs, 3),
+            "items_per_s": round(n / secs, 2),
+            "mean_generated_tokens": round(sum(r["n_generated_tokens"] for r in res) / n, 1),
+        }
     model.generate = plain_generate
     out["ratio_logprob_vs_generate"] = round(out["logprob"]["items_per_s"] / out["generate"]["items_per_s"], 2)
     out["ratio_logprob_vs_generate_with_rationale"] = round(
-        out["logprob"]["items_per_s"] / out["generate_with_rationale"]["items_per_s"], 2)
+        out["logprob"]["items_per_s"] / out["generate_with_rationale"]["items_per_s"], 2
+    )
     out.update(n_items=n, generate_max_new_tokens=new_tokens, batch_size=batch_size)
     return out
 
@@ -161,8 +191,18 @@ def bench_planning(shard_counts: list[int]) -> dict:
             for i in range(n):
                 fh.write(json.dumps({"id": f"q{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n")
         for shards in shard_counts:
-            cmd = [sys.executable, "-m", "snakemake", "-n", "--quiet", "all", "--config", f"shards={shards}",
-                   "dataset={'path': 'big.jsonl'}", "gpu_inventory=[]"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "-n",
+                "--quiet",
+                "all",
+                "--config",
+                f"shards={shards}",
+                "dataset={'path': 'big.jsonl'}",
+                "gpu_inventory=[]",
+            ]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, cwd=wd, capture_output=True, text=True)
             secs = time.perf_counter() - t0
@@ -178,17 +218,22 @@ def bench_pipeline(n: int, shards: int) -> dict:
 
     r = measure(n, shards, planning=False)
     steps = r["steps"]
-    return {"seconds": {k: v["seconds"] for k, v in steps.items()},
-            "pipeline_seconds": round(sum(v["seconds"] for v in steps.values()), 2),
-            "peak_rss_mb": max(v["peak_rss_mb"] or 0 for v in steps.values()), "n_items": n, "shards": shards}
+    return {
+        "seconds": {k: v["seconds"] for k, v in steps.items()},
+        "pipeline_seconds": round(sum(v["seconds"] for v in steps.values()), 2),
+        "peak_rss_mb": max(v["peak_rss_mb"] or 0 for v in steps.values()),
+        "n_items": n,
+        "shards": shards,
+    }
 
 
 def ensure_model(path: Path, size: str) -> str:
     if not path.exists():
         from genjudge.demo.models import build_model
 
-        build_model(path, [ROOT / "config/demo/questions.jsonl", ROOT / "config/templates/reference.txt"],
-                    seed=0, size=size)
+        build_model(
+            path, [ROOT / "config/demo/questions.jsonl", ROOT / "config/templates/reference.txt"], seed=0, size=size
+        )
     return str(path)
 
 
@@ -204,8 +249,9 @@ def main() -> int:
     q = args.quick
     results = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     # The tiny demo generator (the target's setting), then the 4-layer "small" model for contrast.
-    results["generation"] = bench_generation(str(ROOT / "models" / "demo-generator"), 16 if q else 64,
-                                             8 if q else 32, 64)
+    results["generation"] = bench_generation(
+        str(ROOT / "models" / "demo-generator"), 16 if q else 64, 8 if q else 32, 64
+    )
     results["generation_small_model"] = bench_generation(model, 16 if q else 64, 8 if q else 32, 64)
     # The trained demo judge on its own template: it writes a real verdict, then stops.
     results["judge"] = bench_judge(str(ROOT / "models" / "demo-judge"), 64 if q else 512, 16, 16)
@@ -215,21 +261,52 @@ def main() -> int:
     g, j, p = results["generation"], results["judge"], results["pipeline"]
     gs = results["generation_small_model"]
     rows = [
-        ("generation: ours vs sequential batch-1", f"{g['ours']['items_per_s']} vs {g['sequential_batch1']['items_per_s']} items/s",
-         f"{g['ratio_ours_vs_sequential']}x", ">= 10x"),
-        ("generation: ours vs one raw batched generate", f"{g['ours']['items_per_s']} vs {g['raw_batched']['items_per_s']} items/s",
-         f"{g['ratio_ours_vs_raw_batched']}x", ">= 0.8x"),
-        ("  small model: ours vs sequential batch-1", f"{gs['ours']['items_per_s']} vs "
-         f"{gs['sequential_batch1']['items_per_s']} items/s", f"{gs['ratio_ours_vs_sequential']}x", ""),
-        ("  small model: ours vs raw batched generate", f"{gs['ours']['items_per_s']} vs "
-         f"{gs['raw_batched']['items_per_s']} items/s", f"{gs['ratio_ours_vs_raw_batched']}x", ""),
-        ("judge: logprob vs generate (demo judge)", f"{j['logprob']['items_per_s']} vs {j['generate']['items_per_s']} items/s",
-         f"{j['ratio_logprob_vs_generate']}x", ">= 5x"),
-        ("judge: logprob vs generate, 32-token rationale", f"{j['logprob']['items_per_s']} vs "
-         f"{j['generate_with_rationale']['items_per_s']} items/s", f"{j['ratio_logprob_vs_generate_with_rationale']}x", ""),
-        *[(f"planning: snakemake -n, {k} shards", f"{v['seconds']} s", "", "< 30 s") for k, v in results["planning"].items()],
-        (f"split+merge+parse+report, {p['n_items']} items", f"{p['pipeline_seconds']} s, peak {p['peak_rss_mb']} MB",
-         "", "< 60 s, < 2 GB"),
+        (
+            "generation: ours vs sequential batch-1",
+            f"{g['ours']['items_per_s']} vs {g['sequential_batch1']['items_per_s']} items/s",
+            f"{g['ratio_ours_vs_sequential']}x",
+            ">= 10x",
+        ),
+        (
+            "generation: ours vs one raw batched generate",
+            f"{g['ours']['items_per_s']} vs {g['raw_batched']['items_per_s']} items/s",
+            f"{g['ratio_ours_vs_raw_batched']}x",
+            ">= 0.8x",
+        ),
+        (
+            "  small model: ours vs sequential batch-1",
+            f"{gs['ours']['items_per_s']} vs {gs['sequential_batch1']['items_per_s']} items/s",
+            f"{gs['ratio_ours_vs_sequential']}x",
+            "",
+        ),
+        (
+            "  small model: ours vs raw batched generate",
+            f"{gs['ours']['items_per_s']} vs {gs['raw_batched']['items_per_s']} items/s",
+            f"{gs['ratio_ours_vs_raw_batched']}x",
+            "",
+        ),
+        (
+            "judge: logprob vs generate (demo judge)",
+            f"{j['logprob']['items_per_s']} vs {j['generate']['items_per_s']} items/s",
+            f"{j['ratio_logprob_vs_generate']}x",
+            ">= 5x",
+        ),
+        (
+            "judge: logprob vs generate, 32-token rationale",
+            f"{j['logprob']['items_per_s']} vs {j['generate_with_rationale']['items_per_s']} items/s",
+            f"{j['ratio_logprob_vs_generate_with_rationale']}x",
+            "",
+        ),
+        *[
+            (f"planning: snakemake -n, {k} shards", f"{v['seconds']} s", "", "< 30 s")
+            for k, v in results["planning"].items()
+        ],
+        (
+            f"split+merge+parse+report, {p['n_items']} items",
+            f"{p['pipeline_seconds']} s, peak {p['peak_rss_mb']} MB",
+            "",
+            "< 60 s, < 2 GB",
+        ),
     ]
     print(f"{'measure':48} {'figures':38} {'ratio':>8}  target")
     for r in rows:

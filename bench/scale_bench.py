@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 GEN, DS, JUDGE = "gen", "data", "judge"
 
-STEP = r'''
+STEP = r"""
 import json, sys
 import pandas as pd
 step, wd, n, shards = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -72,7 +72,7 @@ elif step == "report":
                    [f"{wd}/generations/gen/data/{i}.meta.json" for i in range(shards)], {"judge": f"{wd}/raw.meta.json"},
                    f"{wd}/summary.json", f"{wd}/report.md", f"{wd}/provenance.json", wd, f"{wd}/per_category.csv")
     assert s.n_items == n and abs(s.accuracy - 0.5) < 0.01, (s.n_items, s.accuracy)
-'''
+"""
 
 
 def timed(cmd: list[str], cwd: Path) -> dict:
@@ -80,8 +80,9 @@ def timed(cmd: list[str], cwd: Path) -> dict:
     gnu_time = shutil.which("time") if Path("/usr/bin/time").exists() else None
     full = ["/usr/bin/time", "-f", "%M"] + cmd if gnu_time else cmd
     t0 = time.perf_counter()
-    proc = subprocess.run(full, cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    proc = subprocess.run(
+        full, cwd=cwd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    )
     secs = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
@@ -93,8 +94,12 @@ def write_dataset(path: Path, n: int) -> None:
     cats = ["arithmetic", "capitals", "counting", "words"]
     with open(path, "w") as fh:
         for i in range(n):
-            fh.write(json.dumps({"id": f"q{i:07d}", "question": f"What is {i} + 1?", "answer": str(i + 1),
-                                 "category": cats[i % 4]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {"id": f"q{i:07d}", "question": f"What is {i} + 1?", "answer": str(i + 1), "category": cats[i % 4]}
+                )
+                + "\n"
+            )
 
 
 def measure(n: int, shards: int, planning: bool = True) -> dict:
@@ -107,12 +112,22 @@ def measure(n: int, shards: int, planning: bool = True) -> dict:
         (wd / "shards").mkdir()
         (wd / "generations" / GEN / DS).mkdir(parents=True)
         write_dataset(wd / "data.jsonl", n)
-        results = {"n_items": n, "shards": shards, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-                   "cpus": os.cpu_count()}
+        results = {"n_items": n, "shards": shards, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count()}
         if planning:  # the whole DAG (split, shards x generate, merge, judge, parse, report), dry-run
-            results["planning"] = timed([sys.executable, "-m", "snakemake", "-n", "--quiet", "--config",
-                                         f"shards={shards}", "dataset={'path': 'data.jsonl'}", "gpu_inventory=[]"],
-                                        wd)
+            results["planning"] = timed(
+                [
+                    sys.executable,
+                    "-m",
+                    "snakemake",
+                    "-n",
+                    "--quiet",
+                    "--config",
+                    f"shards={shards}",
+                    "dataset={'path': 'data.jsonl'}",
+                    "gpu_inventory=[]",
+                ],
+                wd,
+            )
         steps = {}
         for step in ("split", "fake-generate", "merge", "fake-judge", "parse", "report"):
             steps[step] = timed([sys.executable, "-c", STEP, step, str(wd), str(n), str(shards)], wd)
@@ -129,8 +144,10 @@ def main() -> int:
     results = measure(args.items, args.shards)
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     print(f"{args.items:,} items, {args.shards:,} shards")
-    print(f"  planning (snakemake -n): {results['planning']['seconds']} s, peak {results['planning']['peak_rss_mb']} MB"
-          "  (target < 60 s)")
+    print(
+        f"  planning (snakemake -n): {results['planning']['seconds']} s, peak {results['planning']['peak_rss_mb']} MB"
+        "  (target < 60 s)"
+    )
     for k, v in results["steps"].items():
         print(f"  {k:8} {v['seconds']:8.2f} s, peak {v['peak_rss_mb']} MB  (target < 2048 MB)")
     print(f"written to {args.out}")

@@ -49,8 +49,14 @@ WANTED = 1000
 def record(i: int, tag: str = "s") -> dict:
     key = hashlib.sha256(f"{tag}{i}".encode()).hexdigest()
     text = f"The answer to item {i} is {i % 97}. " * 9
-    return {"key": key, "id": f"q{i}", "output": text[:300], "n_prompt_tokens": 40 + i % 50,
-            "n_generated_tokens": 80 + i % 40, "finish_reason": "stop"}
+    return {
+        "key": key,
+        "id": f"q{i}",
+        "output": text[:300],
+        "n_prompt_tokens": 40 + i % 50,
+        "n_generated_tokens": 80 + i % 40,
+        "finish_reason": "stop",
+    }
 
 
 class LinkedLogs:
@@ -101,6 +107,7 @@ class Jsonl:
                 fh.write(payload)
                 fh.flush()
                 os.fsync(fh.fileno())
+
         return append
 
     def lookup(self, keys: set[str]) -> dict:
@@ -137,9 +144,13 @@ class SqliteWal:
         db = self._connect()
         for start in range(0, n, 100_000):
             db.execute("BEGIN")
-            db.executemany("INSERT OR REPLACE INTO items VALUES (?, ?)",
-                           ((r["key"], json.dumps(r, sort_keys=True)) for r in
-                            (record(i) for i in range(start, min(n, start + 100_000)))))
+            db.executemany(
+                "INSERT OR REPLACE INTO items VALUES (?, ?)",
+                (
+                    (r["key"], json.dumps(r, sort_keys=True))
+                    for r in (record(i) for i in range(start, min(n, start + 100_000)))
+                ),
+            )
             db.execute("COMMIT")
         db.close()
 
@@ -148,9 +159,12 @@ class SqliteWal:
 
         def append(records):
             db.execute("BEGIN")
-            db.executemany("INSERT OR REPLACE INTO items VALUES (?, ?)",
-                           [(r["key"], json.dumps(r, sort_keys=True)) for r in records])
+            db.executemany(
+                "INSERT OR REPLACE INTO items VALUES (?, ?)",
+                [(r["key"], json.dumps(r, sort_keys=True)) for r in records],
+            )
             db.execute("COMMIT")
+
         return append
 
     def lookup(self, keys: set[str]) -> dict:
@@ -158,7 +172,7 @@ class SqliteWal:
         found = {}
         keys = list(keys)
         for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
+            chunk = keys[start : start + 500]
             q = f"SELECT rec FROM items WHERE key IN ({','.join('?' * len(chunk))})"
             for (text,) in db.execute(q, chunk):
                 rec = json.loads(text)
@@ -171,8 +185,11 @@ BACKENDS = {b.name: b for b in (LinkedLogs, Jsonl, SqliteWal)}
 
 
 def summary(values: list[float]) -> dict:
-    return {"median_us": round(statistics.median(values) * 1e6, 2), "min_us": round(min(values) * 1e6, 2),
-            "max_us": round(max(values) * 1e6, 2)}
+    return {
+        "median_us": round(statistics.median(values) * 1e6, 2),
+        "min_us": round(min(values) * 1e6, 2),
+        "max_us": round(max(values) * 1e6, 2),
+    }
 
 
 def disk_use(root: Path) -> dict:
@@ -204,10 +221,15 @@ def measure(backend_cls, n: int, repeats: int, base: Path, rng: random.Random, s
         found = backend.lookup(wanted)
         lookup_costs.append((time.perf_counter() - t) / len(wanted))
         assert set(found) == present, f"{backend_cls.name}: lookup returned {len(found)} of {len(present)}"
-    result = {"backend": backend_cls.name, "stored": n, "fill_seconds": round(fill_s, 1),
-              "records_per_writer": shard if backend_cls is LinkedLogs else None,
-              "append_per_item": summary(append_costs), "lookup_per_item": summary(lookup_costs),
-              **disk_use(root)}
+    result = {
+        "backend": backend_cls.name,
+        "stored": n,
+        "fill_seconds": round(fill_s, 1),
+        "records_per_writer": shard if backend_cls is LinkedLogs else None,
+        "append_per_item": summary(append_costs),
+        "lookup_per_item": summary(lookup_costs),
+        **disk_use(root),
+    }
     shutil.rmtree(root)
     return result
 
@@ -218,8 +240,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--shard", type=int, default=1000, help="records per writer when filling linked-logs")
     ap.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
-    ap.add_argument("--dir", default=None, help="where to build the stores (default: the system temp dir); "
-                                                "point it at a network filesystem to measure one")
+    ap.add_argument(
+        "--dir",
+        default=None,
+        help="where to build the stores (default: the system temp dir); "
+        "point it at a network filesystem to measure one",
+    )
     ap.add_argument("--out", default=None, help="also write the results as JSON here")
     args = ap.parse_args()
     base = Path(args.dir or tempfile.gettempdir())
@@ -231,21 +257,36 @@ def main() -> int:
             res = measure(BACKENDS[name], n, args.repeats, base, rng, args.shard)
             results.append(res)
             a, lk = res["append_per_item"], res["lookup_per_item"]
-            print(f"{name:12s} {n:>9,d} stored  append {a['median_us']:>9.1f} us/item "
-                  f"[{a['min_us']:.1f}-{a['max_us']:.1f}]  lookup {lk['median_us']:>9.1f} us/item "
-                  f"[{lk['min_us']:.1f}-{lk['max_us']:.1f}]  fill {res['fill_seconds']}s  "
-                  f"{res['disk_mb']} MB  {res['inodes']:,d} inodes", flush=True)
+            print(
+                f"{name:12s} {n:>9,d} stored  append {a['median_us']:>9.1f} us/item "
+                f"[{a['min_us']:.1f}-{a['max_us']:.1f}]  lookup {lk['median_us']:>9.1f} us/item "
+                f"[{lk['min_us']:.1f}-{lk['max_us']:.1f}]  fill {res['fill_seconds']}s  "
+                f"{res['disk_mb']} MB  {res['inodes']:,d} inodes",
+                flush=True,
+            )
     for name in args.backends:
         rows = [r for r in results if r["backend"] == name]
         if len(rows) >= 2:
             lo, hi = rows[0], rows[-1]
-            print(f"{name:12s} ratio {hi['stored']:,d}/{lo['stored']:,d}: append "
-                  f"{hi['append_per_item']['median_us'] / lo['append_per_item']['median_us']:.2f}x, lookup "
-                  f"{hi['lookup_per_item']['median_us'] / lo['lookup_per_item']['median_us']:.2f}x")
+            print(
+                f"{name:12s} ratio {hi['stored']:,d}/{lo['stored']:,d}: append "
+                f"{hi['append_per_item']['median_us'] / lo['append_per_item']['median_us']:.2f}x, lookup "
+                f"{hi['lookup_per_item']['median_us'] / lo['lookup_per_item']['median_us']:.2f}x"
+            )
     if args.out:
-        Path(args.out).write_text(json.dumps({"repeats": args.repeats, "batch": BATCH, "wanted": WANTED,
-                                              "command": " ".join(sys.argv),
-                                              "results": results}, indent=2) + "\n")
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "repeats": args.repeats,
+                    "batch": BATCH,
+                    "wanted": WANTED,
+                    "command": " ".join(sys.argv),
+                    "results": results,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

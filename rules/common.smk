@@ -96,8 +96,13 @@ def judge_params(wildcards):
 
 def parse_params(wildcards):
     j = JUDGES[wildcards.judge]
-    return {"mode": j.mode, "pattern": j.verdict_pattern, "cells": judge_cells(wildcards.judge),
-            "answers": ANSWERS, "options": {"score_range": j.score_range}}
+    return {
+        "mode": j.mode,
+        "pattern": j.verdict_pattern,
+        "cells": judge_cells(wildcards.judge),
+        "answers": ANSWERS,
+        "options": {"score_range": j.score_range},
+    }
 
 
 def on_slurm():
@@ -155,18 +160,27 @@ def split_params(wildcards):
     ds = EXP.datasets[wildcards.dataset]
     # The datasets library's cache_dir says where, not what: it is no reason to split again.
     hf = {k: v for k, v in ds["hf"].items() if k != "cache_dir"}
-    return {"path": ds["path"], "fields": ds["fields"], "format": ds["format"], "hf": hf,
-            "n_shards": len(shards_of(wildcards.dataset))}
+    return {
+        "path": ds["path"],
+        "fields": ds["fields"],
+        "format": ds["format"],
+        "hf": hf,
+        "n_shards": len(shards_of(wildcards.dataset)),
+    }
 
 
 def generation_shards(wildcards):
-    return expand(f"{RESULTS}/generations/{wildcards.generator}/{wildcards.dataset}/{{shard}}.parquet",
-                  shard=shards_of(wildcards.dataset))
+    return expand(
+        f"{RESULTS}/generations/{wildcards.generator}/{wildcards.dataset}/{{shard}}.parquet",
+        shard=shards_of(wildcards.dataset),
+    )
 
 
 def generation_metas(wildcards):
-    return expand(f"{RESULTS}/generations/{wildcards.generator}/{wildcards.dataset}/{{shard}}.meta.json",
-                  shard=shards_of(wildcards.dataset))
+    return expand(
+        f"{RESULTS}/generations/{wildcards.generator}/{wildcards.dataset}/{{shard}}.meta.json",
+        shard=shards_of(wildcards.dataset),
+    )
 
 
 def judge_shard_outputs(wildcards, suffix):
@@ -183,8 +197,12 @@ def judge_shard_metas(wildcards):
 
 
 def all_generation_metas():
-    return [f"{RESULTS}/generations/{g}/{d}/{i}.meta.json" for g in EXP.generators for d in EXP.datasets
-            for i in shards_of(d)]
+    return [
+        f"{RESULTS}/generations/{g}/{d}/{i}.meta.json"
+        for g in EXP.generators
+        for d in EXP.datasets
+        for i in shards_of(d)
+    ]
 
 
 def all_judgments():

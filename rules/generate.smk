@@ -9,16 +9,16 @@ rule generate:
         f"{LOGS}/generate/{{generator}}/{{dataset}}/{{shard}}.log",
     benchmark:
         f"{LOGS}/benchmarks/generate/{{generator}}/{{dataset}}/{{shard}}.tsv"
-    params:
-        # Only what changes the outputs: Snakemake reruns a job when its params change.
-        spec=generate_params,
+    threads: gen_cpus
     resources:
+        **slurm_resources(),
         gpu=generate_gpu_resource,
         cpus_per_gpu=config["resources"]["generate"]["cpus_per_gpu"],
         mem_mb=gen_mem_mb,
         runtime=gen_runtime,
-        **slurm_resources(),
-    threads: gen_cpus
+    params:
+        # Only what changes the outputs: Snakemake reruns a job when its params change.
+        spec=generate_params,
     script:
         "../scripts/generate.py"
 

@@ -12,17 +12,17 @@ rule judge:
         f"{LOGS}/judge/{{judge}}/{{jshard}}-of-{{nj}}.log",
     benchmark:
         f"{LOGS}/benchmarks/judge/{{judge}}/{{jshard}}-of-{{nj}}.tsv"
-    params:
-        # The verdict pattern is not here: changing it re-parses only.
-        spec=judge_params,
+    threads: judge_cpus
     resources:
+        **slurm_resources(),
         gpu=judge_gpu_resource,
         nodes=1,
         cpus_per_gpu=config["resources"]["judge"]["cpus_per_gpu"],
         mem_mb=judge_mem_mb,
         runtime=judge_runtime,
-        **slurm_resources(),
-    threads: judge_cpus
+    params:
+        # The verdict pattern is not here: changing it re-parses only.
+        spec=judge_params,
     script:
         "../scripts/judge.py"
 

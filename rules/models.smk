@@ -7,11 +7,11 @@
 rule demo_model:
     output:
         directory("models/{name}"),
+    log:
+        "logs/models/{name}.log",
     wildcard_constraints:
         name="demo-(generator|judge)",
     params:
         python=sys.executable,
-    log:
-        "logs/models/{name}.log",
     shell:
         "{params.python} -m genjudge.cli train-demo {wildcards.name} {output} > {log} 2>&1"

@@ -4,12 +4,24 @@ rule report:
         gen_meta=all_generation_metas(),
         judge_meta=all_judge_metas().values(),
     output:
-        summary=report(f"{RESULTS}/report/summary.json", caption="../report/summary.rst", category="Results",
-                       labels={"run": RUN, "file": "summary.json"}),
-        markdown=report(f"{RESULTS}/report/report.md", caption="../report/report_md.rst", category="Results",
-                        labels={"run": RUN, "file": "report.md"}),
-        categories=report(f"{RESULTS}/report/per_category.csv", caption="../report/per_category.rst",
-                          category="Results", labels={"run": RUN, "file": "per_category.csv"}),
+        summary=report(
+            f"{RESULTS}/report/summary.json",
+            caption="../report/summary.rst",
+            category="Results",
+            labels={"run": RUN, "file": "summary.json"},
+        ),
+        markdown=report(
+            f"{RESULTS}/report/report.md",
+            caption="../report/report_md.rst",
+            category="Results",
+            labels={"run": RUN, "file": "report.md"},
+        ),
+        categories=report(
+            f"{RESULTS}/report/per_category.csv",
+            caption="../report/per_category.rst",
+            category="Results",
+            labels={"run": RUN, "file": "per_category.csv"},
+        ),
         provenance=f"{RESULTS}/report/provenance.json",
     log:
         f"{LOGS}/report.log",

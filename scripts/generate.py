@@ -11,9 +11,13 @@ cfg, w = sm.config, sm.wildcards
 with job_log(sm.log[0], "generate") as stream:
     # The GPU count is the job's `gpu` resource; the inventory is resolved here, not passed
     # as a param, so that a different CUDA_VISIBLE_DEVICES does not rerun finished jobs.
-    with acquire(sm.resources.gpu, resolve_inventory(cfg["gpu_inventory"]), cfg["lock_dir"],
-                 slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
-                 label=f"{cfg['run']}/generate/{w.generator}/{w.dataset}/{w.shard}") as lease:
+    with acquire(
+        sm.resources.gpu,
+        resolve_inventory(cfg["gpu_inventory"]),
+        cfg["lock_dir"],
+        slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
+        label=f"{cfg['run']}/generate/{w.generator}/{w.dataset}/{w.shard}",
+    ) as lease:
         from genjudge.engine.threads import set_threads
         from genjudge.experiment import resolve
         from genjudge.specs import GeneratorSpec
@@ -22,7 +26,16 @@ with job_log(sm.log[0], "generate") as stream:
 
         set_threads(sm.threads)
         spec = GeneratorSpec.from_config(resolve(cfg).generators[w.generator])
-        run_generate(shard=int(w.shard), shard_path=shard_path(sm.input.shards, w.shard),
-                     out_path=sm.output.generations, meta_path=sm.output.meta, spec=spec,
-                     store_dir=f"{cfg['cache_dir']}/generations", run=cfg["run"], lease=lease, log_stream=stream,
-                     generator=w.generator, dataset=w.dataset)
+        run_generate(
+            shard=int(w.shard),
+            shard_path=shard_path(sm.input.shards, w.shard),
+            out_path=sm.output.generations,
+            meta_path=sm.output.meta,
+            spec=spec,
+            store_dir=f"{cfg['cache_dir']}/generations",
+            run=cfg["run"],
+            lease=lease,
+            log_stream=stream,
+            generator=w.generator,
+            dataset=w.dataset,
+        )

@@ -9,9 +9,13 @@ from genjudge.job_log import job_log
 sm = snakemake  # noqa: F821 - injected by Snakemake
 cfg, w = sm.config, sm.wildcards
 with job_log(sm.log[0], "judge") as stream:
-    with acquire(sm.resources.gpu, resolve_inventory(cfg["gpu_inventory"]), cfg["lock_dir"],
-                 slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
-                 label=f"{cfg['run']}/judge/{w.judge}/{w.jshard}") as lease:
+    with acquire(
+        sm.resources.gpu,
+        resolve_inventory(cfg["gpu_inventory"]),
+        cfg["lock_dir"],
+        slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
+        label=f"{cfg['run']}/judge/{w.judge}/{w.jshard}",
+    ) as lease:
         from genjudge.config import load_plugins
         from genjudge.engine.threads import set_threads
         from genjudge.experiment import judge_inputs, resolve
@@ -21,8 +25,18 @@ with job_log(sm.log[0], "judge") as stream:
         set_threads(sm.threads)
         load_plugins(cfg)
         exp = resolve(cfg)
-        run_judge(cells=exp.cells(w.judge), generations=judge_inputs(exp, w.judge, f"results/{cfg['run']}"),
-                  out_path=sm.output.raw, meta_path=sm.output.meta,
-                  spec=JudgeSpec.from_config(exp.judges[w.judge]), template_path=sm.input.template,
-                  store_dir=f"{cfg['cache_dir']}/judge", run=cfg["run"], lease=lease, log_stream=stream,
-                  shard=int(w.jshard), n_shards=int(w.nj), answers=sm.params.spec.get("answers"))
+        run_judge(
+            cells=exp.cells(w.judge),
+            generations=judge_inputs(exp, w.judge, f"results/{cfg['run']}"),
+            out_path=sm.output.raw,
+            meta_path=sm.output.meta,
+            spec=JudgeSpec.from_config(exp.judges[w.judge]),
+            template_path=sm.input.template,
+            store_dir=f"{cfg['cache_dir']}/judge",
+            run=cfg["run"],
+            lease=lease,
+            log_stream=stream,
+            shard=int(w.jshard),
+            n_shards=int(w.nj),
+            answers=sm.params.spec.get("answers"),
+        )

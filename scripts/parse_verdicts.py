@@ -10,5 +10,14 @@ cfg, w, p = sm.config, sm.wildcards, sm.params.parse
 with job_log(sm.log[0], "parse_verdicts"):
     load_plugins(cfg)
     exp = resolve(cfg)
-    run_parse(exp.cells(w.judge), judge_inputs(exp, w.judge, f"results/{cfg['run']}"), sm.input.raw, sm.output[0],
-              p["mode"], p["pattern"], w.judge, p["answers"], p["options"])
+    run_parse(
+        exp.cells(w.judge),
+        judge_inputs(exp, w.judge, f"results/{cfg['run']}"),
+        sm.input.raw,
+        sm.output[0],
+        p["mode"],
+        p["pattern"],
+        w.judge,
+        p["answers"],
+        p["options"],
+    )

@@ -7,6 +7,14 @@ from genjudge.stages.report import run_report
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with job_log(sm.log[0], "report"):
     load_plugins(sm.params.config)
-    run_report(sm.params.config, sm.params.judgments, list(sm.input.gen_meta), sm.params.judge_meta,
-               sm.output.summary, sm.output.markdown, sm.output.provenance, sm.params.workflow_dir,
-               sm.output.categories)
+    run_report(
+        sm.params.config,
+        sm.params.judgments,
+        list(sm.input.gen_meta),
+        sm.params.judge_meta,
+        sm.output.summary,
+        sm.output.markdown,
+        sm.output.provenance,
+        sm.params.workflow_dir,
+        sm.output.categories,
+    )

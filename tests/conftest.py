@@ -29,8 +29,9 @@ def copy_workflow(dest: Path) -> None:
 
 
 def clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "GENJUDGE_LOCK_DIR")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "GENJUDGE_LOCK_DIR")
+    }
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.update({k: v for k, v in extra.items() if v is not None})
@@ -40,11 +41,12 @@ def clean_env(**extra) -> dict:
 def snakemake(workdir, *args, env=None, check=True, timeout=900) -> subprocess.CompletedProcess:
     """Run the real `snakemake` command line (this interpreter's) in `workdir`."""
     cmd = [sys.executable, "-m", "snakemake", *map(str, args)]
-    proc = subprocess.run(cmd, cwd=workdir, env=env or clean_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(cmd, cwd=workdir, env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(map(str, args))} failed ({proc.returncode}):\n"
-                             f"{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"snakemake {' '.join(map(str, args))} failed ({proc.returncode}):\n"
+            f"{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 

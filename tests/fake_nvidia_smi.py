@@ -7,14 +7,14 @@ import shlex
 from pathlib import Path
 
 # Two boards as `nvidia-smi --query-gpu=index,uuid --format=csv,noheader` prints them.
-TWO_GPUS = ("0, GPU-8932f937-d72c-4106-c12f-20bd9faed9f6\n"
-            "1, GPU-4a2b6c33-95c1-4e7b-8f1d-0c5ab7e8d2a1\n")
+TWO_GPUS = "0, GPU-8932f937-d72c-4106-c12f-20bd9faed9f6\n1, GPU-4a2b6c33-95c1-4e7b-8f1d-0c5ab7e8d2a1\n"
 UUID0 = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"
 UUID1 = "GPU-4a2b6c33-95c1-4e7b-8f1d-0c5ab7e8d2a1"
 
 
-def install(bin_dir: Path, monkeypatch, stdout: str = TWO_GPUS, exit_code: int = 0,
-            stderr: str = "", sleep: float = 0.0) -> Path:
+def install(
+    bin_dir: Path, monkeypatch, stdout: str = TWO_GPUS, exit_code: int = 0, stderr: str = "", sleep: float = 0.0
+) -> Path:
     """Write `bin_dir/nvidia-smi` and put `bin_dir` first on PATH (for this test only)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / "nvidia-smi"

@@ -30,11 +30,13 @@ def modules_outside_model_code() -> list[str]:
 
 def test_every_module_outside_engine_and_demo_imports_without_torch():
     # The GPU lease must run before CUDA starts: only engine/ (and demo/) may touch torch.
-    code = ("import sys\n"
-            f"for m in {sorted(HEAVY)!r}: sys.modules[m] = None  # import raises ImportError\n"
-            "import importlib\n"
-            f"for name in {modules_outside_model_code()!r}: importlib.import_module(name)\n"
-            "print('ok', len(sys.modules))\n")
+    code = (
+        "import sys\n"
+        f"for m in {sorted(HEAVY)!r}: sys.modules[m] = None  # import raises ImportError\n"
+        "import importlib\n"
+        f"for name in {modules_outside_model_code()!r}: importlib.import_module(name)\n"
+        "print('ok', len(sys.modules))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("ok")
@@ -68,7 +70,7 @@ def test_no_branching_on_the_mode_name_outside_the_mode_objects():
 
 def test_readme_lists_exactly_the_meta_fields():
     readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("| meta field | in | meaning |"):]
+    table = readme[readme.index("| meta field | in | meaning |") :]
     table = table[: table.index("\n\n")]
     listed = set()
     for row in table.splitlines()[2:]:

@@ -28,8 +28,9 @@ def test_results_come_back_in_input_order_after_length_sorting():
     lengths = [3, 9, 1, 9, 4]
     assert length_sorted(lengths) == [1, 3, 4, 0, 2]
     seen = []
-    results, _ = run_batches(lengths, 2, lambda idx: [f"item{i}" for i in idx],
-                             on_batch=lambda idx, out: seen.append(list(idx)))
+    results, _ = run_batches(
+        lengths, 2, lambda idx: [f"item{i}" for i in idx], on_batch=lambda idx, out: seen.append(list(idx))
+    )
     assert results == [f"item{i}" for i in range(5)]
     assert seen == [[1, 3], [4, 0], [2]]  # longest first, two per batch
 
@@ -76,6 +77,7 @@ def simulated_gpu(capacity_bytes, fixed, per_item, calls):
         if used > capacity_bytes:
             raise torch.cuda.OutOfMemoryError(f"tried {used}")
         return used / capacity_bytes
+
     return trial
 
 
@@ -90,12 +92,14 @@ def test_auto_batch_size_stops_at_the_memory_margin():
 
 def test_auto_batch_size_when_out_of_memory_comes_before_the_margin():
     calls = []
+
     # A hard OOM at 37 sequences (e.g. fragmentation) while reported use stays low.
     def trial(bs):
         calls.append(bs)
         if bs > 37:
             raise torch.cuda.OutOfMemoryError("fragmented")
         return 0.1
+
     assert search_batch_size(trial) == int(37 * HEADROOM)
     with pytest.raises(RuntimeError, match="even a batch of 1"):
         search_batch_size(simulated_gpu(10e9, 20e9, 1e9, []))

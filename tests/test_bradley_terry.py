@@ -14,7 +14,7 @@ def simulate(rng, n_items, truth=TRUE):
     for _ in range(n_items):
         g = []
         for i, x in enumerate(names):
-            for y in names[i + 1:]:
+            for y in names[i + 1 :]:
                 p = 1 / (1 + math.exp(truth[y] - truth[x]))
                 u = rng.random()
                 g.append((x, y, 1.0 if u < p * 0.9 else 0.5 if u < p * 0.9 + 0.1 else 0.0))

@@ -29,18 +29,27 @@ def test_every_option_has_help_text(monkeypatch):
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", real)
     top = parsers[0]
     subs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    missing = [f"{name} {a.option_strings or a.dest}" for name, p in subs.choices.items() for a in p._actions
-               if not isinstance(a, argparse._HelpAction) and not a.help]
+    missing = [
+        f"{name} {a.option_strings or a.dest}"
+        for name, p in subs.choices.items()
+        for a in p._actions
+        if not isinstance(a, argparse._HelpAction) and not a.help
+    ]
     assert missing == []
 
 
 def test_gpus_reads_the_configured_inventory_and_shows_lease_age(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom genjudge.gpu_lease import acquire\n"
-         f"l = acquire(1, ['0', '1'], {str(tmp_path)!r}, label='run/generate/0')\n"
-         "print('held', flush=True)\ntime.sleep(60)\n"],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom genjudge.gpu_lease import acquire\n"
+            f"l = acquire(1, ['0', '1'], {str(tmp_path)!r}, label='run/generate/0')\n"
+            "print('held', flush=True)\ntime.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         time.sleep(1.1)
@@ -49,18 +58,27 @@ def test_gpus_reads_the_configured_inventory_and_shows_lease_age(tmp_path):
         holder.kill()
         holder.wait()
     assert "inventory (gpu_inventory: 2): 0, 1" in out
-    assert re.search(r"GPU 0: .*since=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d job=run/generate/0 \(held 0h00m0[1-9]s\)", out), out
+    assert re.search(r"GPU 0: .*since=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d job=run/generate/0 \(held 0h00m0[1-9]s\)", out), (
+        out
+    )
     assert "GPU 1: free" in out
     # A count means the same as in the config: 4 GPUs, ids 0-3.
     assert "0, 1, 2, 3" in genjudge("gpus", "--inventory", "4", check=True).stdout
 
 
 def test_sbatch_preview_shows_what_each_model_job_asks_for():
-    out = genjudge("plan", "--slurm", "--config", 'slurm={"partition": "gpu", "account": "proj", "gpu_model": "a100"}',
-                   'judge={"shards": 2}', check=True).stdout.splitlines()
+    out = genjudge(
+        "plan",
+        "--slurm",
+        "--config",
+        'slurm={"partition": "gpu", "account": "proj", "gpu_model": "a100"}',
+        'judge={"shards": 2}',
+        check=True,
+    ).stdout.splitlines()
     generate, judge = out
     assert generate.startswith("generate (demo-generator, 4 job(s)): sbatch ")
     assert {"-A proj", "-p gpu", "-t 30", "--mem 4000", "--cpus-per-gpu=4", "--gpus=a100:1"} <= set(
-        re.findall(r"-[A-Za-z] \S+|--[a-z-]+(?:=| )\S+", generate))
+        re.findall(r"-[A-Za-z] \S+|--[a-z-]+(?:=| )\S+", generate)
+    )
     # Two judge shards share the node's 4 GPUs.
     assert "judge (demo-judge, 2 job(s))" in judge and "--gpus=a100:2" in judge and "--nodes=1" in judge

@@ -18,8 +18,8 @@ CFG70 = ROOT / "tests" / "data" / "llama-3.1-70b-config"
 def readme_typical_config() -> dict:
     """The 'typical config' block of the README, as a user would copy it."""
     readme = (ROOT / "README.md").read_text()
-    block = readme[readme.index("A typical config"):]
-    block = block[block.index("```yaml") + 7:]
+    block = readme[readme.index("A typical config") :]
+    block = block[block.index("```yaml") + 7 :]
     return yaml.safe_load(block[: block.index("```")])
 
 
@@ -33,8 +33,11 @@ def typical(workflow):
         shutil.copy(CFG70 / "config.json", stand_in / "config.json")
     data = workflow.path / cfg["dataset"]["path"]
     data.parent.mkdir(parents=True, exist_ok=True)
-    data.write_text("".join(json.dumps({"question": f"What is {i} + {i}?", "answer": f"... #### {2 * i}"}) + "\n"
-                            for i in range(20)))
+    data.write_text(
+        "".join(
+            json.dumps({"question": f"What is {i} + {i}?", "answer": f"... #### {2 * i}"}) + "\n" for i in range(20)
+        )
+    )
     cfg["lock_dir"] = str(workflow.lock_dir)
     return workflow, cfg
 
@@ -51,8 +54,11 @@ def test_the_readme_config_starts_from_the_defaults_not_the_demo(typical):
     out = workflow.run("-n", "--configfile", write(workflow, cfg, "typical.yaml"))
     text = out.stdout + out.stderr
     assert "config/demo" not in text  # neither the demo's template, data nor models
-    assert re.search(r"input: results/llama8b-gsm8k/generations/Llama-3\.1-8B-Instruct/gsm8k_test\.parquet, config/templates/reference\.txt", text)
-    judge_resources = text[text.index("rule judge:"):]
+    assert re.search(
+        r"input: results/llama8b-gsm8k/generations/Llama-3\.1-8B-Instruct/gsm8k_test\.parquet, config/templates/reference\.txt",
+        text,
+    )
+    judge_resources = text[text.index("rule judge:") :]
     assert "mem_mb=64000" in judge_resources[: judge_resources.index("\n\n")]
 
 
@@ -71,8 +77,9 @@ def test_nested_config_overrides_are_typed_by_the_schema(typical):
     workflow, cfg = typical
     path = write(workflow, cfg, "typical.yaml")
     # Snakemake hands nested values over as strings; the schema types them.
-    out = workflow.run("-n", "--configfile", path, "--config", 'judge={"cascade": false, "max_new_tokens": 7}',
-                       "--quiet", "rules")
+    out = workflow.run(
+        "-n", "--configfile", path, "--config", 'judge={"cascade": false, "max_new_tokens": 7}', "--quiet", "rules"
+    )
     assert "judge" in out.stdout
     loaded = wfconfig.load([path], ['judge={"cascade": false, "max_new_tokens": 7}'])
     assert loaded["judge"]["cascade"] is False and loaded["judge"]["max_new_tokens"] == 7
@@ -86,10 +93,26 @@ def test_required_keys_are_named_when_missing():
 
 
 def test_plan_honours_config_overrides():
-    out = subprocess.run([sys.executable, "-m", "genjudge.cli", "plan", "--role", "judge", "--config",
-                          f'judge={{"model": "{CFG70}", "max_new_tokens": 100}}', "--gpus", "1x80GiB",
-                          "--prompt-tokens", "512"],
-                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "genjudge.cli",
+            "plan",
+            "--role",
+            "judge",
+            "--config",
+            f'judge={{"model": "{CFG70}", "max_new_tokens": 100}}',
+            "--gpus",
+            "1x80GiB",
+            "--prompt-tokens",
+            "512",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
     assert "judge: " + str(CFG70) in out and "x 612 tokens" in out  # 512 assumed prompt + 100 new
 
 

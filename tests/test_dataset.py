@@ -19,26 +19,40 @@ def write_jsonl(path, rows):
 
 
 def test_gsm8k_style_jsonl_loads_with_field_mapping_and_derived_ids(tmp_path):
-    p = write_jsonl(tmp_path / "gsm8k.jsonl", [
-        {"question": "Natalia sold 48 clips...", "answer": "She sold 24 in May.\n#### 72"},
-        {"question": "Weng earns $12 an hour...", "answer": "#### 10"},
-    ])
+    p = write_jsonl(
+        tmp_path / "gsm8k.jsonl",
+        [
+            {"question": "Natalia sold 48 clips...", "answer": "She sold 24 in May.\n#### 72"},
+            {"question": "Weng earns $12 an hour...", "answer": "#### 10"},
+        ],
+    )
     items = load_items(p, {"id": None, "prompt": "question", "reference": "answer", "category": None})
     assert list(items.columns) == ["id", "prompt", "reference", "category", "messages"]
     assert items["prompt"][0].startswith("Natalia")
     assert items["reference"][1] == "#### 10"
     assert items["id"].is_unique and len(items["id"][0]) == 16
     # Stable: the same content gives the same ids on every load.
-    assert items["id"].tolist() == load_items(p, {"id": None, "prompt": "question", "reference": "answer"})["id"].tolist()
+    assert (
+        items["id"].tolist() == load_items(p, {"id": None, "prompt": "question", "reference": "answer"})["id"].tolist()
+    )
 
 
 def test_mt_bench_question_jsonl_uses_first_turn(tmp_path):
-    p = write_jsonl(tmp_path / "question.jsonl", [
-        {"question_id": 81, "category": "writing", "turns": ["Compose a blog post.", "Rewrite it."]},
-        {"question_id": 101, "category": "reasoning", "turns": ["Who is second?", "And now?"],
-         "reference": ["You are in second place.", "First."]},
-    ])
-    items = load_items(p, {"id": "question_id", "prompt": "turns.0", "reference": "reference.0", "category": "category"})
+    p = write_jsonl(
+        tmp_path / "question.jsonl",
+        [
+            {"question_id": 81, "category": "writing", "turns": ["Compose a blog post.", "Rewrite it."]},
+            {
+                "question_id": 101,
+                "category": "reasoning",
+                "turns": ["Who is second?", "And now?"],
+                "reference": ["You are in second place.", "First."],
+            },
+        ],
+    )
+    items = load_items(
+        p, {"id": "question_id", "prompt": "turns.0", "reference": "reference.0", "category": "category"}
+    )
     assert items["id"].tolist() == ["81", "101"]
     assert items["prompt"].tolist() == ["Compose a blog post.", "Who is second?"]
     assert items["reference"].isna().tolist() == [True, False]
@@ -48,10 +62,15 @@ def test_mt_bench_question_jsonl_uses_first_turn(tmp_path):
 
 def test_alpaca_style_joins_instruction_and_input(tmp_path):
     p = tmp_path / "alpaca.json"  # as Alpaca ships it: one JSON array
-    p.write_text(json.dumps([
-        {"instruction": "Translate to French.", "input": "Good morning", "output": "Bonjour"},
-        {"instruction": "Name a colour.", "input": "", "output": "Blue"},
-    ], indent=2))
+    p.write_text(
+        json.dumps(
+            [
+                {"instruction": "Translate to French.", "input": "Good morning", "output": "Bonjour"},
+                {"instruction": "Name a colour.", "input": "", "output": "Blue"},
+            ],
+            indent=2,
+        )
+    )
     items = load_items(p, {"id": None, "prompt": ["instruction", "input"], "reference": "output", "category": None})
     assert items["prompt"].tolist() == ["Translate to French.\n\nGood morning", "Name a colour."]
     assert items["reference"].tolist() == ["Bonjour", "Blue"]
@@ -68,14 +87,17 @@ def test_csv_and_parquet(tmp_path):
         assert items["reference"][:2].tolist() == ["x", "y"] and pd.isna(items["reference"][2])
 
 
-@pytest.mark.parametrize("content,fields,message", [
-    ('{"id": 1, "question": "q"}\n{"id": 2, "question": \n', {}, "line 2: malformed JSON"),
-    ('{"id": 1, "question": "q"}\n{"id": 2, "text": "q"}\n', {}, "line 2: missing required field 'question'"),
-    ('{"id": 1, "question": "q"}\n{"id": 1, "question": "r"}\n', {}, "line 2: duplicate id '1'"),
-    ('{"question": "q"}\n', {}, "line 1: missing required field 'id'"),
-    ("\n\n", {}, "the dataset is empty"),
-    ('{"id": 1, "question": ""}\n', {}, "line 1: the prompt field 'question' is empty"),
-])
+@pytest.mark.parametrize(
+    "content,fields,message",
+    [
+        ('{"id": 1, "question": "q"}\n{"id": 2, "question": \n', {}, "line 2: malformed JSON"),
+        ('{"id": 1, "question": "q"}\n{"id": 2, "text": "q"}\n', {}, "line 2: missing required field 'question'"),
+        ('{"id": 1, "question": "q"}\n{"id": 1, "question": "r"}\n', {}, "line 2: duplicate id '1'"),
+        ('{"question": "q"}\n', {}, "line 1: missing required field 'id'"),
+        ("\n\n", {}, "the dataset is empty"),
+        ('{"id": 1, "question": ""}\n', {}, "line 1: the prompt field 'question' is empty"),
+    ],
+)
 def test_bad_input_names_file_line_and_field(tmp_path, content, fields, message):
     p = tmp_path / "bad.jsonl"
     p.write_text(content)
@@ -116,8 +138,10 @@ ALPACA_FIELDS = {"id": None, "prompt": ["instruction", "input"], "reference": "o
 
 
 def test_json_array_of_objects_as_alpaca_eval_ships_it(tmp_path):
-    rows = [{"instruction": "Name a colour.", "output": "Blue", "generator": "gpt4", "dataset": "helpful_base"},
-            {"instruction": "Translate: bonjour", "input": "", "output": "hello", "dataset": "koala"}]
+    rows = [
+        {"instruction": "Name a colour.", "output": "Blue", "generator": "gpt4", "dataset": "helpful_base"},
+        {"instruction": "Translate: bonjour", "input": "", "output": "hello", "dataset": "koala"},
+    ]
     p = tmp_path / "alpaca_eval.json"
     p.write_text("\n  " + json.dumps(rows, indent=4, ensure_ascii=False))  # pretty-printed, leading space
     items = load_items(p, ALPACA_FIELDS)
@@ -131,8 +155,14 @@ def test_json_array_of_objects_as_alpaca_eval_ships_it(tmp_path):
 
 def test_json_array_ids_and_nested_fields_come_out_as_in_the_file(tmp_path):
     p = tmp_path / "question.json"
-    p.write_text(json.dumps([{"question_id": 81, "turns": ["Compose.", "Rewrite."], "meta": {"cat": "writing"}},
-                             {"question_id": "q-2", "turns": ["Who?"], "meta": {"cat": None}}]))
+    p.write_text(
+        json.dumps(
+            [
+                {"question_id": 81, "turns": ["Compose.", "Rewrite."], "meta": {"cat": "writing"}},
+                {"question_id": "q-2", "turns": ["Who?"], "meta": {"cat": None}},
+            ]
+        )
+    )
     items = load_items(p, {"id": "question_id", "prompt": "turns.0", "reference": "turns.1", "category": "meta.cat"})
     assert items["id"].tolist() == ["81", "q-2"]
     assert items["prompt"].tolist() == ["Compose.", "Who?"]
@@ -145,18 +175,27 @@ def _array_text(rows):
     return "[\n" + ",\n".join(rows) + "\n]\n"
 
 
-@pytest.mark.parametrize("rows,message", [
-    (['{"id": 1, "q": "a"}', '{"id": 2, "q": "b"}', '{"id": 3, "q": "c"}', '["not", "an", "object"]'],
-     "alpaca_eval.json, item 3 (line 5): expected a JSON object, got an array"),
-    (['{"id": 1, "q": "a"}', '{"id": 2, "q": }'], "alpaca_eval.json, item 1 (line 3): malformed JSON"),
-    (['{"id": 1, "q": "a"}', '{"id": 2, "text": "b"}'],
-     "alpaca_eval.json, item 1 (line 3): missing required field 'q'"),
-    (['{"id": 1, "q": "a"}', '{"id": 1, "q": "b"}'],
-     "alpaca_eval.json, item 1 (line 3): duplicate id '1' (field 'id'), first seen at item 0 (line 2)"),
-    (['{"id": 1, "q": "a"}', '{"id": 2, "q": "b"},'], "item 2 (line 4): malformed JSON (Expecting value"),
-    (['{"id": 1, "q": "a"} {"id": 2, "q": "b"}'], "line 2: malformed JSON (expected ',' or ']' after item 0"),
-    ([], "alpaca_eval.json: the dataset is empty"),
-])
+@pytest.mark.parametrize(
+    "rows,message",
+    [
+        (
+            ['{"id": 1, "q": "a"}', '{"id": 2, "q": "b"}', '{"id": 3, "q": "c"}', '["not", "an", "object"]'],
+            "alpaca_eval.json, item 3 (line 5): expected a JSON object, got an array",
+        ),
+        (['{"id": 1, "q": "a"}', '{"id": 2, "q": }'], "alpaca_eval.json, item 1 (line 3): malformed JSON"),
+        (
+            ['{"id": 1, "q": "a"}', '{"id": 2, "text": "b"}'],
+            "alpaca_eval.json, item 1 (line 3): missing required field 'q'",
+        ),
+        (
+            ['{"id": 1, "q": "a"}', '{"id": 1, "q": "b"}'],
+            "alpaca_eval.json, item 1 (line 3): duplicate id '1' (field 'id'), first seen at item 0 (line 2)",
+        ),
+        (['{"id": 1, "q": "a"}', '{"id": 2, "q": "b"},'], "item 2 (line 4): malformed JSON (Expecting value"),
+        (['{"id": 1, "q": "a"} {"id": 2, "q": "b"}'], "line 2: malformed JSON (expected ',' or ']' after item 0"),
+        ([], "alpaca_eval.json: the dataset is empty"),
+    ],
+)
 def test_json_array_errors_name_the_item_and_its_line(tmp_path, rows, message):
     p = tmp_path / "alpaca_eval.json"
     p.write_text(_array_text(rows))
@@ -167,13 +206,19 @@ def test_json_array_errors_name_the_item_and_its_line(tmp_path, rows, message):
     assert p.read_bytes() == before  # nothing is rewritten
 
 
-@pytest.mark.parametrize("text,message", [
-    ('[{"id": 1, "q": "a"}', "expected ',' or ']' after item 0 at column 21, found the end of the file"),
-    ('[{"id": 1, "q": "a"}]\n[]', "line 2: malformed JSON (extra data after the array at column 1)"),
-    ('{\n  "id": 1,\n  "q": "a"\n}\n', "holds a single JSON object; a dataset is a JSON array of objects or JSON Lines"),
-    ('{"data": [{"id": 1, "q": "a"}],\n "version": 2}', "the items may be the array under 'data'"),
-    ('[1, 2]', "item 0 (line 1): expected a JSON object, got a number"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ('[{"id": 1, "q": "a"}', "expected ',' or ']' after item 0 at column 21, found the end of the file"),
+        ('[{"id": 1, "q": "a"}]\n[]', "line 2: malformed JSON (extra data after the array at column 1)"),
+        (
+            '{\n  "id": 1,\n  "q": "a"\n}\n',
+            "holds a single JSON object; a dataset is a JSON array of objects or JSON Lines",
+        ),
+        ('{"data": [{"id": 1, "q": "a"}],\n "version": 2}', "the items may be the array under 'data'"),
+        ("[1, 2]", "item 0 (line 1): expected a JSON object, got a number"),
+    ],
+)
 def test_json_shapes_that_are_not_a_dataset(tmp_path, text, message):
     p = tmp_path / "d.json"
     p.write_text(text)
@@ -244,21 +289,27 @@ def test_csv_quoted_multiline_fields_and_their_line_numbers(tmp_path):
 
 def test_csv_field_over_128_kib(tmp_path):
     big = "word " * 60_000  # 300 KB; the csv module's default limit is 128 KiB
-    pd.DataFrame({"id": [1, 2], "question": [big, "small"], "answer": ["a", big]}).to_csv(tmp_path / "big.csv",
-                                                                                       index=False)
+    pd.DataFrame({"id": [1, 2], "question": [big, "small"], "answer": ["a", big]}).to_csv(
+        tmp_path / "big.csv", index=False
+    )
     items = load_items(tmp_path / "big.csv", CSV_FIELDS)
     assert items["prompt"][0] == big and items["reference"][1] == big
 
 
-@pytest.mark.parametrize("text,message", [
-    ('id,question\n1,"never closed\n2,b\n', "line 2: malformed CSV (unexpected end of data); a quote opened in "
-                                           "this record is never closed"),
-    ('id,question\n1,"a"b\n', "line 2: malformed CSV"),
-    ("id,question\n1,a,b\n", "line 2: 3 fields but the header (line 1) names 2; quote fields that contain ','"),
-    ("id,question,id\n1,a,2\n", "line 1: the header names the column 'id' twice"),
-    ("\n\nid,question\n1,a\n1,b\n", "line 5: duplicate id '1'"),
-    ("id,question\n", "the dataset is empty"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (
+            'id,question\n1,"never closed\n2,b\n',
+            "line 2: malformed CSV (unexpected end of data); a quote opened in this record is never closed",
+        ),
+        ('id,question\n1,"a"b\n', "line 2: malformed CSV"),
+        ("id,question\n1,a,b\n", "line 2: 3 fields but the header (line 1) names 2; quote fields that contain ','"),
+        ("id,question,id\n1,a,2\n", "line 1: the header names the column 'id' twice"),
+        ("\n\nid,question\n1,a\n1,b\n", "line 5: duplicate id '1'"),
+        ("id,question\n", "the dataset is empty"),
+    ],
+)
 def test_bad_csv_names_file_and_line(tmp_path, text, message):
     p = tmp_path / "bad.csv"
     p.write_text(text)
@@ -276,11 +327,15 @@ def test_csv_trailing_empty_fields_and_short_rows(tmp_path):
 
 # --- encodings -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,content", [
-    ("d.jsonl", '{"id": 1, "q": "a"}\n{"id": 2, "q": "b"}\n{"id": 3, "q": "caf\xe9"}\n'),
-    ("d.json", '[{"id": 1, "q": "a"},\n {"id": 2, "q": "b"},\n {"id": 3, "q": "caf\xe9"}]'),
-    ("d.csv", "id,q\n1,a\n3,caf\xe9\n"),
-])
+
+@pytest.mark.parametrize(
+    "name,content",
+    [
+        ("d.jsonl", '{"id": 1, "q": "a"}\n{"id": 2, "q": "b"}\n{"id": 3, "q": "caf\xe9"}\n'),
+        ("d.json", '[{"id": 1, "q": "a"},\n {"id": 2, "q": "b"},\n {"id": 3, "q": "caf\xe9"}]'),
+        ("d.csv", "id,q\n1,a\n3,caf\xe9\n"),
+    ],
+)
 def test_non_utf8_input_names_file_and_line(tmp_path, name, content):
     p = tmp_path / name
     p.write_bytes(content.encode("latin-1"))  # é as the single byte 0xe9
@@ -305,17 +360,23 @@ def test_damaged_parquet_is_named(tmp_path):
 
 # --- chat messages -------------------------------------------------------------------------------
 
-CONVERSATION = [{"role": "system", "content": "Answer with a number."},
-                {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
-                {"role": "user", "content": "3+3?"}]
+CONVERSATION = [
+    {"role": "system", "content": "Answer with a number."},
+    {"role": "user", "content": "2+2?"},
+    {"role": "assistant", "content": "4"},
+    {"role": "user", "content": "3+3?"},
+]
 
 
 def test_chat_messages_survive_loading_as_a_conversation(tmp_path):
-    p = write_jsonl(tmp_path / "chat.jsonl", [
-        {"id": "c1", "messages": CONVERSATION, "answer": "6"},
-        {"id": "c2", "messages": [{"role": "user", "content": "Hi", "name": "bob"}], "answer": None},
-        {"id": "p3", "messages": "a plain prompt", "answer": "x"},
-    ])
+    p = write_jsonl(
+        tmp_path / "chat.jsonl",
+        [
+            {"id": "c1", "messages": CONVERSATION, "answer": "6"},
+            {"id": "c2", "messages": [{"role": "user", "content": "Hi", "name": "bob"}], "answer": None},
+            {"id": "p3", "messages": "a plain prompt", "answer": "x"},
+        ],
+    )
     items = load_items(p, {"id": "id", "prompt": "messages", "reference": "answer", "category": None})
     assert json.loads(items["messages"][0]) == CONVERSATION
     assert items["prompt"][0] == "3+3?"  # the last user message, as a judge template shows the question
@@ -337,15 +398,33 @@ def test_derived_ids_of_chat_items_cover_the_whole_conversation(tmp_path):
     assert items["prompt"].tolist() == ["3+3?", "3+3?"] and items["id"].is_unique
 
 
-@pytest.mark.parametrize("messages,fields,message", [
-    ([{"role": "user"}], {}, "line 1: field 'messages', message 0: 'content' is missing"),
-    ([{"role": "user", "content": "a"}, {"role": None, "content": "b"}], {},
-     "line 1: field 'messages', message 1: 'role' is missing"),
-    ([{"role": "user", "content": ["a"]}], {}, "message 0: 'content' is an array, not text"),
-    ([{"role": "system", "content": "x"}], {}, "line 1: field 'messages' holds messages but none with the role 'user'"),
-    ([{"role": "user", "content": " "}], {}, "line 1: the last user message of the prompt field 'messages' is empty"),
-    (CONVERSATION, {"prompt": ["messages", "extra"]}, "field 'messages' holds chat messages, which cannot be joined"),
-])
+@pytest.mark.parametrize(
+    "messages,fields,message",
+    [
+        ([{"role": "user"}], {}, "line 1: field 'messages', message 0: 'content' is missing"),
+        (
+            [{"role": "user", "content": "a"}, {"role": None, "content": "b"}],
+            {},
+            "line 1: field 'messages', message 1: 'role' is missing",
+        ),
+        ([{"role": "user", "content": ["a"]}], {}, "message 0: 'content' is an array, not text"),
+        (
+            [{"role": "system", "content": "x"}],
+            {},
+            "line 1: field 'messages' holds messages but none with the role 'user'",
+        ),
+        (
+            [{"role": "user", "content": " "}],
+            {},
+            "line 1: the last user message of the prompt field 'messages' is empty",
+        ),
+        (
+            CONVERSATION,
+            {"prompt": ["messages", "extra"]},
+            "field 'messages' holds chat messages, which cannot be joined",
+        ),
+    ],
+)
 def test_bad_chat_messages(tmp_path, messages, fields, message):
     p = write_jsonl(tmp_path / "chat.jsonl", [{"id": 1, "messages": messages, "extra": "e"}])
     with pytest.raises(InputError) as err:
@@ -357,8 +436,12 @@ def test_bad_chat_messages(tmp_path, messages, fields, message):
 
 MT_BENCH_ROWS = [
     {"question_id": 81, "category": "writing", "turns": ["Compose a blog post.", "Rewrite it."], "reference": None},
-    {"question_id": 101, "category": "reasoning", "turns": ["Who is second?", "And now?"],
-     "reference": ["You are in second place.", "First."]},
+    {
+        "question_id": 101,
+        "category": "reasoning",
+        "turns": ["Who is second?", "And now?"],
+        "reference": ["You are in second place.", "First."],
+    },
 ]
 MT_BENCH_FIELDS = {"id": "question_id", "prompt": "turns.0", "reference": "reference.0", "category": "category"}
 
@@ -382,10 +465,14 @@ def test_hf_dataset_dict_splits(tmp_path):
     import datasets
 
     path = tmp_path / "gsm8k"
-    datasets.DatasetDict({
-        "train": datasets.Dataset.from_list([{"question": "t?", "answer": "#### 1"}]),
-        "test": datasets.Dataset.from_list([{"question": "a?", "answer": "#### 2"}, {"question": "b?", "answer": "#### 3"}]),
-    }).save_to_disk(str(path))
+    datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_list([{"question": "t?", "answer": "#### 1"}]),
+            "test": datasets.Dataset.from_list(
+                [{"question": "a?", "answer": "#### 2"}, {"question": "b?", "answer": "#### 3"}]
+            ),
+        }
+    ).save_to_disk(str(path))
     fields = {"id": None, "prompt": "question", "reference": "answer"}
     items = load_items(path, fields, "hf", {"split": "test"})
     assert items["prompt"].tolist() == ["a?", "b?"] and items["reference"].tolist() == ["#### 2", "#### 3"]
@@ -408,8 +495,10 @@ def test_hf_rows_are_named_by_source_split_and_row(tmp_path):
 def test_hf_chat_messages(tmp_path):
     import datasets
 
-    rows = [{"id": "a", "messages": CONVERSATION},
-            {"id": "b", "messages": [{"role": "user", "content": "Hi", "name": "bob"}]}]
+    rows = [
+        {"id": "a", "messages": CONVERSATION},
+        {"id": "b", "messages": [{"role": "user", "content": "Hi", "name": "bob"}]},
+    ]
     datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "chat"))
     items = load_items(tmp_path / "chat", {"id": "id", "prompt": "messages"})
     # The library fills a key missing from some messages with None; only role and content are kept.
@@ -420,21 +509,28 @@ def test_hf_chat_messages(tmp_path):
 def test_hf_directory_of_data_files(tmp_path):
     (tmp_path / "repo").mkdir()
     write_jsonl(tmp_path / "repo" / "test.jsonl", [{"id": 5, "q": "x"}, {"id": 6, "q": "y"}])
-    items = load_items(tmp_path / "repo", {"id": "id", "prompt": "q"}, "hf",
-                       {"split": "test", "cache_dir": str(tmp_path / "cache")})
+    items = load_items(
+        tmp_path / "repo", {"id": "id", "prompt": "q"}, "hf", {"split": "test", "cache_dir": str(tmp_path / "cache")}
+    )
     assert items["id"].tolist() == ["5", "6"]
 
 
 def test_hf_paths_that_are_not_a_dataset(tmp_path):
     fields = {"id": "id", "prompt": "q"}
-    with pytest.raises(InputError, match=r"nope/deeper/dir: dataset not found \(no such directory, and not a Hugging "
-                                         r"Face hub id"):
+    with pytest.raises(
+        InputError,
+        match=r"nope/deeper/dir: dataset not found \(no such directory, and not a Hugging "
+        r"Face hub id",
+    ):
         load_items(tmp_path / "nope" / "deeper" / "dir", fields, "hf")
     p = write_jsonl(tmp_path / "d.jsonl", [{"id": 1, "q": "a"}])
     with pytest.raises(InputError, match=r"d.jsonl: a Hugging Face dataset is a hub id or a directory, not a file"):
         load_items(p, fields, "hf")
-    with pytest.raises(InputError, match=r"openai/gsm8k: dataset file not found \(for a Hugging Face hub id set "
-                                         r"dataset.format: hf\)"):
+    with pytest.raises(
+        InputError,
+        match=r"openai/gsm8k: dataset file not found \(for a Hugging Face hub id set "
+        r"dataset.format: hf\)",
+    ):
         load_items("openai/gsm8k", fields)
     with pytest.raises(InputError, match=r"d.jsonl: is a directory|not found"):
         load_items(tmp_path / "nope", fields, "jsonl")
@@ -489,8 +585,13 @@ def hub_results(tmp_path_factory):
     home = tmp / "hf_home"
     env = {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("HF_DATASETS_CACHE", None)
-    proc = subprocess.run([sys.executable, "-c", HUB_SCRIPT, str(home / "datasets"), str(tmp)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", HUB_SCRIPT, str(home / "datasets"), str(tmp)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -24,9 +24,18 @@ def test_gsm8k_example_plans_with_extraction_and_one_judge_load(workflow):
     cfg = yaml.safe_load((ROOT / "config/examples/gsm8k.yaml").read_text())
     stand_in_models(workflow, cfg)
     data = workflow.path / "gsm8k_test.jsonl"  # the same fields as openai/gsm8k's test split
-    data.write_text("".join(json.dumps({"question": f"Tom has {i} apples and buys {i}. How many?",
-                                        "answer": f"He has {i} + {i} = {2 * i}.\n#### {2 * i}"}) + "\n"
-                            for i in range(40)))
+    data.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "question": f"Tom has {i} apples and buys {i}. How many?",
+                    "answer": f"He has {i} + {i} = {2 * i}.\n#### {2 * i}",
+                }
+            )
+            + "\n"
+            for i in range(40)
+        )
+    )
     cfg["dataset"].update(path=str(data), format="auto")
     cfg["lock_dir"] = str(workflow.lock_dir)
     path = workflow.path / "config" / "gsm8k-fixture.yaml"

@@ -20,9 +20,15 @@ def small_dataset(workflow):
 
 def experiment(workflow, name, generators, judge=None, datasets=None, **extra):
     return workflow.write_config(
-        f"{name}.yaml", run=name, shards=2, generator={"max_new_tokens": 6}, generators=generators,
+        f"{name}.yaml",
+        run=name,
+        shards=2,
+        generator={"max_new_tokens": 6},
+        generators=generators,
         datasets=datasets or {"questions": {}, "small": {"path": "small.jsonl", "shards": 1}},
-        judge={"max_new_tokens": 6, **(judge or {})}, **extra)
+        judge={"max_new_tokens": 6, **(judge or {})},
+        **extra,
+    )
 
 
 def counts(workflow, cfg):
@@ -49,8 +55,12 @@ def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workf
     assert len(judged) == 2 * (44 + SMALL)
     assert not judged[["generator", "dataset", "id"]].duplicated().any()
     meta = json.loads((res / "judge" / "demo-judge" / "raw.meta.json").read_text())
-    assert meta["model_loads"] == 1 and set(meta["cells"]) == {"demo/questions", "terse/questions",
-                                                                "demo/small", "terse/small"}
+    assert meta["model_loads"] == 1 and set(meta["cells"]) == {
+        "demo/questions",
+        "terse/questions",
+        "demo/small",
+        "terse/small",
+    }
     md = (res / "report" / "report.md").read_text()
     assert "## Leaderboard" in md and "| terse | small | demo-judge |" in md
     # A third generator: only its answers are generated, and only its new judge prompts computed.
@@ -59,8 +69,13 @@ def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workf
     planned = counts(workflow, cfg3)
     assert planned["generate"] == "3" and planned["judge"] == "1" and "split" not in planned
     workflow.run("--cores", "2", "--configfile", cfg3)
-    gens = {g: {d: pd.read_parquet(res / "generations" / g / f"{d}.parquet").set_index("id")["output"]
-                for d in ("questions", "small")} for g in three}
+    gens = {
+        g: {
+            d: pd.read_parquet(res / "generations" / g / f"{d}.parquet").set_index("id")["output"]
+            for d in ("questions", "small")
+        }
+        for g in three
+    }
     # A judge prompt is the question, reference and answer: `small` repeats questions of `questions`,
     # so an answer given to the same question in both is one judge call.
     seen = {(i, out) for g in ("demo", "terse") for d in gens[g] for i, out in gens[g][d].items()}
@@ -68,7 +83,11 @@ def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workf
     meta = json.loads((res / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert meta["computed_items"] == new and new > 0
     assert {k: v["computed"] for k, v in meta["cells"].items() if not k.startswith("plain")} == {
-        "demo/questions": 0, "terse/questions": 0, "demo/small": 0, "terse/small": 0}
+        "demo/questions": 0,
+        "terse/questions": 0,
+        "demo/small": 0,
+        "terse/small": 0,
+    }
     s = json.loads((res / "report" / "summary.json").read_text())
     assert len(s["leaderboard"]) == 6
 
@@ -77,10 +96,19 @@ def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workf
 def test_pairwise_all_judges_every_pair_in_both_orders_in_one_load(workflow):
     small_dataset(workflow)
     constant_judge(workflow.path / "models" / "first-judge", "pairwise", "VERDICT: A")
-    cfg = experiment(workflow, "pall", {"demo": {}, "terse": {"max_new_tokens": 2}, "plain": {"use_chat_template": False}},
-                     judge={"model": "models/first-judge", "mode": "pairwise", "template": None, "pairs": "all",
-                            "max_new_tokens": 8},
-                     datasets={"small": {"path": "small.jsonl", "shards": 1}})
+    cfg = experiment(
+        workflow,
+        "pall",
+        {"demo": {}, "terse": {"max_new_tokens": 2}, "plain": {"use_chat_template": False}},
+        judge={
+            "model": "models/first-judge",
+            "mode": "pairwise",
+            "template": None,
+            "pairs": "all",
+            "max_new_tokens": 8,
+        },
+        datasets={"small": {"path": "small.jsonl", "shards": 1}},
+    )
     workflow.run("--cores", "2", "--configfile", cfg)
     res = workflow.results("pall")
     raw = pd.read_parquet(res / "judge" / "first-judge" / "raw.parquet")
@@ -100,23 +128,39 @@ def test_pairwise_all_judges_every_pair_in_both_orders_in_one_load(workflow):
 
 
 def base(**kw):
-    cfg = {"run": "x", "dataset": {"path": "config/demo/questions.jsonl"},
-           "generator": {"model": "models/demo-generator"}, "judge": {"model": "models/demo-judge"}}
+    cfg = {
+        "run": "x",
+        "dataset": {"path": "config/demo/questions.jsonl"},
+        "generator": {"model": "models/demo-generator"},
+        "judge": {"model": "models/demo-judge"},
+    }
     cfg.update(kw)
     return cfg
 
 
-@pytest.mark.parametrize("extra,message", [
-    ({"generators": {"a/b": {}}}, r"generators\.a/b: a name is letters, digits"),
-    ({"generators": {}}, r"generators: an empty map names nothing to run"),
-    ({"generators": {"a": {"no_such_key": 1}}}, r"generators\.a: Additional properties are not allowed \('no_such_key'"),
-    ({"judges": {"j": {"batch_size": "huge"}}}, r"judges\.j\.batch_size: 'huge' is not valid"),
-    ({"generators": {"a": {}, "b": {}}, "judge": {"model": "models/demo-judge", "mode": "pairwise",
-                                                  "baseline": "c"}},
-     r"judge\.baseline: 'c' is not one of the generators \['a', 'b'\]"),
-    ({"judge": {"model": "models/demo-judge", "mode": "pairwise", "pairs": "all"}},
-     r"judge\.pairs: all needs at least two generators"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ({"generators": {"a/b": {}}}, r"generators\.a/b: a name is letters, digits"),
+        ({"generators": {}}, r"generators: an empty map names nothing to run"),
+        (
+            {"generators": {"a": {"no_such_key": 1}}},
+            r"generators\.a: Additional properties are not allowed \('no_such_key'",
+        ),
+        ({"judges": {"j": {"batch_size": "huge"}}}, r"judges\.j\.batch_size: 'huge' is not valid"),
+        (
+            {
+                "generators": {"a": {}, "b": {}},
+                "judge": {"model": "models/demo-judge", "mode": "pairwise", "baseline": "c"},
+            },
+            r"judge\.baseline: 'c' is not one of the generators \['a', 'b'\]",
+        ),
+        (
+            {"judge": {"model": "models/demo-judge", "mode": "pairwise", "pairs": "all"}},
+            r"judge\.pairs: all needs at least two generators",
+        ),
+    ],
+)
 def test_bad_experiment_configs_name_the_key(extra, message):
     with pytest.raises(InputError, match=message):
         cfg = wfconfig.validate(base(**extra))

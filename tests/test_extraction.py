@@ -2,40 +2,51 @@ import pytest
 
 from genjudge.judging.extraction import Extracted, answers_match, check_method, extract, parse_number
 
-GSM8K_REFERENCE = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
-                   "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72")
+GSM8K_REFERENCE = (
+    "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
+    "Natalia sold 48+24 = <<48+24=72>>72 clips altogether in April and May.\n#### 72"
+)
 
 
-@pytest.mark.parametrize("text,value", [
-    (GSM8K_REFERENCE, "72"),
-    ("so 1000 in all\n#### 1,000", "1,000"),
-    ("#### -3", "-3"),
-    ("#### $18.50", "18.50"),
-    ("#### 5\nlater text #### 6", "6"),  # the last marker
-])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        (GSM8K_REFERENCE, "72"),
+        ("so 1000 in all\n#### 1,000", "1,000"),
+        ("#### -3", "-3"),
+        ("#### $18.50", "18.50"),
+        ("#### 5\nlater text #### 6", "6"),  # the last marker
+    ],
+)
 def test_gsm8k_takes_the_number_after_the_last_marker(text, value):
     assert extract(text, "gsm8k") == Extracted(value, None)
 
 
-@pytest.mark.parametrize("text,reason", [
-    ("The answer is 72.", "no '####' marker"),
-    ("#### seventy-two", "no number after '####' (found 'seventy-two')"),
-    ("", "empty text"),
-    (None, "empty text"),
-])
+@pytest.mark.parametrize(
+    "text,reason",
+    [
+        ("The answer is 72.", "no '####' marker"),
+        ("#### seventy-two", "no number after '####' (found 'seventy-two')"),
+        ("", "empty text"),
+        (None, "empty text"),
+    ],
+)
 def test_gsm8k_without_a_number_says_why(text, reason):
     assert extract(text, "gsm8k") == Extracted(None, reason)
 
 
-@pytest.mark.parametrize("text,value", [
-    ("She sold 48 in April and 24 in May, so 72 in all.", "72"),
-    ("It costs $1,000.", "1,000"),
-    ("x = -5", "-5"),
-    ("the result is (\u22127)", "-7"),  # the Unicode minus sign
-    ("10-5 = 5", "5"),  # a subtraction, not a negative number
-    ("pi is about 3.14.", "3.14"),
-    ("half is .5", ".5"),
-])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("She sold 48 in April and 24 in May, so 72 in all.", "72"),
+        ("It costs $1,000.", "1,000"),
+        ("x = -5", "-5"),
+        ("the result is (\u22127)", "-7"),  # the Unicode minus sign
+        ("10-5 = 5", "5"),  # a subtraction, not a negative number
+        ("pi is about 3.14.", "3.14"),
+        ("half is .5", ".5"),
+    ],
+)
 def test_last_number(text, value):
     assert extract(text, "last_number") == Extracted(value, None)
 
@@ -44,42 +55,57 @@ def test_last_number_without_one():
     assert extract("no digits here", "last_number") == Extracted(None, "no number in the text")
 
 
-@pytest.mark.parametrize("text,value", [
-    (r"so the answer is $\boxed{42}$.", "42"),
-    (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),  # nested braces
-    (r"first \boxed{1}, finally \boxed{ {a}{b} }", "{a}{b}"),  # the last one, stripped
-    (r"\boxed{\{1, 2\}}", r"\{1, 2\}"),  # escaped braces neither open nor close
-])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        (r"so the answer is $\boxed{42}$.", "42"),
+        (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),  # nested braces
+        (r"first \boxed{1}, finally \boxed{ {a}{b} }", "{a}{b}"),  # the last one, stripped
+        (r"\boxed{\{1, 2\}}", r"\{1, 2\}"),  # escaped braces neither open nor close
+    ],
+)
 def test_boxed(text, value):
     assert extract(text, "boxed") == Extracted(value, None)
 
 
-@pytest.mark.parametrize("text,reason", [
-    ("42", "no \\boxed{...}"),
-    (r"\boxed{\frac{1}{2}", "\\boxed{ is never closed (the text may be cut off)"),
-    (r"\boxed{ }", "empty \\boxed{}"),
-])
+@pytest.mark.parametrize(
+    "text,reason",
+    [
+        ("42", "no \\boxed{...}"),
+        (r"\boxed{\frac{1}{2}", "\\boxed{ is never closed (the text may be cut off)"),
+        (r"\boxed{ }", "empty \\boxed{}"),
+    ],
+)
 def test_boxed_failures_say_why(text, reason):
     assert extract(text, "boxed") == Extracted(None, reason)
 
 
-@pytest.mark.parametrize("text,value", [
-    ("B", "B"), ("(c)", "C"), ("D.", "D"), (" E) ", "E"),
-    ("The answer is (B).", "B"),
-    ("Answer: **C**", "C"),
-    ("The answer is C, not option B.", "C"),  # the stated answer wins over a rejected option
-    ("I think (D) is right.", "D"),
-    ("B) Paris is the capital.", "B"),
-])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("B", "B"),
+        ("(c)", "C"),
+        ("D.", "D"),
+        (" E) ", "E"),
+        ("The answer is (B).", "B"),
+        ("Answer: **C**", "C"),
+        ("The answer is C, not option B.", "C"),  # the stated answer wins over a rejected option
+        ("I think (D) is right.", "D"),
+        ("B) Paris is the capital.", "B"),
+    ],
+)
 def test_choice(text, value):
     assert extract(text, "choice") == Extracted(value, None)
 
 
-@pytest.mark.parametrize("text,reason", [
-    ("A. Paris\nB. London", "several choices (A, B) and no 'answer is X'"),
-    ("I do not know.", "no choice letter A-E"),
-    ("F", "no choice letter A-E"),
-])
+@pytest.mark.parametrize(
+    "text,reason",
+    [
+        ("A. Paris\nB. London", "several choices (A, B) and no 'answer is X'"),
+        ("I do not know.", "no choice letter A-E"),
+        ("F", "no choice letter A-E"),
+    ],
+)
 def test_choice_never_guesses(text, reason):
     assert extract(text, "choice") == Extracted(None, reason)
 
@@ -90,11 +116,14 @@ def test_regex_with_one_group_takes_the_last_match():
     assert extract("nothing", r"Final: (\d+)") == Extracted(None, r"pattern 'Final: (\\d+)' did not match")
 
 
-@pytest.mark.parametrize("pattern,message", [
-    ("gsm8", "has 0 capturing groups; it needs exactly one"),  # a misspelt method name
-    (r"(\w+): (\d+)", "has 2 capturing groups; it needs exactly one"),
-    ("([", "is not a valid regular expression"),
-])
+@pytest.mark.parametrize(
+    "pattern,message",
+    [
+        ("gsm8", "has 0 capturing groups; it needs exactly one"),  # a misspelt method name
+        (r"(\w+): (\d+)", "has 2 capturing groups; it needs exactly one"),
+        ("([", "is not a valid regular expression"),
+    ],
+)
 def test_bad_patterns_are_clear_errors(pattern, message):
     with pytest.raises(ValueError, match=message) as err:
         check_method(pattern)
@@ -109,21 +138,41 @@ def test_builtins_and_none_pass_the_check():
     assert extract("  Paris \n", None) == Extracted("Paris", None)
 
 
-@pytest.mark.parametrize("a,b", [
-    ("1,000", "1000"), ("1000", "1000.0"), ("1,000.50", "1000.5"), ("-3", "-3.0"), ("\u22123.5", "-3.5"),
-    ("$18", "18"), ("50%", "50"), ("0.5", "1/2"), (r"\frac{1}{2}", ".5"), ("72.", "72"),
-    ("Paris", "paris."), ("B", "b"), ("The Eiffel Tower", "eiffel tower"),
-])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ("1,000", "1000"),
+        ("1000", "1000.0"),
+        ("1,000.50", "1000.5"),
+        ("-3", "-3.0"),
+        ("\u22123.5", "-3.5"),
+        ("$18", "18"),
+        ("50%", "50"),
+        ("0.5", "1/2"),
+        (r"\frac{1}{2}", ".5"),
+        ("72.", "72"),
+        ("Paris", "paris."),
+        ("B", "b"),
+        ("The Eiffel Tower", "eiffel tower"),
+    ],
+)
 def test_answers_that_match(a, b):
     assert answers_match(a, b) and answers_match(b, a)
 
 
-@pytest.mark.parametrize("a,b", [
-    ("-5", "5"),  # textnorm alone would drop the sign
-    ("5", "5 apples"),  # a number never matches a non-number
-    ("1,2", "12"), ("0.5", "5"), ("Paris", "London"),
-    ("", ""), (None, "72"), ("72", None),
-])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ("-5", "5"),  # textnorm alone would drop the sign
+        ("5", "5 apples"),  # a number never matches a non-number
+        ("1,2", "12"),
+        ("0.5", "5"),
+        ("Paris", "London"),
+        ("", ""),
+        (None, "72"),
+        ("72", None),
+    ],
+)
 def test_answers_that_do_not_match(a, b):
     assert not answers_match(a, b)
 

@@ -49,16 +49,24 @@ WAITER = textwrap.dedent("""
 
 
 def child_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "GENJUDGE_LEASE_TIMEOUT")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "GENJUDGE_LEASE_TIMEOUT")
+    }
     env["PYTHONPATH"] = SRC
     env.update(extra)
     return env
 
 
 def start_holder(n, inventory, lock_dir, label="holder", python=sys.executable, **popen):
-    proc = subprocess.Popen([python, "-c", HOLDER, str(n), ",".join(inventory), str(lock_dir), label],
-                            stdout=subprocess.PIPE, text=True, env=child_env(), **popen)
+    proc = subprocess.Popen(
+        [python, "-c", HOLDER, str(n), ",".join(inventory), str(lock_dir), label],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        **popen,
+    )
     devices = proc.stdout.readline().strip()
     return proc, devices
 
@@ -156,8 +164,13 @@ def test_a_uuid_lease_excludes_the_same_board_leased_by_index(tmp_path, monkeypa
 
 
 def test_a_failing_nvidia_smi_is_reported_and_hides_every_gpu(tmp_path, monkeypatch, caplog):
-    fake_nvidia_smi.install(tmp_path / "bin", monkeypatch, stdout="", exit_code=9,
-                            stderr="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver")
+    fake_nvidia_smi.install(
+        tmp_path / "bin",
+        monkeypatch,
+        stdout="",
+        exit_code=9,
+        stderr="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+    )
     with caplog.at_level(logging.WARNING, logger="genjudge.gpu_lease"):
         assert resolve_inventory("auto") == []
     assert any(r.levelno == logging.WARNING and "couldn't communicate" in r.getMessage() for r in caplog.records)
@@ -210,17 +223,36 @@ def test_the_default_lock_directory_does_not_follow_tmpdir(tmp_path):
     code = "from genjudge.gpu_lease import default_lock_dir; print(default_lock_dir())"
     env = child_env()
     env.pop("GENJUDGE_LOCK_DIR", None)
-    out = [subprocess.run([sys.executable, "-c", code], env={**env, "TMPDIR": str(tmp_path / d)},
-                          capture_output=True, text=True, check=True).stdout.strip()
-           for d in ("alice", "bob")]
+    out = [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, "TMPDIR": str(tmp_path / d)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for d in ("alice", "bob")
+    ]
     (tmp_path / "alice").mkdir()
     (tmp_path / "bob").mkdir()
-    out += [subprocess.run([sys.executable, "-c", code], env={**env, "TMPDIR": str(tmp_path / d)},
-                           capture_output=True, text=True, check=True).stdout.strip()
-            for d in ("alice", "bob")]
+    out += [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, "TMPDIR": str(tmp_path / d)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for d in ("alice", "bob")
+    ]
     assert len(set(out)) == 1 and not out[0].startswith(str(tmp_path)), out
-    override = subprocess.run([sys.executable, "-c", code], env={**env, "GENJUDGE_LOCK_DIR": str(tmp_path)},
-                              capture_output=True, text=True, check=True).stdout.strip()
+    override = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "GENJUDGE_LOCK_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert override == str(tmp_path)
 
 
@@ -292,8 +324,9 @@ def test_lock_files_of_another_user_open_under_protected_regular(protected_regul
 def test_a_second_user_leases_beside_the_first(protected_regular, shared_dir):
     mine = acquire(1, ["0", "1"], shared_dir, timeout=2)  # creates allocate.lock, gpu-0.lock as root
     try:
-        proc, devices = start_holder(1, ["0", "1"], shared_dir, label="nobody", python=python_for_nobody(),
-                                     preexec_fn=as_nobody)
+        proc, devices = start_holder(
+            1, ["0", "1"], shared_dir, label="nobody", python=python_for_nobody(), preexec_fn=as_nobody
+        )
         try:
             assert devices == "1"
             status = lease_status(["0", "1"], shared_dir)
@@ -335,8 +368,12 @@ def test_a_job_waiting_for_every_gpu_is_not_starved_by_one_gpu_jobs(tmp_path):
     churners = []
     try:
         for _ in range(3):  # three one-GPU jobs for two GPUs: a freed GPU never stays free
-            p = subprocess.Popen([sys.executable, "-c", CHURNER, inventory, str(tmp_path)],
-                                 stdout=subprocess.PIPE, text=True, env=child_env())
+            p = subprocess.Popen(
+                [sys.executable, "-c", CHURNER, inventory, str(tmp_path)],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=child_env(),
+            )
             assert p.stdout.readline().strip() == "started"
             churners.append(p)
         time.sleep(0.5)
@@ -351,8 +388,9 @@ def test_a_job_waiting_for_every_gpu_is_not_starved_by_one_gpu_jobs(tmp_path):
 
 def test_a_queued_waiter_keeps_its_place_and_a_killed_one_leaves_nothing_behind(tmp_path):
     holder, devices = start_holder(1, ["0", "1"], tmp_path)
-    waiter = subprocess.Popen([sys.executable, "-c", WAITER, "2", "0,1", str(tmp_path)],
-                              stdout=subprocess.PIPE, text=True, env=child_env())
+    waiter = subprocess.Popen(
+        [sys.executable, "-c", WAITER, "2", "0,1", str(tmp_path)], stdout=subprocess.PIPE, text=True, env=child_env()
+    )
     try:
         assert devices == "0" and waiter.stdout.readline().strip() == "waiting"
         time.sleep(1.0)  # the waiter has queued for both GPUs

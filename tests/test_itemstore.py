@@ -60,8 +60,10 @@ def test_one_writer_name_in_two_processes_never_shares_a_file(tmp_path):
         print(store.log_path)
     """)
     env = {**os.environ, "PYTHONPATH": SRC}
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag], stdout=subprocess.PIPE,
-                              text=True, env=env) for tag in ("old", "new")]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag], stdout=subprocess.PIPE, text=True, env=env)
+        for tag in ("old", "new")
+    ]
     paths = [p.communicate(timeout=60)[0].strip() for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
     assert paths[0] != paths[1]
@@ -86,8 +88,9 @@ def test_sigkill_mid_write_loses_at_most_the_batch_being_written(tmp_path):
     env = {**os.environ, "PYTHONPATH": SRC}
     for trial in range(3):
         store_dir = tmp_path / f"s{trial}"
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(store_dir)], stdout=subprocess.PIPE,
-                                text=True, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(store_dir)], stdout=subprocess.PIPE, text=True, env=env
+        )
         done = -1
         deadline = time.monotonic() + 0.3 + 0.2 * trial
         while time.monotonic() < deadline:
@@ -134,10 +137,21 @@ def test_appends_and_lookups_do_not_read_the_rest_of_the_store(tmp_path):
 
 # Another value for each field that decides an item's result; the test fails when a field is added
 # without one, so that a new setting cannot silently reuse answers computed without it.
-OTHER_VALUE = {"dtype": "float16", "quantization": "8bit", "bnb_4bit_quant_type": "fp4",
-               "bnb_4bit_use_double_quant": False, "bnb_4bit_compute_dtype": "float16", "max_new_tokens": 25,
-               "system_prompt": "Be brief.", "use_chat_template": False, "do_sample": False, "temperature": 0.7,
-               "top_p": 0.9, "seed": 1, "verdict": "logprob"}
+OTHER_VALUE = {
+    "dtype": "float16",
+    "quantization": "8bit",
+    "bnb_4bit_quant_type": "fp4",
+    "bnb_4bit_use_double_quant": False,
+    "bnb_4bit_compute_dtype": "float16",
+    "max_new_tokens": 25,
+    "system_prompt": "Be brief.",
+    "use_chat_template": False,
+    "do_sample": False,
+    "temperature": 0.7,
+    "top_p": 0.9,
+    "seed": 1,
+    "verdict": "logprob",
+}
 
 
 def test_key_depends_on_every_part(tmp_path):

@@ -20,14 +20,22 @@ from genjudge.stages.judge import run_judge
 from genjudge.stages.parse import parse_judgments
 from genjudge.stages.report import render_markdown, summarise
 
-ITEMS = pd.DataFrame({
-    "id": [f"q{i}" for i in range(6)],
-    "prompt": ["What is 2 + 3?", "What is the capital of Peru?", "How many legs does a spider have?",
-               "What is 7 * 6?", "What is the plural of 'mouse'?", "What is 10 - 4?"],
-    "reference": ["5", "Lima", "8", "42", "mice", "6"],
-    "category": ["arithmetic", "capitals", "counting", "arithmetic", "words", "arithmetic"],
-    "output": ["5", "Cairo", "eight", "42.", "mouses", "The answer is 6"],
-})
+ITEMS = pd.DataFrame(
+    {
+        "id": [f"q{i}" for i in range(6)],
+        "prompt": [
+            "What is 2 + 3?",
+            "What is the capital of Peru?",
+            "How many legs does a spider have?",
+            "What is 7 * 6?",
+            "What is the plural of 'mouse'?",
+            "What is 10 - 4?",
+        ],
+        "reference": ["5", "Lima", "8", "42", "mice", "6"],
+        "category": ["arithmetic", "capitals", "counting", "arithmetic", "words", "arithmetic"],
+        "output": ["5", "Cairo", "eight", "42.", "mouses", "The answer is 6"],
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +47,11 @@ def gens_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def random_judge(tmp_path_factory):
-    return build_model(tmp_path_factory.mktemp("rj") / "judge", [ROOT / "config/demo/questions.jsonl",
-                                                                  ROOT / "config/templates/reference.txt"], seed=1)
+    return build_model(
+        tmp_path_factory.mktemp("rj") / "judge",
+        [ROOT / "config/demo/questions.jsonl", ROOT / "config/templates/reference.txt"],
+        seed=1,
+    )
 
 
 def spec(model, **kw):
@@ -50,14 +61,33 @@ def spec(model, **kw):
 def judge(tmp_path, gens_path, s):
     raw, meta = tmp_path / "raw.parquet", tmp_path / "raw.meta.json"
     template = s.template or ROOT / "config" / "templates" / f"{s.mode}.txt"
-    m = run_judge(cells=[Cell("g", "d")], generations={("g", "d"): gens_path}, out_path=raw, meta_path=meta,
-                  spec=s, template_path=template, store_dir=tmp_path / "store", run="t", lease=Lease([], "none"),
-                  log_stream=io.StringIO())
+    m = run_judge(
+        cells=[Cell("g", "d")],
+        generations={("g", "d"): gens_path},
+        out_path=raw,
+        meta_path=meta,
+        spec=s,
+        template_path=template,
+        store_dir=tmp_path / "store",
+        run="t",
+        lease=Lease([], "none"),
+        log_stream=io.StringIO(),
+    )
     df = parse_judgments(ITEMS.drop(columns=[]), pd.read_parquet(raw), s.mode)
     config = defaults(run="t", generator={"model": "g", "max_new_tokens": 8}, judge=s.as_dict())
-    gen_meta = GenerateMeta(shard=0, n_items=6, cuda_visible_devices=None, hostname="h", load_seconds=1.0,
-                            generate_seconds=1.0, resumed_items=0, computed_items=6, tokens_per_second=1.0,
-                            started_at=0.0, finished_at=2.0)
+    gen_meta = GenerateMeta(
+        shard=0,
+        n_items=6,
+        cuda_visible_devices=None,
+        hostname="h",
+        load_seconds=1.0,
+        generate_seconds=1.0,
+        resumed_items=0,
+        computed_items=6,
+        tokens_per_second=1.0,
+        started_at=0.0,
+        finished_at=2.0,
+    )
     summary = summarise(df, [gen_meta], m, config)
     md = render_markdown(summary, df)
     return m.to_dict(), pd.read_parquet(raw), df, summary.to_dict(), md
@@ -67,7 +97,13 @@ def test_reference_mode_with_cascade_sends_only_non_matches_to_the_judge(tmp_pat
     m, raw, df, s, md = judge(tmp_path, gens_path, spec(random_judge, cascade=True))
     # "5", "42." and "The answer is 6"? only exact matches after normalisation: "5" and "42."
     assert df.set_index("id")["decided_by"].to_dict() == {
-        "q0": "rule", "q1": "judge", "q2": "judge", "q3": "rule", "q4": "judge", "q5": "judge"}
+        "q0": "rule",
+        "q1": "judge",
+        "q2": "judge",
+        "q3": "rule",
+        "q4": "judge",
+        "q5": "judge",
+    }
     assert m["computed_items"] == 4 and m["n_decided_by_rule"] == 2
     assert raw["judge_output"].isna().sum() == 2
     assert (df[df["decided_by"] == "rule"]["verdict"] == "correct").all()

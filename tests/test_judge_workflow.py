@@ -24,22 +24,31 @@ def test_changing_only_the_verdict_pattern_reparses_without_the_judge(workflow):
     workflow.run("--cores", "2", "--configfile", cfg)
     judge_meta = workflow.results("base") / "judge" / "demo-judge" / "raw.meta.json"
     before = judge_meta.read_text()
-    new = workflow.write_config("base.yaml", **{**FAST, "run": "base", "judge": {
-        "max_new_tokens": 6, "verdict_pattern": r"(?i)verdict\W*(correct|incorrect)"}})
+    new = workflow.write_config(
+        "base.yaml",
+        **{
+            **FAST,
+            "run": "base",
+            "judge": {"max_new_tokens": 6, "verdict_pattern": r"(?i)verdict\W*(correct|incorrect)"},
+        },
+    )
     assert plan_counts(workflow, new) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
     workflow.run("--cores", "2", "--configfile", new)
     assert judge_meta.read_text() == before  # the judge did not run again
     summary = json.loads((workflow.results("base") / "report" / "summary.json").read_text())
     assert summary["n_items"] == 44
     # The new pattern is the one applied: one that matches nothing leaves every verdict unparsed.
-    never = workflow.write_config("base.yaml", **{**FAST, "run": "base", "judge": {
-        "max_new_tokens": 6, "verdict_pattern": r"NEVER-(X)"}})
+    never = workflow.write_config(
+        "base.yaml", **{**FAST, "run": "base", "judge": {"max_new_tokens": 6, "verdict_pattern": r"NEVER-(X)"}}
+    )
     workflow.run("--cores", "2", "--configfile", never)
     assert judge_meta.read_text() == before
     summary = json.loads((workflow.results("base") / "report" / "summary.json").read_text())
     assert summary["n_unparsed"] == 44
-    assert all(r.startswith("no match for the verdict pattern NEVER-(X)") or r.startswith("truncated")
-               for r in summary["unparsed_reasons"])
+    assert all(
+        r.startswith("no match for the verdict pattern NEVER-(X)") or r.startswith("truncated")
+        for r in summary["unparsed_reasons"]
+    )
 
 
 def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow):
@@ -47,9 +56,18 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
     workflow.run("--cores", "2", "--configfile", cfg)
     constant_judge(workflow.path / "models" / "first-position-judge", "pairwise", "VERDICT: A")
     pw = workflow.write_config(
-        "pw.yaml", run="pw", shards=2, generator={"max_new_tokens": 8},
-        judge={"model": "models/first-position-judge", "mode": "pairwise", "max_new_tokens": 8, "template": None,
-               "baseline": "results/base/generations/demo-generator/questions.parquet"})
+        "pw.yaml",
+        run="pw",
+        shards=2,
+        generator={"max_new_tokens": 8},
+        judge={
+            "model": "models/first-position-judge",
+            "mode": "pairwise",
+            "max_new_tokens": 8,
+            "template": None,
+            "baseline": "results/base/generations/demo-generator/questions.parquet",
+        },
+    )
     workflow.run("--cores", "2", "--configfile", pw)
     s = json.loads((workflow.results("pw") / "report" / "summary.json").read_text())
     assert s["mode"] == "pairwise" and s["n_unparsed"] == 0
@@ -60,16 +78,26 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
     md = (workflow.results("pw") / "report" / "report.md").read_text()
     assert "| position consistency | 0.0%" in md
     # The headline command knows every mode.
-    out = subprocess.run([sys.executable, "-m", "genjudge.cli", "summary", str(workflow.results("pw"))],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "summary", str(workflow.results("pw"))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert re.search(r"tie \(vs baseline\)\s+100\.0%", out) and "position consistency" in out
 
 
 def test_data_parallel_judge_shards_each_lease_their_gpu_and_merge(workflow):
-    cfg = workflow.write_config("jp.yaml", **{**FAST, "run": "jp", "gpu_inventory": [0, 1],
-                                              "judge": {"max_new_tokens": 6, "shards": 2},
-                                              "resources": {"generate": {"cpus_per_gpu": 1},
-                                                            "judge": {"cpus_per_gpu": 1}}})
+    cfg = workflow.write_config(
+        "jp.yaml",
+        **{
+            **FAST,
+            "run": "jp",
+            "gpu_inventory": [0, 1],
+            "judge": {"max_new_tokens": 6, "shards": 2},
+            "resources": {"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}},
+        },
+    )
     assert plan_counts(workflow, cfg)["judge"] == "2"
     workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
     meta = json.loads((workflow.results("jp") / "judge" / "demo-judge" / "raw.meta.json").read_text())
@@ -114,15 +142,22 @@ def test_a_mode_of_ones_own_runs_end_to_end_from_a_plugin_file(workflow):
     from genjudge.config import load_plugins
 
     (workflow.path / "yesno_mode.py").write_text(YESNO_MODE)
-    (workflow.path / "yesno.txt").write_text("Question: {question}\nAnswer: {candidate}\n"
-                                             "Does the answer address the question? End with ANSWER: YES or ANSWER: NO.\n")
+    (workflow.path / "yesno.txt").write_text(
+        "Question: {question}\nAnswer: {candidate}\n"
+        "Does the answer address the question? End with ANSWER: YES or ANSWER: NO.\n"
+    )
     load_plugins({"plugins": [str(workflow.path / "yesno_mode.py")]})
-    constant_judge(workflow.path / "models" / "yesno-judge", "yesno", "ANSWER: YES",
-                   template_path=workflow.path / "yesno.txt")
-    cfg = workflow.write_config("yn.yaml", run="yn", plugins=["yesno_mode.py"], shards=2,
-                                generator={"max_new_tokens": 8},
-                                judge={"model": "models/yesno-judge", "mode": "yesno", "template": "yesno.txt",
-                                       "max_new_tokens": 8})
+    constant_judge(
+        workflow.path / "models" / "yesno-judge", "yesno", "ANSWER: YES", template_path=workflow.path / "yesno.txt"
+    )
+    cfg = workflow.write_config(
+        "yn.yaml",
+        run="yn",
+        plugins=["yesno_mode.py"],
+        shards=2,
+        generator={"max_new_tokens": 8},
+        judge={"model": "models/yesno-judge", "mode": "yesno", "template": "yesno.txt", "max_new_tokens": 8},
+    )
     workflow.run("--cores", "2", "--configfile", cfg)
     s = json.loads((workflow.results("yn") / "report" / "summary.json").read_text())
     assert s["mode"] == "yesno" and s["n_items"] == 44 and s["n_unparsed"] == 0

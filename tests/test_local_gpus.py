@@ -14,7 +14,7 @@ def overlapping_sharers(metas):
     """Pairs of jobs that held a common device during overlapping time."""
     bad = []
     for i, a in enumerate(metas):
-        for b in metas[i + 1:]:
+        for b in metas[i + 1 :]:
             overlap = a["started_at"] < b["finished_at"] and b["started_at"] < a["finished_at"]
             if overlap and set(a["gpus"]) & set(b["gpus"]):
                 bad.append((a["label"], b["label"], sorted(set(a["gpus"]) & set(b["gpus"]))))
@@ -30,8 +30,11 @@ def all_metas(workflow, run="demo"):
     return metas
 
 
-FAST = {"generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4},
-        "resources": {"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}}}
+FAST = {
+    "generator": {"max_new_tokens": 8},
+    "judge": {"max_new_tokens": 4},
+    "resources": {"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}},
+}
 
 
 def test_eight_shards_on_four_gpus_never_share_a_device(workflow):
@@ -78,12 +81,21 @@ def test_two_workflows_started_together_never_share_a_device(workflow, tmp_path,
     from conftest import Workflow
 
     other = Workflow(other_dir, workflow.lock_dir)
-    cfgs = [w.write_config(shards=4, gpu_inventory=[0, 1, 2, 3], lock_dir=str(workflow.lock_dir), **FAST)
-            for w in (workflow, other)]
-    procs = [subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "3", "--resources", "gpu=4",
-                               "--configfile", str(c)], cwd=w.path, env=clean_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for w, c in zip((workflow, other), cfgs)]
+    cfgs = [
+        w.write_config(shards=4, gpu_inventory=[0, 1, 2, 3], lock_dir=str(workflow.lock_dir), **FAST)
+        for w in (workflow, other)
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "snakemake", "--cores", "3", "--resources", "gpu=4", "--configfile", str(c)],
+            cwd=w.path,
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for w, c in zip((workflow, other), cfgs)
+    ]
     outs = [p.communicate(timeout=900)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
     metas = all_metas(workflow) + all_metas(other)

@@ -21,8 +21,14 @@ def llama70b():
 
 
 def plan70(model, gpus, quant="none"):
-    return plan(spec_for("judge", model=CFG70, dtype="bfloat16", quantization=quant, device_map="auto"),
-                parse_inventory_spec(gpus), 8, 4096, "judge", model=model)
+    return plan(
+        spec_for("judge", model=CFG70, dtype="bfloat16", quantization=quant, device_map="auto"),
+        parse_inventory_spec(gpus),
+        8,
+        4096,
+        "judge",
+        model=model,
+    )
 
 
 def test_parameter_count_and_weight_memory(llama70b):
@@ -59,9 +65,25 @@ def test_one_80gib_gpu_needs_quantization(llama70b):
 def test_four_24gib_gpus_would_offload_fp16_and_the_command_warns(tmp_path):
     (tmp_path / "c.yaml").write_text(f"judge: {{model: {CFG70}, dtype: bfloat16}}\n")
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(tmp_path / "c.yaml"),
-                          "--gpus", "4x24GiB", "--role", "judge", "--directory", str(root)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "genjudge.cli",
+            "plan",
+            "--configfile",
+            str(tmp_path / "c.yaml"),
+            "--gpus",
+            "4x24GiB",
+            "--role",
+            "judge",
+            "--directory",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "weights DO NOT FIT" in out
     assert "WARNING: layers would be offloaded to cpu" in out
     assert "recommendation: quantization 8bit" in out
@@ -92,13 +114,33 @@ def test_demo_model_plan_matches_the_loaded_model(tmp_path):
 
 def plan_cli(tmp_path, judge: dict, gpus="4x80GiB"):
     data = tmp_path / "gsm.jsonl"
-    data.write_text("".join(f'{{"question": "{"How many apples? " * 20}{i}", "answer": "#### {i}"}}\n'
-                            for i in range(100)))
-    cfg = {"run": "p", "dataset": {"path": str(data), "fields": {"id": None, "category": None}},
-           "generator": {"model": CFG70, "max_new_tokens": 256}, "judge": {"model": CFG70, **judge}}
+    data.write_text(
+        "".join(f'{{"question": "{"How many apples? " * 20}{i}", "answer": "#### {i}"}}\n' for i in range(100))
+    )
+    cfg = {
+        "run": "p",
+        "dataset": {"path": str(data), "fields": {"id": None, "category": None}},
+        "generator": {"model": CFG70, "max_new_tokens": 256},
+        "judge": {"model": CFG70, **judge},
+    }
     (tmp_path / "c.yaml").write_text(json.dumps(cfg))
-    return subprocess.run([sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(tmp_path / "c.yaml"),
-                           "--gpus", gpus, "--role", "judge"], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "genjudge.cli",
+            "plan",
+            "--configfile",
+            str(tmp_path / "c.yaml"),
+            "--gpus",
+            gpus,
+            "--role",
+            "judge",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def test_plan_recommends_one_replica_per_gpu_for_a_judge_that_fits_one(tmp_path):
@@ -127,6 +169,8 @@ def test_quantized_layers_that_would_go_to_cpu_are_refused_before_loading(llama7
     p = plan70(llama70b, "1x24GiB", "4bit")
     assert p["offloaded_to"] and "4bit weights of bitsandbytes cannot be offloaded to cpu" in p["quantized_offload"]
     assert "!!! ERROR: 4bit weights of bitsandbytes cannot be offloaded" in render(p)
-    with pytest.raises(InputError, match="cannot be offloaded to cpu: the job would fail while loading; 2 GPUs of this size at 4bit"):
+    with pytest.raises(
+        InputError, match="cannot be offloaded to cpu: the job would fail while loading; 2 GPUs of this size at 4bit"
+    ):
         refuse_quantized_offload(p)
     refuse_quantized_offload(plan70(llama70b, "1x80GiB", "4bit"))  # fits: no error

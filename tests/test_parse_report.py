@@ -8,18 +8,30 @@ from genjudge.judging import modes
 from genjudge.stages.parse import parse_judgments
 from genjudge.stages.report import SKIPPED_COLUMNS, read_judgments
 
-GENS = pd.DataFrame({"id": ["a", "b", "c"], "prompt": "q", "reference": "r", "category": None,
-                     "output": ["x", "y", "z"]})
+GENS = pd.DataFrame(
+    {"id": ["a", "b", "c"], "prompt": "q", "reference": "r", "category": None, "output": ["x", "y", "z"]}
+)
 
 
 def raw(outputs, finish):
-    return pd.DataFrame({"id": ["a", "b", "c"], "order": 0, "decided_by": "judge", "judge_output": outputs,
-                         "p_correct": float("nan"), "judge_finish_reason": finish})
+    return pd.DataFrame(
+        {
+            "id": ["a", "b", "c"],
+            "order": 0,
+            "decided_by": "judge",
+            "judge_output": outputs,
+            "p_correct": float("nan"),
+            "judge_finish_reason": finish,
+        }
+    )
 
 
 def test_a_judge_cut_off_before_its_verdict_is_unparsed_as_truncated():
-    df = parse_judgments(GENS, raw(["Let me think step by step about", "VERDICT: CORRECT", "I am not sure."],
-                                   ["length", "length", "eos"]), "reference")
+    df = parse_judgments(
+        GENS,
+        raw(["Let me think step by step about", "VERDICT: CORRECT", "I am not sure."], ["length", "length", "eos"]),
+        "reference",
+    )
     assert df["verdict"].isna().tolist() == [True, False, True] and df["verdict"][1] == "correct"
     assert df["unparsed_reason"][0].startswith("truncated: the judge reached max_new_tokens")
     assert df["unparsed_reason"][2] == "no verdict marker"
@@ -38,9 +50,14 @@ def test_the_report_reads_only_the_columns_it_needs(tmp_path):
 
 
 def test_jobs_check_the_config_without_reading_the_datasets(tmp_path):
-    cfg = wfconfig.validate({"run": "x", "dataset": {"path": str(tmp_path / "gone.jsonl")},
-                             "generator": {"model": "models/demo-generator"}, "judge": {"model": "models/demo-judge",
-                                                                                        "template": None}})
+    cfg = wfconfig.validate(
+        {
+            "run": "x",
+            "dataset": {"path": str(tmp_path / "gone.jsonl")},
+            "generator": {"model": "models/demo-generator"},
+            "judge": {"model": "models/demo-judge", "template": None},
+        }
+    )
     wfconfig.check(cfg, data=False)  # what a job's re-read of the Snakefile does: no dataset read
     try:
         wfconfig.check(cfg)
@@ -51,11 +68,25 @@ def test_jobs_check_the_config_without_reading_the_datasets(tmp_path):
 
 
 def test_gsm8k_answers_are_extracted_before_exact_match():
-    gens = pd.DataFrame({"id": ["a", "b", "c", "d"], "prompt": "q", "category": None,
-                         "reference": ["Natalia sold 48/2 = 24 clips... #### 72", "... #### 1,000", "#### 5", "#### 9"],
-                         "output": ["72", "So the answer is 1000.", "I do not know", "The answer is 10"]})
-    r = pd.DataFrame({"id": list("abcd"), "order": 0, "decided_by": "judge", "judge_output": "VERDICT: CORRECT",
-                      "p_correct": float("nan"), "judge_finish_reason": "eos"})
+    gens = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d"],
+            "prompt": "q",
+            "category": None,
+            "reference": ["Natalia sold 48/2 = 24 clips... #### 72", "... #### 1,000", "#### 5", "#### 9"],
+            "output": ["72", "So the answer is 1000.", "I do not know", "The answer is 10"],
+        }
+    )
+    r = pd.DataFrame(
+        {
+            "id": list("abcd"),
+            "order": 0,
+            "decided_by": "judge",
+            "judge_output": "VERDICT: CORRECT",
+            "p_correct": float("nan"),
+            "judge_finish_reason": "eos",
+        }
+    )
     plain = parse_judgments(gens, r, "reference")
     assert plain["exact_match"].tolist() == [False, False, False, False]  # the whole worked solution never matches
     df = parse_judgments(gens, r, "reference", answer={"reference": "gsm8k", "candidate": "last_number"})

@@ -18,10 +18,15 @@ def counts(workflow, cfg, env=None):
 
 def test_gpu_list_does_not_rerun_and_changed_weights_do(workflow):
     shutil.copytree(workflow.path / "models" / "demo-generator", workflow.path / "models" / "gen-copy")
-    cfg = workflow.write_config("r.yaml", run="r", shards=2, gpu_inventory=[0, 1],
-                                generator={"model": "models/gen-copy", "max_new_tokens": 6},
-                                judge={"max_new_tokens": 6},
-                                resources={"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}})
+    cfg = workflow.write_config(
+        "r.yaml",
+        run="r",
+        shards=2,
+        gpu_inventory=[0, 1],
+        generator={"model": "models/gen-copy", "max_new_tokens": 6},
+        judge={"max_new_tokens": 6},
+        resources={"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}},
+    )
     workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
     # Another CUDA_VISIBLE_DEVICES narrows the inventory; finished jobs stay finished.
     out = workflow.run("-n", "--configfile", cfg, env=clean_env(CUDA_VISIBLE_DEVICES="1"))

@@ -20,8 +20,17 @@ pytestmark = pytest.mark.workflow
 def write_dataset(path, n):
     with open(path, "w") as fh:
         for i in range(n):
-            fh.write(json.dumps({"id": f"q{i:04d}", "question": f"What is {i} + {i % 7}? Answer briefly.",
-                                 "answer": str(i + i % 7), "category": ["even", "odd"][i % 2]}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": f"q{i:04d}",
+                        "question": f"What is {i} + {i % 7}? Answer briefly.",
+                        "answer": str(i + i % 7),
+                        "category": ["even", "odd"][i % 2],
+                    }
+                )
+                + "\n"
+            )
 
 
 def complete_lines(store_dir):
@@ -48,9 +57,14 @@ def kill_job_when(proc, script, store_file, at_least, timeout=300):
 
 
 def start(workflow, cfg):
-    return subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(cfg)],
-                            cwd=workflow.path, env=clean_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(cfg)],
+        cwd=workflow.path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def reference_run(workflow, n, cfg_kw):
@@ -65,8 +79,12 @@ BIG = 120
 
 def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
     write_dataset(workflow.path / "big.jsonl", BIG)
-    kw = {"dataset": {"path": "big.jsonl"}, "shards": 1,
-          "generator": {"batch_size": 2, "max_new_tokens": 32}, "judge": {"max_new_tokens": 4}}
+    kw = {
+        "dataset": {"path": "big.jsonl"},
+        "shards": 1,
+        "generator": {"batch_size": 2, "max_new_tokens": 32},
+        "judge": {"max_new_tokens": 4},
+    }
     cfg = workflow.write_config(**kw)
     store = workflow.path / "results/.cache/generations"
     proc = start(workflow, cfg)
@@ -87,14 +105,20 @@ def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
     got = pd.read_parquet(workflow.results() / "generations" / "demo-generator" / "big.parquet")
     want = pd.read_parquet(ref / "generations" / "demo-generator" / "big.parquet")
     pd.testing.assert_frame_equal(got, want)
-    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
-                                  pd.read_parquet(ref / "judgments" / "demo-judge.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
+        pd.read_parquet(ref / "judgments" / "demo-judge.parquet"),
+    )
 
 
 def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
     write_dataset(workflow.path / "big.jsonl", BIG)
-    kw = {"dataset": {"path": "big.jsonl"}, "shards": 2,
-          "generator": {"max_new_tokens": 4}, "judge": {"batch_size": 2, "max_new_tokens": 32}}
+    kw = {
+        "dataset": {"path": "big.jsonl"},
+        "shards": 2,
+        "generator": {"max_new_tokens": 4},
+        "judge": {"batch_size": 2, "max_new_tokens": 32},
+    }
     cfg = workflow.write_config(**kw)
     store = workflow.path / "results/.cache/judge"
     proc = start(workflow, cfg)
@@ -111,8 +135,10 @@ def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
     meta = json.loads((workflow.results() / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert meta["resumed_items"] == checkpointed and meta["computed_items"] == BIG - checkpointed
     ref = reference_run(workflow, BIG, kw)
-    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
-                                  pd.read_parquet(ref / "judgments" / "demo-judge.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
+        pd.read_parquet(ref / "judgments" / "demo-judge.parquet"),
+    )
 
 
 def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerate_all(workflow):
@@ -132,8 +158,9 @@ def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerat
     second = pd.read_parquet(workflow.results("eight") / "generations" / "demo-generator" / "questions.parquet")
     assert first.drop(columns="shard").equals(second.drop(columns="shard"))
 
-    cfg_new = workflow.write_config("longer.yaml", run="longer", shards=8,
-                                    generator={"max_new_tokens": 9}, judge={"max_new_tokens": 4})
+    cfg_new = workflow.write_config(
+        "longer.yaml", run="longer", shards=8, generator={"max_new_tokens": 9}, judge={"max_new_tokens": 4}
+    )
     workflow.run("--cores", "2", "--configfile", cfg_new)
     assert sum(m["computed_items"] for m in workflow.metas("longer")) == 44
 
@@ -147,14 +174,24 @@ def test_keep_going_then_rerun_runs_only_the_failed_shard(workflow):
     proc = workflow.run("--cores", "2", "--configfile", cfg, "--keep-going", check=False)
     assert proc.returncode != 0
     assert "1.jsonl, line 1" in proc.stdout + proc.stderr
-    done = sorted(p.name for p in (workflow.results() / "generations" / "demo-generator" / "questions").glob("*.parquet"))
+    done = sorted(
+        p.name for p in (workflow.results() / "generations" / "demo-generator" / "questions").glob("*.parquet")
+    )
     assert done == ["0.parquet", "2.parquet", "3.parquet"]
 
     shard1.write_bytes(good)
     plan = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M))
-    assert jobs == {"generate": "1", "merge": "1", "judge": "1", "merge_judge": "1", "parse_verdicts": "1",
-                    "report": "1", "all": "1", "total": "7"}
+    assert jobs == {
+        "generate": "1",
+        "merge": "1",
+        "judge": "1",
+        "merge_judge": "1",
+        "parse_verdicts": "1",
+        "report": "1",
+        "all": "1",
+        "total": "7",
+    }
     workflow.run("--cores", "2", "--configfile", cfg)
     assert (workflow.results() / "report" / "summary.json").exists()
 
@@ -164,7 +201,11 @@ def test_greedy_runs_are_byte_identical_and_provenance_is_recorded(workflow):
     for run in ("a", "b"):
         cfg = workflow.write_config(f"{run}.yaml", run=run, cache_dir=f"results/.cache-{run}", **fast)
         workflow.run("--cores", "2", "--configfile", cfg)
-    for name in ("generations/demo-generator/questions.parquet", "judge/demo-judge/raw.parquet", "judgments/demo-judge.parquet"):
+    for name in (
+        "generations/demo-generator/questions.parquet",
+        "judge/demo-judge/raw.parquet",
+        "judgments/demo-judge.parquet",
+    ):
         assert (workflow.results("a") / name).read_bytes() == (workflow.results("b") / name).read_bytes(), name
     prov = json.loads((workflow.results("a") / "report" / "provenance.json").read_text())
     assert prov["config"]["run"] == "a" and len(prov["config_sha256"]) == 64

@@ -16,11 +16,23 @@ from cluster import Cluster, unavailable_reason  # noqa: E402
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 
 # Without slurmdbd there is no sacct; poll quickly so the tests do not idle.
-FAST_POLL = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
-             "--seconds-between-status-checks", "1", "--slurm-no-account"]
-SMALL = {"generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4},
-         "resources": {"generate": {"cpus_per_gpu": 1, "mem_mb": 1000, "runtime": 10},
-                       "judge": {"cpus_per_gpu": 1, "mem_mb": 2000, "runtime": 10}}}
+FAST_POLL = [
+    "--slurm-status-command",
+    "squeue",
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+    "--seconds-between-status-checks",
+    "1",
+    "--slurm-no-account",
+]
+SMALL = {
+    "generator": {"max_new_tokens": 8},
+    "judge": {"max_new_tokens": 4},
+    "resources": {
+        "generate": {"cpus_per_gpu": 1, "mem_mb": 1000, "runtime": 10},
+        "judge": {"cpus_per_gpu": 1, "mem_mb": 2000, "runtime": 10},
+    },
+}
 
 
 @pytest.fixture(scope="session")
@@ -50,10 +62,17 @@ def jobs_of(cluster, since_id=0):
             continue
         comment = fields.get("Comment", "")
         rule = re.search(r"rule_(\w+?)(_wildcards|$)", comment)
-        jobs.append({"id": int(fields["JobId"]), "rule": rule.group(1) if rule else comment,
-                     "comment": comment, "time_limit": fields.get("TimeLimit"),
-                     "mem": fields.get("MinMemoryNode"), "state": fields.get("JobState"),
-                     "gpus": fields.get("TresPerJob", "")})
+        jobs.append(
+            {
+                "id": int(fields["JobId"]),
+                "rule": rule.group(1) if rule else comment,
+                "comment": comment,
+                "time_limit": fields.get("TimeLimit"),
+                "mem": fields.get("MinMemoryNode"),
+                "state": fields.get("JobState"),
+                "gpus": fields.get("TresPerJob", ""),
+            }
+        )
     return sorted(jobs, key=lambda j: j["id"])
 
 
@@ -81,12 +100,18 @@ def last_job_id(cluster):
 def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
     cfg = workflow.write_config("slurm.yaml", run="onslurm", shards=4, **SMALL)
     since = last_job_id(cluster)
-    proc = workflow.run("--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster),
-                        timeout=900)
+    proc = workflow.run(
+        "--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster), timeout=900
+    )
     # What the preview promised is what the plugin submitted, option for option.
-    preview = subprocess.run([sys.executable, "-m", "genjudge.cli", "plan", "--slurm", "--configfile", str(cfg)],
-                             cwd=workflow.path, env=slurm_env(cluster), capture_output=True, text=True,
-                             check=True).stdout
+    preview = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "plan", "--slurm", "--configfile", str(cfg)],
+        cwd=workflow.path,
+        env=slurm_env(cluster),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     promised = {line.split(" ", 1)[0]: sbatch_options(line.split(": ", 1)[1]) for line in preview.splitlines()}
     submitted = {}
     for call in re.findall(r"sbatch call: (.+)", proc.stdout + proc.stderr):
@@ -110,7 +135,9 @@ def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
     local = workflow.write_config("local.yaml", run="onlocal", shards=4, cache_dir="results/.local-cache", **SMALL)
     workflow.run("--cores", "2", "--configfile", local)
     a, b = workflow.results("onslurm"), workflow.results("onlocal")
-    assert (a / "judgments" / "demo-judge.parquet").read_bytes() == (b / "judgments" / "demo-judge.parquet").read_bytes()
+    assert (a / "judgments" / "demo-judge.parquet").read_bytes() == (
+        b / "judgments" / "demo-judge.parquet"
+    ).read_bytes()
     sa, sb = (json.loads((r / "report" / "summary.json").read_text()) for r in (a, b))
     volatile = {"run", "shards", "judge", "generator"}
     assert {k: v for k, v in sa.items() if k not in volatile} == {k: v for k, v in sb.items() if k not in volatile}
@@ -127,10 +154,14 @@ def wait_for(predicate, timeout=120, what="condition"):
 
 
 def start(workflow, cluster, cfg, *extra):
-    return subprocess.Popen([sys.executable, "-m", "snakemake", "--profile", "slurm", *FAST_POLL,
-                             "--configfile", str(cfg), *extra],
-                            cwd=workflow.path, env=slurm_env(cluster), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--profile", "slurm", *FAST_POLL, "--configfile", str(cfg), *extra],
+        cwd=workflow.path,
+        env=slurm_env(cluster),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def is_shard(job, shard):
@@ -169,14 +200,24 @@ def test_cancelled_shard_reruns_alone(cluster, workflow):
     cluster.run("scancel", str(job["id"]))
     proc.communicate(timeout=900)
     assert proc.returncode != 0
-    gens = sorted(p.name for p in (workflow.results("cancel") / "generations" / "demo-generator" / "questions").glob("*.parquet"))
+    gens = sorted(
+        p.name for p in (workflow.results("cancel") / "generations" / "demo-generator" / "questions").glob("*.parquet")
+    )
     assert gens == ["0.parquet", "2.parquet"]
 
-    plan = workflow.run("--profile", "slurm", "-n", "--configfile", cfg, "--quiet", "rules",
-                        env=slurm_env(cluster)).stdout
+    plan = workflow.run(
+        "--profile", "slurm", "-n", "--configfile", cfg, "--quiet", "rules", env=slurm_env(cluster)
+    ).stdout
     assert dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M)) == {
-        "generate": "1", "merge": "1", "judge": "1", "merge_judge": "1", "parse_verdicts": "1", "report": "1",
-        "all": "1", "total": "7"}
+        "generate": "1",
+        "merge": "1",
+        "judge": "1",
+        "merge_judge": "1",
+        "parse_verdicts": "1",
+        "report": "1",
+        "all": "1",
+        "total": "7",
+    }
     since = last_job_id(cluster)
     workflow.run("--profile", "slurm", *FAST_POLL, "--configfile", cfg, env=slurm_env(cluster))
     rerun = jobs_of(cluster, since)

@@ -10,8 +10,10 @@ def parse_verdict(text, pattern=REF.pattern, labels=None, marker="VERDICT"):
 
 
 def test_last_verdict_marker_wins_over_reasoning():
-    text = ("The candidate says 12. If it had said 13 I would write VERDICT: INCORRECT, "
-            "but 12 matches the reference.\nVERDICT: CORRECT")
+    text = (
+        "The candidate says 12. If it had said 13 I would write VERDICT: INCORRECT, "
+        "but 12 matches the reference.\nVERDICT: CORRECT"
+    )
     v = parse_verdict(text)
     assert v.verdict == "correct" and v.reason is None and v.n_markers == 2
 

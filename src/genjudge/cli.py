@@ -63,8 +63,10 @@ def cmd_gpus(args) -> int:
     configured = config["gpu_inventory"] if args.inventory is None else args.inventory
     inventory = resolve_inventory(configured)
     lock_dir = args.lock_dir or config["lock_dir"] or default_lock_dir()
-    print(f"inventory ({'gpu_inventory: ' + str(configured)}): {', '.join(inventory) or 'none (CPU only)'}; "
-          f"lock dir: {lock_dir}")
+    print(
+        f"inventory ({'gpu_inventory: ' + str(configured)}): {', '.join(inventory) or 'none (CPU only)'}; "
+        f"lock dir: {lock_dir}"
+    )
     for gpu, holder in lease_status(inventory, lock_dir).items():
         print(f"  GPU {gpu}: {_held_since(holder) if holder else 'free'}")
     return 0
@@ -119,33 +121,74 @@ def main(argv=None) -> int:
     s.add_argument("run_dir", help="results/<run>")
     s.set_defaults(fn=cmd_summary)
     g = sub.add_parser("gpus", help="show the GPU inventory the workflow uses and who holds each lease")
-    g.add_argument("--configfile", action="append", default=[],
-                   help="config file(s), as for snakemake (none: the demo, config/demo.yaml)")
-    g.add_argument("--config", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                   help="overrides, as snakemake's --config")
-    g.add_argument("--inventory", default=None, type=_inventory_arg,
-                   help="instead of the config's gpu_inventory: auto, a count (4 = GPUs 0-3) or ids (0,2 or GPU-...)")
-    g.add_argument("--lock-dir", default=None, help="lease lock directory (default: the config's lock_dir, else "
-                                                    "the per-machine default)")
+    g.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        help="config file(s), as for snakemake (none: the demo, config/demo.yaml)",
+    )
+    g.add_argument(
+        "--config",
+        nargs="*",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="overrides, as snakemake's --config",
+    )
+    g.add_argument(
+        "--inventory",
+        default=None,
+        type=_inventory_arg,
+        help="instead of the config's gpu_inventory: auto, a count (4 = GPUs 0-3) or ids (0,2 or GPU-...)",
+    )
+    g.add_argument(
+        "--lock-dir",
+        default=None,
+        help="lease lock directory (default: the config's lock_dir, else the per-machine default)",
+    )
     g.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
     g.set_defaults(fn=cmd_gpus)
-    pl = sub.add_parser("plan", help="GPU check and memory plan for the configured generator and judge "
-                                     "(reads config.json only, loads no weights)")
-    pl.add_argument("--configfile", action="append", default=[],
-                    help="config file(s), as for snakemake (none: the demo, config/demo.yaml)")
-    pl.add_argument("--config", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                    help="overrides, as snakemake's --config")
+    pl = sub.add_parser(
+        "plan",
+        help="GPU check and memory plan for the configured generator and judge "
+        "(reads config.json only, loads no weights)",
+    )
+    pl.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        help="config file(s), as for snakemake (none: the demo, config/demo.yaml)",
+    )
+    pl.add_argument(
+        "--config",
+        nargs="*",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="overrides, as snakemake's --config",
+    )
     pl.add_argument("--gpus", help="hypothetical inventory instead of this machine's, e.g. 4x80GiB")
-    pl.add_argument("--role", action="append", choices=["generator", "judge"],
-                    help="plan only this model (repeatable); default both")
+    pl.add_argument(
+        "--role",
+        action="append",
+        choices=["generator", "judge"],
+        help="plan only this model (repeatable); default both",
+    )
     pl.add_argument("--batch-size", type=int, help="default: the configured batch size (8 for auto)")
-    pl.add_argument("--prompt-tokens", type=int, default=None,
-                    help="prompt length for the KV cache (default: estimated from the dataset and the template)")
+    pl.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=None,
+        help="prompt length for the KV cache (default: estimated from the dataset and the template)",
+    )
     pl.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
     pl.add_argument("--json", help="also write the plans to this JSON file")
-    pl.add_argument("--slurm", action="store_true",
-                    help="print the sbatch options every model job gets under the SLURM executor (nothing is "
-                         "submitted; the profile's own flags, such as --slurm-requeue, come on top)")
+    pl.add_argument(
+        "--slurm",
+        action="store_true",
+        help="print the sbatch options every model job gets under the SLURM executor (nothing is "
+        "submitted; the profile's own flags, such as --slurm-requeue, come on top)",
+    )
     pl.set_defaults(fn=cmd_plan)
     t = sub.add_parser("train-demo", help="train one of the demo models (deterministic, CPU)")
     t.add_argument("name", choices=["demo-generator", "demo-judge"], help="which demo model")

@@ -87,8 +87,9 @@ def validate(config: dict, root=None) -> dict:
     except WorkflowError as exc:  # name the key in one line rather than a traceback
         import jsonschema
 
-        cause = next((a for a in (*exc.args, exc.__cause__, exc.__context__)
-                      if isinstance(a, jsonschema.ValidationError)), None)
+        cause = next(
+            (a for a in (*exc.args, exc.__cause__, exc.__context__) if isinstance(a, jsonschema.ValidationError)), None
+        )
         if cause is None:
             raise
         where = ".".join(str(x) for x in cause.absolute_path) or "config"
@@ -168,9 +169,11 @@ def check_not_demo_template(template: str, model: str) -> None:
     with it never writes the verdict line the parser looks for."""
     parts = Path(os.path.normpath(template)).parts
     if tuple(parts[:2]) == tuple(Path(DEMO_DIR).parts) and not is_demo_model(model):
-        raise InputError(f"judge.template: {template} is the demo judge's compact template (it never asks for "
-                         f"a verdict line); judge.model {model!r} is not a demo model: set judge.template to null "
-                         "for the mode's own template (config/templates/<mode>.txt) or to a template of yours")
+        raise InputError(
+            f"judge.template: {template} is the demo judge's compact template (it never asks for "
+            f"a verdict line); judge.model {model!r} is not a demo model: set judge.template to null "
+            "for the mode's own template (config/templates/<mode>.txt) or to a template of yours"
+        )
 
 
 def check(config: dict, data: bool = True) -> None:
@@ -184,13 +187,18 @@ def check(config: dict, data: bool = True) -> None:
     from genjudge.sharding import shard_bounds
     from genjudge.specs import DatasetSpec, JudgeSpec
 
-    required = {"run": config["run"], "dataset.path": config["dataset"]["path"],
-                "generator.model": config["generator"]["model"], "judge.model": config["judge"]["model"]}
+    required = {
+        "run": config["run"],
+        "dataset.path": config["dataset"]["path"],
+        "generator.model": config["generator"]["model"],
+        "judge.model": config["judge"]["model"],
+    }
     maps = {"dataset.path": "datasets", "generator.model": "generators", "judge.model": "judges"}
     unset = [k for k, v in required.items() if v is None and not config.get(maps.get(k, ""))]
     if unset:
-        raise InputError(f"{', '.join(unset)}: not set; every run names them (config/README.md; "
-                         f"{DEMO} is a complete example)")
+        raise InputError(
+            f"{', '.join(unset)}: not set; every run names them (config/README.md; {DEMO} is a complete example)"
+        )
     load_plugins(config)
     exp = resolve(config)
     for kind, entries in (("datasets", exp.datasets), ("generators", exp.generators), ("judges", exp.judges)):
@@ -218,8 +226,10 @@ def check(config: dict, data: bool = True) -> None:
             graded = sum(n_items[c.dataset] for c in exp.cells(name))
             if section["shards"] > graded:
                 where = f"judges.{name}" if config.get("judges") else "judge"
-                raise InputError(f"{where}.shards = {section['shards']} is more than the {graded} answers it "
-                                 f"grades; use shards <= {graded}")
+                raise InputError(
+                    f"{where}.shards = {section['shards']} is more than the {graded} answers it "
+                    f"grades; use shards <= {graded}"
+                )
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
             role = f"{kind}s.{name}" if config.get(f"{kind}s") else kind

@@ -38,8 +38,15 @@ ITEM_COLUMNS = ["id", "prompt", "reference", "category", "messages"]
 
 FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
 
-_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv",
-             ".parquet": "parquet", ".pq": "parquet"}
+_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 
 
 def detect_format(path: Path, fmt: str = "auto") -> str:
@@ -66,7 +73,7 @@ def read_text(path: Path) -> str:
     data = path.read_bytes()
     for bom, encoding in _BOMS:
         if data.startswith(bom):
-            data, codec = data[len(bom):], encoding
+            data, codec = data[len(bom) :], encoding
             break
     else:
         codec = "utf-8"
@@ -74,13 +81,17 @@ def read_text(path: Path) -> str:
         return data.decode(codec)
     except UnicodeDecodeError as exc:
         if codec != "utf-8":
-            raise InputError(f"{path}: not valid {codec} text although it starts with a {codec} "
-                             f"byte-order mark ({exc.reason} at byte {exc.start})") from None
+            raise InputError(
+                f"{path}: not valid {codec} text although it starts with a {codec} "
+                f"byte-order mark ({exc.reason} at byte {exc.start})"
+            ) from None
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise InputError(f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at byte {column} of "
-                         "the line); save the file as UTF-8, e.g. `iconv -f cp1252 -t utf-8` for a file from "
-                         "Excel on Windows") from None
+        raise InputError(
+            f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at byte {column} of "
+            "the line); save the file as UTF-8, e.g. `iconv -f cp1252 -t utf-8` for a file from "
+            "Excel on Windows"
+        ) from None
 
 
 def _object_or_error(obj, where: str) -> dict:
@@ -91,7 +102,8 @@ def _object_or_error(obj, where: str) -> dict:
 
 def _json_type(obj) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(obj), "a number")
+        type(obj), "a number"
+    )
 
 
 def _read_jsonl(path: Path, text: str) -> list[tuple[str, dict]]:
@@ -118,8 +130,10 @@ def _explain_single_object(path: Path, text: str) -> None:
     if isinstance(obj, dict):
         lists = [k for k, v in obj.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
         hint = f"; the items may be the array under {lists[0]!r}: extract it into its own file" if lists else ""
-        raise InputError(f"{path}: holds a single JSON object; a dataset is a JSON array of objects or "
-                         f"JSON Lines (one object per line){hint}")
+        raise InputError(
+            f"{path}: holds a single JSON object; a dataset is a JSON array of objects or "
+            f"JSON Lines (one object per line){hint}"
+        )
 
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -147,8 +161,9 @@ def _read_json_array(path: Path, text: str) -> list[tuple[str, dict]]:
         try:
             obj, i = decoder.raw_decode(text, i)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}, item {index} (line {exc.lineno}): malformed JSON "
-                             f"({exc.msg} at column {exc.colno})") from None
+            raise InputError(
+                f"{path}, item {index} (line {exc.lineno}): malformed JSON ({exc.msg} at column {exc.colno})"
+            ) from None
         where = f"item {index} (line {start_line})"
         rows.append((where, _object_or_error(obj, f"{path}, {where}")))
         i = _WS.match(text, i).end()
@@ -159,8 +174,10 @@ def _read_json_array(path: Path, text: str) -> list[tuple[str, dict]]:
             break
         at_line, column = position(min(i, len(text)))
         found = "the end of the file" if i >= len(text) else repr(text[i])
-        raise InputError(f"{path}, line {at_line}: malformed JSON (expected ',' or ']' after item {index} "
-                         f"at column {column}, found {found})")
+        raise InputError(
+            f"{path}, line {at_line}: malformed JSON (expected ',' or ']' after item {index} "
+            f"at column {column}, found {found})"
+        )
     rest = _WS.match(text, i + 1).end()
     if rest < len(text):
         at_line, column = position(rest)
@@ -214,12 +231,14 @@ def _read_csv(path: Path, text: str, delimiter: str) -> list[tuple[str, dict]]:
                 seen.add(name)
             continue
         if len(record) > len(header):
-            if any(value != "" for value in record[len(header):]):
-                raise InputError(f"{path}, line {start}: {len(record)} fields but the header (line {header_line}) "
-                                 f"names {len(header)}; quote fields that contain {delimiter!r}")
-            record = record[:len(header)]
+            if any(value != "" for value in record[len(header) :]):
+                raise InputError(
+                    f"{path}, line {start}: {len(record)} fields but the header (line {header_line}) "
+                    f"names {len(header)}; quote fields that contain {delimiter!r}"
+                )
+            record = record[: len(header)]
         obj = dict(zip(header, record))
-        for name in header[len(record):]:
+        for name in header[len(record) :]:
             obj[name] = None
         rows.append((f"line {start}", obj))
     return rows
@@ -249,8 +268,7 @@ def read_rows(path, fmt: str = "auto", hf: dict | None = None) -> tuple[str, lis
         raise InputError(f"{path}: dataset file not found{hint}")
     fmt = detect_format(path, fmt)
     if path.is_dir():
-        raise InputError(f"{path}: is a directory; a Hugging Face dataset directory needs dataset.format "
-                         "hf or auto")
+        raise InputError(f"{path}: is a directory; a Hugging Face dataset directory needs dataset.format hf or auto")
     if fmt == "parquet":
         return path_text, _read_parquet(path)
     text = read_text(path)
@@ -382,8 +400,10 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
             found = _messages(value, where, name)
             if found is not None:
                 if len(prompt_fields) > 1:
-                    raise InputError(f"{where}: field {name!r} holds chat messages, which cannot be joined "
-                                     f"with other prompt fields; set dataset.fields.prompt to {name!r} alone")
+                    raise InputError(
+                        f"{where}: field {name!r} holds chat messages, which cannot be joined "
+                        f"with other prompt fields; set dataset.fields.prompt to {name!r} alone"
+                    )
                 messages = found
                 value = [m for m in found if m["role"] == "user"][-1]["content"]
             if not _is_null(value) and _as_text(value).strip():
@@ -399,18 +419,29 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
         if fields.get("id"):
             value = _lookup(obj, fields["id"])
             if _is_null(value) or _as_text(value).strip() == "":
-                raise InputError(f"{where}: missing required field {fields['id']!r} (the id); "
-                                 "set dataset.fields.id to null to derive ids from row content")
+                raise InputError(
+                    f"{where}: missing required field {fields['id']!r} (the id); "
+                    "set dataset.fields.id to null to derive ids from row content"
+                )
             item_id = _as_text(value)
         else:
             # A chat item is its whole conversation: the same question after other few-shot turns differs.
             item_id = stable_id(prompt if messages is None else json.dumps(messages), reference)
         if item_id in seen:
-            raise InputError(f"{where}: duplicate id {item_id!r} (field {fields.get('id') or '<derived from content>'!r}), "
-                             f"first seen at {seen[item_id]}")
+            raise InputError(
+                f"{where}: duplicate id {item_id!r} (field {fields.get('id') or '<derived from content>'!r}), "
+                f"first seen at {seen[item_id]}"
+            )
         seen[item_id] = pos
-        items.append({"id": item_id, "prompt": prompt, "reference": reference, "category": category,
-                      "messages": json.dumps(messages, ensure_ascii=False) if messages else None})
+        items.append(
+            {
+                "id": item_id,
+                "prompt": prompt,
+                "reference": reference,
+                "category": category,
+                "messages": json.dumps(messages, ensure_ascii=False) if messages else None,
+            }
+        )
     table = pd.DataFrame(items, columns=ITEM_COLUMNS)
     # None (not NaN) for an item without messages, so shard files write null.
     table["messages"] = pd.Series([item["messages"] for item in items], dtype=object)

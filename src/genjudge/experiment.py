@@ -30,8 +30,9 @@ class Cell:
 
     @property
     def key(self) -> str:
-        return "/".join(x for x in (self.generator, self.dataset) if x) + (f" vs {self.opponent}"
-                                                                          if self.opponent else "")
+        return "/".join(x for x in (self.generator, self.dataset) if x) + (
+            f" vs {self.opponent}" if self.opponent else ""
+        )
 
 
 def default_name(value: str | None) -> str:
@@ -82,14 +83,17 @@ class Experiment:
             elif section["pairs"] == "baseline":
                 out += [Cell(g, ds, section["baseline"]) for g in names if g != section["baseline"]]
             else:
-                out += [Cell(a, ds, b) for i, a in enumerate(names) for b in names[i + 1:]]
+                out += [Cell(a, ds, b) for i, a in enumerate(names) for b in names[i + 1 :]]
         return out
 
 
 def of_cell(df, cell: Cell):
     """The rows of a frame with generator/dataset/opponent columns that belong to `cell`."""
-    return df[(df["generator"] == cell.generator) & (df["dataset"] == cell.dataset)
-              & (df["opponent"].fillna("") == (cell.opponent or ""))]
+    return df[
+        (df["generator"] == cell.generator)
+        & (df["dataset"] == cell.dataset)
+        & (df["opponent"].fillna("") == (cell.opponent or ""))
+    ]
 
 
 def cell_generations(cells: list[Cell], generations: dict):
@@ -172,19 +176,22 @@ def _check_pairs(exp: Experiment) -> None:
             continue
         base = j["baseline"]
         if not base:
-            raise InputError(f"{where}.baseline: pairwise mode needs a baseline: the name of one of the "
-                             f"generators {names}, or a generations parquet file")
+            raise InputError(
+                f"{where}.baseline: pairwise mode needs a baseline: the name of one of the "
+                f"generators {names}, or a generations parquet file"
+            )
         looks_like_file = "/" in base or base.endswith((".parquet", ".pq"))
         if base not in names and not looks_like_file:
-            raise InputError(f"{where}.baseline: {base!r} is not one of the generators {names} "
-                             "(nor a parquet file)")
+            raise InputError(f"{where}.baseline: {base!r} is not one of the generators {names} (nor a parquet file)")
         if base in names and len(names) < 2:
             raise InputError(f"{where}.baseline: {base!r} is the only generator; nothing to compare it with")
         if not looks_like_file or base in names:
             continue
         if len(exp.datasets) > 1:
-            raise InputError(f"{where}.baseline: a baseline file holds one dataset's answers, and this run has "
-                             f"{len(exp.datasets)} datasets {list(exp.datasets)}: name a generator of the run "
-                             "as the baseline, or use one judge per dataset")
+            raise InputError(
+                f"{where}.baseline: a baseline file holds one dataset's answers, and this run has "
+                f"{len(exp.datasets)} datasets {list(exp.datasets)}: name a generator of the run "
+                "as the baseline, or use one judge per dataset"
+            )
         if not Path(base).exists():
             raise InputError(f"{where}.baseline: {base!r} not found; run the baseline first")

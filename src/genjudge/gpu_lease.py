@@ -99,7 +99,6 @@ def nvidia_smi_gpus(timeout: float = NVIDIA_SMI_TIMEOUT) -> list[tuple[str, str]
     return gpus
 
 
-
 def visible_restriction() -> list[str] | None:
     """The devices allowed by a CUDA_VISIBLE_DEVICES set before the workflow started."""
     value = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -110,8 +109,9 @@ def visible_restriction() -> list[str] | None:
 
 def _uuid_index(given: str, table: list[tuple[str, str]]) -> str | None:
     """The index of the GPU whose UUID is `given` or starts with it (CUDA accepts unique prefixes)."""
-    hits = [index for index, uuid in table if uuid == given] or \
-           [index for index, uuid in table if uuid.startswith(given)]
+    hits = [index for index, uuid in table if uuid == given] or [
+        index for index, uuid in table if uuid.startswith(given)
+    ]
     return hits[0] if len(hits) == 1 else None
 
 
@@ -147,8 +147,10 @@ def resolve_inventory(configured="auto") -> list[str]:
             return allowed  # no nvidia-smi to check against (containers): trust the caller's list
         kept = [d for d in allowed if _known(d, table)]
         if len(kept) != len(allowed):
-            log.warning("CUDA_VISIBLE_DEVICES names devices nvidia-smi does not show, left out: %s",
-                        [d for d in allowed if d not in kept])
+            log.warning(
+                "CUDA_VISIBLE_DEVICES names devices nvidia-smi does not show, left out: %s",
+                [d for d in allowed if d not in kept],
+            )
         return kept
     if isinstance(configured, int):
         ids = [str(i) for i in range(configured)]
@@ -188,8 +190,10 @@ def _open_lock(path: Path) -> int:
         except FileExistsError:
             continue  # another process created it in between: open theirs
         except PermissionError as exc:
-            raise PermissionError(f"cannot create {path}: the GPU lock directory must be writable by every "
-                                  f"user of the machine (mode 1777), or set {LOCK_DIR_ENV}") from exc
+            raise PermissionError(
+                f"cannot create {path}: the GPU lock directory must be writable by every "
+                f"user of the machine (mode 1777), or set {LOCK_DIR_ENV}"
+            ) from exc
         os.fchmod(fd, 0o666)  # whatever our umask: other users' jobs open it read-write
         return fd
     raise RuntimeError(f"cannot open the lock file {path} (a dangling symlink?)")
@@ -319,7 +323,7 @@ def _reserved(lock_dir: Path, ahead: list[_Waiter]) -> set[str]:
     reserved: set[str] = set()
     for w in ahead:
         free = [b for b in w.boards if b not in reserved and _held_by(_gpu_file(lock_dir, b)) is None]
-        reserved.update(free[:w.need] if len(free) >= w.need else w.boards)
+        reserved.update(free[: w.need] if len(free) >= w.need else w.boards)
     return reserved
 
 
@@ -331,8 +335,7 @@ def _enqueue(lock_dir: Path, name: str, need: int, boards: list[str], label: str
 
 
 def _holder_info(label: str) -> str:
-    return (f"pid={os.getpid()} host={socket.gethostname()} "
-            f"since={time.strftime('%Y-%m-%dT%H:%M:%S')} job={label}\n")
+    return f"pid={os.getpid()} host={socket.gethostname()} since={time.strftime('%Y-%m-%dT%H:%M:%S')} job={label}\n"
 
 
 def _describe(lock_dir: Path, devices_by_board: dict[str, str], ahead: list[_Waiter]) -> str:
@@ -390,10 +393,18 @@ def _timeout_from_env(timeout: float | None) -> float | None:
         raise ValueError(f"{TIMEOUT_ENV}={value!r}: expected a number of seconds") from None
 
 
-def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | None = None,
-            label: str = "", poll_seconds: float = 0.5, timeout: float | None = None, *,
-            report_every: float = REPORT_EVERY, queue_after: float = QUEUE_AFTER,
-            slurm_executor: bool | None = None) -> Lease:
+def acquire(
+    n_gpus: int,
+    inventory: list[str],
+    lock_dir: str | os.PathLike | None = None,
+    label: str = "",
+    poll_seconds: float = 0.5,
+    timeout: float | None = None,
+    *,
+    report_every: float = REPORT_EVERY,
+    queue_after: float = QUEUE_AFTER,
+    slurm_executor: bool | None = None,
+) -> Lease:
     """Lease `n_gpus` GPUs from `inventory` and pin this process to them.
 
     Call before anything imports torch. Under Snakemake's SLURM executor the
@@ -410,15 +421,17 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
         slurm_executor = in_slurm_allocation()
     if slurm_executor:
         devices = visible_restriction() or []
-        log.info("SLURM job %s: using the GPUs SLURM assigned: %s",
-                 os.environ.get("SLURM_JOB_ID", "?"), ",".join(devices) or "none")
+        log.info(
+            "SLURM job %s: using the GPUs SLURM assigned: %s",
+            os.environ.get("SLURM_JOB_ID", "?"),
+            ",".join(devices) or "none",
+        )
         return Lease(devices=devices, source="slurm")
     inventory = [str(x) for x in inventory]
     if n_gpus <= 0 or not inventory:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         if n_gpus > 0:
-            log.warning("the job asks for %d GPU(s) but the inventory is empty: running on CPU, CUDA hidden",
-                        n_gpus)
+            log.warning("the job asks for %d GPU(s) but the inventory is empty: running on CPU, CUDA hidden", n_gpus)
         else:
             log.info("no GPU asked for: running on CPU, CUDA hidden")
         return Lease(devices=[], source="none")
@@ -469,13 +482,20 @@ def acquire(n_gpus: int, inventory: list[str], lock_dir: str | os.PathLike | Non
                 break
             waited = time.monotonic() - start
             if waited >= next_report:
-                log.log(logging.INFO if next_report == 0 else logging.WARNING,
-                        "waiting %.0fs for %d free GPU(s) among %s: %s", waited, n_gpus, inventory,
-                        _describe(lock_dir, devices_by_board, ahead))
+                log.log(
+                    logging.INFO if next_report == 0 else logging.WARNING,
+                    "waiting %.0fs for %d free GPU(s) among %s: %s",
+                    waited,
+                    n_gpus,
+                    inventory,
+                    _describe(lock_dir, devices_by_board, ahead),
+                )
                 next_report += report_every
             if timeout is not None and waited >= timeout:
-                raise TimeoutError(f"no {n_gpus} free GPU(s) among {inventory} after {timeout:g}s: "
-                                   f"{_describe(lock_dir, devices_by_board, ahead)}")
+                raise TimeoutError(
+                    f"no {n_gpus} free GPU(s) among {inventory} after {timeout:g}s: "
+                    f"{_describe(lock_dir, devices_by_board, ahead)}"
+                )
             time.sleep(poll_seconds)
     finally:
         os.close(alloc_fd)

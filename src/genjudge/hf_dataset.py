@@ -31,8 +31,9 @@ def _pick_split(loaded, path: str, config, split):
     names = list(loaded.keys())
     if split is None:
         if len(names) != 1:
-            raise InputError(f"{_label(path, config, None)}: has the splits {', '.join(names)}; "
-                             "choose one with dataset.hf.split")
+            raise InputError(
+                f"{_label(path, config, None)}: has the splits {', '.join(names)}; choose one with dataset.hf.split"
+            )
         split = names[0]
     if split not in loaded:
         raise InputError(f"{_label(path, config, split)}: no split {split!r}; it has {', '.join(names) or 'none'}")
@@ -48,11 +49,14 @@ def _load(path: str, config, split, what: str, load):
         message = str(exc).strip().replace("\n", " ")
         advice = ""
         if isinstance(exc, ConnectionError) or "offline" in message.lower() or "couldn't reach" in message.lower():
-            advice = ("; it is not in the local Hugging Face cache and the Hub cannot be reached: load it once "
-                      "on a machine with network access into the same cache (HF_HOME, or dataset.hf.cache_dir), "
-                      "then run here with HF_HUB_OFFLINE=1")
-        raise InputError(f"{_label(path, config, split)}: cannot load {what} ({type(exc).__name__}: "
-                         f"{message}){advice}") from None
+            advice = (
+                "; it is not in the local Hugging Face cache and the Hub cannot be reached: load it once "
+                "on a machine with network access into the same cache (HF_HOME, or dataset.hf.cache_dir), "
+                "then run here with HF_HUB_OFFLINE=1"
+            )
+        raise InputError(
+            f"{_label(path, config, split)}: cannot load {what} ({type(exc).__name__}: {message}){advice}"
+        ) from None
 
 
 def read_hf_rows(path: str, options: dict) -> tuple[str, list[tuple[str, dict]]]:
@@ -71,25 +75,38 @@ def read_hf_rows(path: str, options: dict) -> tuple[str, list[tuple[str, dict]]]
         if (local / "dataset_dict.json").is_file() or (local / "state.json").is_file():
             for key, value in (("config", config), ("revision", revision)):
                 if value is not None:
-                    raise InputError(f"dataset.hf.{key}: {path} is a directory written by save_to_disk, which has "
-                                     f"no {key}; set dataset.hf.{key} to null")
-            loaded = _load(path, None, split, "the dataset saved there",
-                           lambda: datasets.load_from_disk(str(local)))
+                    raise InputError(
+                        f"dataset.hf.{key}: {path} is a directory written by save_to_disk, which has "
+                        f"no {key}; set dataset.hf.{key} to null"
+                    )
+            loaded = _load(path, None, split, "the dataset saved there", lambda: datasets.load_from_disk(str(local)))
         else:
-            loaded = _load(path, config, split, "the data files there",
-                           lambda: datasets.load_dataset(str(local), config, split=split, cache_dir=cache_dir))
+            loaded = _load(
+                path,
+                config,
+                split,
+                "the data files there",
+                lambda: datasets.load_dataset(str(local), config, split=split, cache_dir=cache_dir),
+            )
     elif local.exists():
-        raise InputError(f"{path}: a Hugging Face dataset is a hub id or a directory, not a file; set "
-                         "dataset.format to the file's format (or auto)")
+        raise InputError(
+            f"{path}: a Hugging Face dataset is a hub id or a directory, not a file; set "
+            "dataset.format to the file's format (or auto)"
+        )
     elif _HUB_ID.fullmatch(path):
         import datasets
 
-        loaded = _load(path, config, split, "the Hugging Face dataset",
-                       lambda: datasets.load_dataset(path, config, split=split, revision=revision,
-                                                     cache_dir=cache_dir))
+        loaded = _load(
+            path,
+            config,
+            split,
+            "the Hugging Face dataset",
+            lambda: datasets.load_dataset(path, config, split=split, revision=revision, cache_dir=cache_dir),
+        )
     else:
-        raise InputError(f"{path}: dataset not found (no such directory, and not a Hugging Face hub id "
-                         "such as `owner/name`)")
+        raise InputError(
+            f"{path}: dataset not found (no such directory, and not a Hugging Face hub id such as `owner/name`)"
+        )
     dataset, split = _pick_split(loaded, path, config, split)
     rows = dataset.with_format(None).to_list()
     return _label(path, config, split), [(f"row {i}", row) for i, row in enumerate(rows)]

@@ -80,7 +80,7 @@ def _fsync_dir(path: Path) -> None:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 class ItemStore:
@@ -165,8 +165,19 @@ class ItemStore:
         if self._fd is None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-            header = json.dumps({"log": {"writer": self.writer, "host": socket.gethostname(), "pid": os.getpid(),
-                                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}}) + "\n"
+            header = (
+                json.dumps(
+                    {
+                        "log": {
+                            "writer": self.writer,
+                            "host": socket.gethostname(),
+                            "pid": os.getpid(),
+                            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                        }
+                    }
+                )
+                + "\n"
+            )
             _write_all(fd, header.encode())
             self._fd, self._offset = fd, len(header.encode())
             _fsync_dir(self.log_path.parent)

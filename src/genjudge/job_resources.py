@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import os
 
-SLURM_RESOURCES = {"partition": "slurm_partition", "account": "slurm_account", "qos": "qos",
-                   "constraint": "constraint", "gpu_model": "gpu_model"}
+SLURM_RESOURCES = {
+    "partition": "slurm_partition",
+    "account": "slurm_account",
+    "qos": "qos",
+    "constraint": "constraint",
+    "gpu_model": "gpu_model",
+}
 
 
 def generate_gpus(exp, config: dict, generator: str, inventory: list, on_slurm: bool) -> int:
@@ -46,9 +51,13 @@ def slurm_resources(config: dict) -> dict:
 
 def job_resources(config: dict, step: str, gpus: int, attempt: int = 1) -> dict:
     """The resources of one generate or judge job, as the rules declare them."""
-    out = {"gpu": gpus, "cpus_per_gpu": config["resources"][step]["cpus_per_gpu"],
-           "mem_mb": scaled(config, step, "mem_mb", attempt), "runtime": scaled(config, step, "runtime", attempt),
-           **slurm_resources(config)}
+    out = {
+        "gpu": gpus,
+        "cpus_per_gpu": config["resources"][step]["cpus_per_gpu"],
+        "mem_mb": scaled(config, step, "mem_mb", attempt),
+        "runtime": scaled(config, step, "runtime", attempt),
+        **slurm_resources(config),
+    }
     if step == "judge":
         out["nodes"] = 1
     return out

@@ -43,8 +43,10 @@ def check_model(name: str, role: str, buildable: bool = False) -> None:
             return
         hit = try_to_load_from_cache(name, "config.json")
         if not isinstance(hit, str):
-            raise InputError(f"{role}.model: {name!r} is neither a local directory nor in the local "
-                             "Hugging Face cache, and HF_HUB_OFFLINE=1 forbids downloading it")
+            raise InputError(
+                f"{role}.model: {name!r} is neither a local directory nor in the local "
+                "Hugging Face cache, and HF_HUB_OFFLINE=1 forbids downloading it"
+            )
 
 
 def _hash_file(h, path: Path) -> None:

@@ -7,8 +7,18 @@ import json
 import subprocess
 from importlib import metadata
 
-PACKAGES = ["snakemake", "snakemake-executor-plugin-slurm", "torch", "transformers", "accelerate",
-            "bitsandbytes", "tokenizers", "pandas", "pyarrow", "genjudge"]
+PACKAGES = [
+    "snakemake",
+    "snakemake-executor-plugin-slurm",
+    "torch",
+    "transformers",
+    "accelerate",
+    "bitsandbytes",
+    "tokenizers",
+    "pandas",
+    "pyarrow",
+    "genjudge",
+]
 
 
 def package_versions() -> dict:
@@ -23,8 +33,9 @@ def package_versions() -> dict:
 
 def git_state(directory) -> dict:
     def git(*args):
-        return subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True,
-                              timeout=30).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
 
     try:
         commit = git("rev-parse", "HEAD")
@@ -48,12 +59,22 @@ def provenance(config: dict, exp, gen_metas, judge_metas: dict, workflow_dir) ->
         "config_sha256": hashlib.sha256(canonical.encode()).hexdigest(),
         "packages": package_versions(),
         "models": {
-            "generators": {name: {"model": g["model"], "revision": g["revision"],
-                                  "fingerprint": _one({m.model_fingerprint for m in gen_metas if m.generator == name})}
-                           for name, g in exp.generators.items()},
-            "judges": {name: {"model": j["model"], "revision": j["revision"],
-                              "fingerprint": _one({m.model_fingerprint for m in judge_metas[name].jobs()})}
-                       for name, j in exp.judges.items()},
+            "generators": {
+                name: {
+                    "model": g["model"],
+                    "revision": g["revision"],
+                    "fingerprint": _one({m.model_fingerprint for m in gen_metas if m.generator == name}),
+                }
+                for name, g in exp.generators.items()
+            },
+            "judges": {
+                name: {
+                    "model": j["model"],
+                    "revision": j["revision"],
+                    "fingerprint": _one({m.model_fingerprint for m in judge_metas[name].jobs()}),
+                }
+                for name, j in exp.judges.items()
+            },
         },
         "git": git_state(workflow_dir),
     }

@@ -28,8 +28,10 @@ class RecordError(ValueError):
 
 def _check_version(kind: str, found, path) -> None:
     if found != SCHEMA_VERSION:
-        raise RecordError(f"{path}: {kind} written with schema_version {found!r}; this genjudge reads "
-                          f"{SCHEMA_VERSION}. Rerun the step that wrote it (or use the matching genjudge).")
+        raise RecordError(
+            f"{path}: {kind} written with schema_version {found!r}; this genjudge reads "
+            f"{SCHEMA_VERSION}. Rerun the step that wrote it (or use the matching genjudge)."
+        )
 
 
 class _Record:
@@ -91,10 +93,17 @@ class JobMeta(_Record):
     @classmethod
     def start(cls, lease, **values):
         """A meta for a job that starts now, with the GPUs `lease` gave it."""
-        meta = cls(hostname=socket.gethostname(), pid=os.getpid(), slurm_job_id=os.environ.get("SLURM_JOB_ID"),
-                   python=platform.python_version(), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-                   gpu_source=lease.source, gpus=list(lease.devices),
-                   waited_for_gpus_seconds=round(lease.waited_seconds, 3), started_at=time.time())
+        meta = cls(
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            slurm_job_id=os.environ.get("SLURM_JOB_ID"),
+            python=platform.python_version(),
+            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            gpu_source=lease.source,
+            gpus=list(lease.devices),
+            waited_for_gpus_seconds=round(lease.waited_seconds, 3),
+            started_at=time.time(),
+        )
         meta.update(**values)
         return meta
 
@@ -150,19 +159,33 @@ class JudgeMeta(JobMeta):
         if len(metas) == 1:
             return metas[0]
         first = metas[0]
-        return cls(run=first.run, model=first.model, revision=first.revision, mode=first.mode,
-                   verdict=first.verdict, cascade=first.cascade, quantization=first.quantization,
-                   device_map=first.device_map, template=first.template, template_hash=first.template_hash,
-                   model_fingerprint=first.model_fingerprint, placement=first.placement, shards=metas,
-                   cuda_visible_devices=";".join(str(m.cuda_visible_devices) for m in metas),
-                   n_items=sum(m.n_items for m in metas), n_requests=sum(m.n_requests for m in metas),
-                   n_decided_by_rule=sum(m.n_decided_by_rule for m in metas),
-                   load_seconds=round(sum(m.load_seconds for m in metas), 3),
-                   judge_seconds=round(sum(m.judge_seconds for m in metas), 3),
-                   resumed_items=sum(m.resumed_items for m in metas),
-                   computed_items=sum(m.computed_items for m in metas),
-                   model_loads=sum(m.model_loads for m in metas), cells=_sum_cells(metas),
-                   started_at=min(m.started_at for m in metas), finished_at=max(m.finished_at for m in metas))
+        return cls(
+            run=first.run,
+            model=first.model,
+            revision=first.revision,
+            mode=first.mode,
+            verdict=first.verdict,
+            cascade=first.cascade,
+            quantization=first.quantization,
+            device_map=first.device_map,
+            template=first.template,
+            template_hash=first.template_hash,
+            model_fingerprint=first.model_fingerprint,
+            placement=first.placement,
+            shards=metas,
+            cuda_visible_devices=";".join(str(m.cuda_visible_devices) for m in metas),
+            n_items=sum(m.n_items for m in metas),
+            n_requests=sum(m.n_requests for m in metas),
+            n_decided_by_rule=sum(m.n_decided_by_rule for m in metas),
+            load_seconds=round(sum(m.load_seconds for m in metas), 3),
+            judge_seconds=round(sum(m.judge_seconds for m in metas), 3),
+            resumed_items=sum(m.resumed_items for m in metas),
+            computed_items=sum(m.computed_items for m in metas),
+            model_loads=sum(m.model_loads for m in metas),
+            cells=_sum_cells(metas),
+            started_at=min(m.started_at for m in metas),
+            finished_at=max(m.finished_at for m in metas),
+        )
 
     def jobs(self) -> list[JudgeMeta]:
         return list(self.shards) if self.shards else [self]
@@ -207,8 +230,7 @@ def write_judge_records(path, rows: list[JudgeRecord] | pd.DataFrame) -> None:
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame([asdict(r) for r in rows], columns=RAW_COLUMNS)
     df = df[RAW_COLUMNS].astype({"p_correct": "float64", "opponent": "object"})
     table = pa.Table.from_pandas(df, preserve_index=False)
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                           _VERSION_KEY: str(SCHEMA_VERSION).encode()})
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), _VERSION_KEY: str(SCHEMA_VERSION).encode()})
     with atomic.atomic_path(path) as tmp:
         import pyarrow.parquet as pq
 
@@ -264,8 +286,9 @@ class RunSummary(_Record):
     def from_dict(cls, data: dict, where="summary"):
         _check_version(cls.__name__, data.get("schema_version"), where)
         known = {f.name for f in fields(cls)} - {"metrics"}
-        return cls(**{k: v for k, v in data.items() if k in known},
-                   metrics={k: v for k, v in data.items() if k not in known})
+        return cls(
+            **{k: v for k, v in data.items() if k in known}, metrics={k: v for k, v in data.items() if k not in known}
+        )
 
     def write(self, path) -> None:
         atomic.write_json(path, self.to_dict())

@@ -12,8 +12,9 @@ from genjudge.errors import InputError
 
 
 def write_shard(path, items: pd.DataFrame) -> None:
-    lines = [json.dumps({c: row[c] for c in ITEM_COLUMNS}, ensure_ascii=False)
-             for row in items.to_dict(orient="records")]
+    lines = [
+        json.dumps({c: row[c] for c in ITEM_COLUMNS}, ensure_ascii=False) for row in items.to_dict(orient="records")
+    ]
     atomic.write_text(path, "".join(line + "\n" for line in lines))
 
 
@@ -26,6 +27,7 @@ def read_shard(path) -> pd.DataFrame:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise InputError(f"{path}, line {lineno}: unreadable shard record ({exc.msg}); "
-                                 "rerun the split or restore the file") from None
+                raise InputError(
+                    f"{path}, line {lineno}: unreadable shard record ({exc.msg}); rerun the split or restore the file"
+                ) from None
     return pd.DataFrame(rows, columns=ITEM_COLUMNS)

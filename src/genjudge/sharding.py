@@ -12,8 +12,9 @@ def shard_bounds(n_items: int, n_shards: int) -> list[tuple[int, int]]:
     if n_shards < 1:
         raise InputError(f"shards must be >= 1, got {n_shards}")
     if n_shards > n_items:
-        raise InputError(f"shards = {n_shards} is more than the {n_items} items of the dataset; "
-                         f"use shards <= {n_items}")
+        raise InputError(
+            f"shards = {n_shards} is more than the {n_items} items of the dataset; use shards <= {n_items}"
+        )
     base, extra = divmod(n_items, n_shards)
     bounds, start = [], 0
     for i in range(n_shards):

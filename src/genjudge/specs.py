@@ -72,16 +72,22 @@ class ModelSpec(Spec):
     def item_params(self) -> dict:
         """What decides one item's result besides the model's files and the prompt as sent:
         the `item` fields in force, less the model's name and revision (its fingerprint stands for them)."""
-        return {k: getattr(self, k) for k in self.fields_changing("item")
-                if k not in ("model", "revision") and k not in self.idle_fields()}
+        return {
+            k: getattr(self, k)
+            for k in self.fields_changing("item")
+            if k not in ("model", "revision") and k not in self.idle_fields()
+        }
 
     def rerun_params(self) -> dict:
         return {k: v for k, v in super().rerun_params().items() if k not in self.idle_fields()}
 
     def idle_fields(self) -> set:
         """Settings that have no effect as configured (changing them changes nothing)."""
-        return set() if self.quantization == "4bit" else {"bnb_4bit_quant_type", "bnb_4bit_use_double_quant",
-                                                          "bnb_4bit_compute_dtype"}
+        return (
+            set()
+            if self.quantization == "4bit"
+            else {"bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype"}
+        )
 
     @property
     def precision(self) -> str:
@@ -131,7 +137,6 @@ class DatasetSpec(Spec):
     hf: dict = _job()  # Hugging Face datasets: config, split, revision, cache_dir
     answer: dict = _job()  # extraction methods before exact match: {reference, candidate}
     shards: int | None = _run()  # the shard count is in the rule's own params
-
 
 
 def generator_spec(config: dict) -> GeneratorSpec:

@@ -19,7 +19,9 @@ MARKER = "# genjudge throwaway test cluster"
 # environment of its inner srun, so the config must sit at the default path.
 ETC = Path("/etc/slurm")
 
-SLURM_CONF = MARKER + """
+SLURM_CONF = (
+    MARKER
+    + """
 ClusterName=genjudge-test
 SlurmctldHost={host}
 SlurmUser=root
@@ -51,6 +53,7 @@ KillWait=2
 NodeName={host} CPUs={cpus} RealMemory={mem} Gres=gpu:{gpus} State=UNKNOWN
 PartitionName=gpu Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 """
+)
 
 
 class ClusterError(RuntimeError):
@@ -101,14 +104,24 @@ class Cluster:
             gres.append(f"NodeName={self.host} Name=gpu File={dev}")
         ETC.mkdir(parents=True, exist_ok=True)
         (ETC / "gres.conf").write_text(MARKER + "\n" + "\n".join(gres) + "\n")
-        self.conf.write_text(SLURM_CONF.format(host=self.host, root=self.root, cpus=self.cpus, mem=self.mem_mb,
-                                               gpus=self.gpus, ctld_port=self._free_port(), d_port=self._free_port()))
+        self.conf.write_text(
+            SLURM_CONF.format(
+                host=self.host,
+                root=self.root,
+                cpus=self.cpus,
+                mem=self.mem_mb,
+                gpus=self.gpus,
+                ctld_port=self._free_port(),
+                d_port=self._free_port(),
+            )
+        )
         self._start_munge()
         env = {**os.environ, **self.env}
         for daemon in ("slurmctld", "slurmd"):
             log = open(self.root / f"{daemon}.out", "w")  # noqa: SIM115 - the daemon owns it until stop()
-            self.procs.append(subprocess.Popen([daemon, "-D", "-f", str(self.conf)], env=env,
-                                               stdout=log, stderr=subprocess.STDOUT))
+            self.procs.append(
+                subprocess.Popen([daemon, "-D", "-f", str(self.conf)], env=env, stdout=log, stderr=subprocess.STDOUT)
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for p in self.procs:

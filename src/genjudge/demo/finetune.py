@@ -14,8 +14,15 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
-def finetune(model_dir, pairs: list[tuple[str, str]], steps: int = 300, batch_size: int = 32, lr: float = 3e-3,
-             seed: int = 0, out_dir=None) -> dict:
+def finetune(
+    model_dir,
+    pairs: list[tuple[str, str]],
+    steps: int = 300,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    seed: int = 0,
+    out_dir=None,
+) -> dict:
     """Train on `pairs` and save to `out_dir` (default: in place). Returns the final loss."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -18,10 +18,12 @@ CHAT_TEMPLATE = (
 SPECIAL = ["<s>", "</s>", "<pad>", "<|system|>", "<|user|>", "<|assistant|>"]
 
 SIZES = {
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2),
-    "small": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
-                  num_key_value_heads=4),
+    "tiny": dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+    ),
+    "small": dict(
+        hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4
+    ),
 }
 
 
@@ -39,11 +41,20 @@ def build_tokenizer(lines: list[str], vocab_size: int = 512):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(lines, trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                   additional_special_tokens=SPECIAL[3:])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        additional_special_tokens=SPECIAL[3:],
+    )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
@@ -58,9 +69,15 @@ def build_model(out_dir, corpus_paths, seed: int = 0, size: str = "tiny", vocab_
         raise FileExistsError(f"{out_dir} already exists")
     tok = build_tokenizer(corpus_lines(corpus_paths), vocab_size)
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tok), max_position_embeddings=2048, tie_word_embeddings=True,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                      **SIZES[size])
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        **SIZES[size],
+    )
     model = LlamaForCausalLM(cfg)
     # Built beside the target and renamed into place: a half-built model is never seen.
     tmp = out_dir.with_name(f".{out_dir.name}.tmp{os.getpid()}")

@@ -38,8 +38,11 @@ def _questions(root: Path) -> list[dict]:
 
 
 def _corpus(root: Path) -> list[Path]:
-    return [root / "config/demo/questions.jsonl", root / "config/templates/reference.txt",
-            root / "config/demo/judge_template.txt"]
+    return [
+        root / "config/demo/questions.jsonl",
+        root / "config/templates/reference.txt",
+        root / "config/demo/judge_template.txt",
+    ]
 
 
 def generator_answers(questions: list[dict], seed: int = 0) -> dict[str, str]:
@@ -93,8 +96,9 @@ def judge_examples(questions: list[dict], tok, template: str, n: int, seed: int)
 
 def train_judge(out_dir, root: Path, seed: int = 1) -> dict:
     template = load_template(root / "config/demo/judge_template.txt", modes.get("reference"))
-    return _train(out_dir, root, seed, lambda qs, tok: judge_examples(qs, tok, template, JUDGE_EXAMPLES, seed),
-                  JUDGE_STEPS, 32)
+    return _train(
+        out_dir, root, seed, lambda qs, tok: judge_examples(qs, tok, template, JUDGE_EXAMPLES, seed), JUDGE_STEPS, 32
+    )
 
 
 def train(name: str, out_dir, root: Path) -> dict:

@@ -52,9 +52,14 @@ def search_batch_size(trial: Callable[[int], float], margin: float = 0.9, limit:
             raise RuntimeError("even a batch of 1 does not fit in GPU memory: use more GPUs or quantization")
         # The doubling stops at the first size above the margin, so this is the batch of 1.
         bs = max(ran_above_margin)
-        log.warning("batch_size auto: even a batch of %d peaks at %.0f%% of GPU memory, above the %.0f%% margin; "
-                    "using %d (it ran without running out of memory)",
-                    bs, ran_above_margin[bs] * 100, margin * 100, bs)
+        log.warning(
+            "batch_size auto: even a batch of %d peaks at %.0f%% of GPU memory, above the %.0f%% margin; "
+            "using %d (it ran without running out of memory)",
+            bs,
+            ran_above_margin[bs] * 100,
+            margin * 100,
+            bs,
+        )
         return bs
     if bad is None:
         return max(1, int(good * HEADROOM))

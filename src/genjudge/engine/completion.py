@@ -22,8 +22,13 @@ log = logging.getLogger(__name__)
 def gen_params(spec: ModelSpec) -> GenParams:
     """Decoding parameters: a generator may sample; a judge always decodes greedily."""
     if isinstance(spec, GeneratorSpec) and spec.do_sample:
-        return GenParams(max_new_tokens=spec.max_new_tokens, do_sample=True, temperature=spec.temperature,
-                         top_p=spec.top_p, seed=spec.seed)
+        return GenParams(
+            max_new_tokens=spec.max_new_tokens,
+            do_sample=True,
+            temperature=spec.temperature,
+            top_p=spec.top_p,
+            seed=spec.seed,
+        )
     return GenParams(max_new_tokens=spec.max_new_tokens, do_sample=False)
 
 
@@ -73,16 +78,26 @@ class PromptSet:
     def render(self, texts: list[str], conversations: list | None = None) -> list[str]:
         """Prompts as sent; `conversations[i]`, when not None, is item i's list of chat messages."""
         conversations = conversations or [None] * len(texts)
-        return [render_prompt(self.tok, t, self.spec.system_prompt, self.chat, conv) + self.suffix
-                for t, conv in zip(texts, conversations)]
+        return [
+            render_prompt(self.tok, t, self.spec.system_prompt, self.chat, conv) + self.suffix
+            for t, conv in zip(texts, conversations)
+        ]
 
     def key(self, prompt: str) -> str:
         """Everything that decides this item's result: the spec's item fields, the model's files, the prompt."""
         return item_key(kind=self.kind, model=self.fp, params=self.spec.item_params(), prompt=prompt)
 
 
-def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore, desc: str,
-             log_stream, scorer=None, conversations: list | None = None) -> Completion:
+def complete(
+    pset: PromptSet,
+    texts: list[str],
+    ids: list[str],
+    store: ItemStore,
+    desc: str,
+    log_stream,
+    scorer=None,
+    conversations: list | None = None,
+) -> Completion:
     """Complete `texts` (or the chat `conversations` where given); `scorer(model, tok,
     add_special_tokens)` replaces generation (logprob judging)."""
     prompts = pset.render(texts, conversations)
@@ -93,8 +108,13 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
         if k not in done and k not in queued:
             todo.append(i)
             queued.add(k)
-    log.info("%s: %d items, %d already done (checkpoint/cache), %d to compute",
-             desc, len(keys), sum(k in done for k in keys), len(todo))
+    log.info(
+        "%s: %d items, %d already done (checkpoint/cache), %d to compute",
+        desc,
+        len(keys),
+        sum(k in done for k in keys),
+        len(todo),
+    )
     t0 = time.monotonic()
     load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, None, {}, []
     if todo:
@@ -122,23 +142,45 @@ def complete(pset: PromptSet, texts: list[str], ids: list[str], store: ItemStore
             store.append([{**r, "key": keys[todo[j]], "id": ids[todo[j]]} for j, r in zip(idx, results)])
 
         t1 = time.monotonic()
-        new, batch_size = run_batches(lengths, batch_size, lambda idx: gen.generate([todo_prompts[j] for j in idx]),
-                                      on_batch=checkpoint, progress=bar)
+        new, batch_size = run_batches(
+            lengths,
+            batch_size,
+            lambda idx: gen.generate([todo_prompts[j] for j in idx]),
+            on_batch=checkpoint,
+            progress=bar,
+        )
         compute_seconds = time.monotonic() - t1
         bar.close()
         for j, r in enumerate(new):
             done[keys[todo[j]]] = r
     results = [done[k] for k in keys]
-    return Completion(prompts, keys, results, len(keys) - sum(k in queued for k in keys), len(todo), pset.fp, pset.chat,
-                      load_seconds, compute_seconds, batch_size, info,
-                      sum(r["n_generated_tokens"] for r in new), {keys[i] for i in todo})
+    return Completion(
+        prompts,
+        keys,
+        results,
+        len(keys) - sum(k in queued for k in keys),
+        len(todo),
+        pset.fp,
+        pset.chat,
+        load_seconds,
+        compute_seconds,
+        batch_size,
+        info,
+        sum(r["n_generated_tokens"] for r in new),
+        {keys[i] for i in todo},
+    )
 
 
 def completion_meta(c: Completion, seconds_name: str) -> dict:
     """The meta fields every model job reports about its completion."""
-    return {"model_fingerprint": c.model_fingerprint, "chat_template": c.chat_template,
-            "batch_size": c.batch_size, "load_seconds": round(c.load_seconds, 3),
-            seconds_name: round(c.compute_seconds, 3), "resumed_items": c.resumed,
-            "computed_items": c.computed,
-            "tokens_per_second": round(c.computed_tokens / c.compute_seconds, 1) if c.compute_seconds else None,
-            **c.info}
+    return {
+        "model_fingerprint": c.model_fingerprint,
+        "chat_template": c.chat_template,
+        "batch_size": c.batch_size,
+        "load_seconds": round(c.load_seconds, 3),
+        seconds_name: round(c.compute_seconds, 3),
+        "resumed_items": c.resumed,
+        "computed_items": c.computed,
+        "tokens_per_second": round(c.computed_tokens / c.compute_seconds, 1) if c.compute_seconds else None,
+        **c.info,
+    }

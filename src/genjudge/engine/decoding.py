@@ -27,16 +27,21 @@ class GenParams:
     seed: int = 0
 
     def as_dict(self) -> dict:
-        return {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample,
-                "temperature": self.temperature if self.do_sample else None,
-                "top_p": self.top_p if self.do_sample else None, "seed": self.seed}
+        return {
+            "max_new_tokens": self.max_new_tokens,
+            "do_sample": self.do_sample,
+            "temperature": self.temperature if self.do_sample else None,
+            "top_p": self.top_p if self.do_sample else None,
+            "seed": self.seed,
+        }
 
 
 def is_oom(exc: BaseException) -> bool:
     import torch
 
     return isinstance(exc, torch.cuda.OutOfMemoryError) or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
 
 
 def _free_cuda_cache():
@@ -62,7 +67,7 @@ def run_batches(items_len: list[int], batch_size: int, fn, on_batch=None, progre
     results: list = [None] * len(items_len)
     pos = 0
     while pos < len(order):
-        idx = order[pos: pos + batch_size]
+        idx = order[pos : pos + batch_size]
         try:
             out = fn(idx)
         except Exception as exc:  # noqa: BLE001 - re-raised unless it is an OOM
@@ -70,8 +75,9 @@ def run_batches(items_len: list[int], batch_size: int, fn, on_batch=None, progre
                 raise
             _free_cuda_cache()
             batch_size = max(1, batch_size // 2)
-            log.warning("out of memory on a batch of %d: retrying the same items with batch size %d",
-                        len(idx), batch_size)
+            log.warning(
+                "out of memory on a batch of %d: retrying the same items with batch size %d", len(idx), batch_size
+            )
             continue
         for i, r in zip(idx, out):
             results[i] = r
@@ -91,7 +97,7 @@ def token_lengths(tokenizer, prompts: list[str], add_special_tokens: bool, chunk
     a million judge prompts' token ids would not fit in memory; their lengths do."""
     lengths: list[int] = []
     for i in range(0, len(prompts), chunk):
-        enc = tokenizer(prompts[i: i + chunk], add_special_tokens=add_special_tokens)
+        enc = tokenizer(prompts[i : i + chunk], add_special_tokens=add_special_tokens)
         lengths += [len(ids) for ids in enc["input_ids"]]
     return lengths
 
@@ -118,8 +124,7 @@ class Generator:
         enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
         enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}
         p = self.params
-        kwargs = {"max_new_tokens": p.max_new_tokens, "do_sample": p.do_sample,
-                  "pad_token_id": self.tok.pad_token_id}
+        kwargs = {"max_new_tokens": p.max_new_tokens, "do_sample": p.do_sample, "pad_token_id": self.tok.pad_token_id}
         if p.do_sample:
             kwargs.update(temperature=p.temperature, top_p=p.top_p)
             digest = hashlib.sha256(json.dumps([p.seed, prompts]).encode()).digest()
@@ -139,8 +144,14 @@ class Generator:
                     n_gen, reason = j + 1, "eos"
                     break
             text = self.tok.decode(row[:n_gen], skip_special_tokens=True)
-            results.append({"output": text, "n_prompt_tokens": int(n_prompt),
-                            "n_generated_tokens": int(n_gen), "finish_reason": reason})
+            results.append(
+                {
+                    "output": text,
+                    "n_prompt_tokens": int(n_prompt),
+                    "n_generated_tokens": int(n_gen),
+                    "finish_reason": reason,
+                }
+            )
         return results
 
     def probe(self, prompt: str, batch_size: int) -> None:
@@ -149,13 +160,18 @@ class Generator:
 
         from genjudge.engine.loading import input_device
 
-        enc = self.tok([prompt] * batch_size, return_tensors="pt", padding=True,
-                       add_special_tokens=self.add_special_tokens)
+        enc = self.tok(
+            [prompt] * batch_size, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
+        )
         enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}
         with torch.inference_mode():
-            self.model.generate(**enc, max_new_tokens=self.params.max_new_tokens,
-                                min_new_tokens=self.params.max_new_tokens, do_sample=False,
-                                pad_token_id=self.tok.pad_token_id)
+            self.model.generate(
+                **enc,
+                max_new_tokens=self.params.max_new_tokens,
+                min_new_tokens=self.params.max_new_tokens,
+                do_sample=False,
+                pad_token_id=self.tok.pad_token_id,
+            )
 
     def _eos_ids(self) -> set[int]:
         eos = self.model.generation_config.eos_token_id
@@ -172,8 +188,9 @@ class Throughput:
     def __init__(self, total: int, desc: str, stream):
         from tqdm import tqdm
 
-        self.bar = tqdm(total=total, desc=desc, file=stream, unit="item", mininterval=1.0,
-                        dynamic_ncols=False, ncols=100)
+        self.bar = tqdm(
+            total=total, desc=desc, file=stream, unit="item", mininterval=1.0, dynamic_ncols=False, ncols=100
+        )
         self.tokens = 0
         self.t0 = time.monotonic()
 

@@ -32,8 +32,12 @@ def driver_info() -> dict:
     try:
         import subprocess
 
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         if out.returncode == 0:
             info["driver"] = out.stdout.splitlines()[0].strip()
     except (OSError, subprocess.SubprocessError):

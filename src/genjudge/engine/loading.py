@@ -11,8 +11,14 @@ from collections import Counter
 
 log = logging.getLogger(__name__)
 
-_DTYPES = {"float16": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
-           "float32": "float32", "fp32": "float32"}
+_DTYPES = {
+    "float16": "float16",
+    "fp16": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float32": "float32",
+    "fp32": "float32",
+}
 
 
 def _torch_dtype(name: str):
@@ -79,9 +85,12 @@ def load_causal_lm(spec):
         log.info("parameters on %s: %d", device, count)
     off = {d: c for d, c in placement.items() if d in ("cpu", "disk") or d.startswith("meta")}
     if torch.cuda.is_available() and off:
-        log.warning("!!! %s parameters were offloaded to %s: generation will be slow. "
-                    "Use more GPUs, 8-bit/4-bit quantization or a smaller model.",
-                    sum(off.values()), ", ".join(off))
+        log.warning(
+            "!!! %s parameters were offloaded to %s: generation will be slow. "
+            "Use more GPUs, 8-bit/4-bit quantization or a smaller model.",
+            sum(off.values()),
+            ", ".join(off),
+        )
     return model, placement
 
 

@@ -24,8 +24,10 @@ def label_token_ids(tokenizer, labels: tuple[str, ...], marker: str) -> list[int
         ids.append(full[len(prefix)])
     if len(set(ids)) != len(ids):
         pieces = [tokenizer.convert_ids_to_tokens(i) for i in ids]
-        raise InputError(f"judge tokenizer: the verdict labels {list(labels)} start with the same token(s) "
-                         f"{pieces}; logprob verdicts cannot tell them apart; use verdict: generate")
+        raise InputError(
+            f"judge tokenizer: the verdict labels {list(labels)} start with the same token(s) "
+            f"{pieces}; logprob verdicts cannot tell them apart; use verdict: generate"
+        )
     return ids
 
 
@@ -66,8 +68,15 @@ class LogprobScorer:
         for row, n_prompt in zip(probs.tolist(), enc["attention_mask"].sum(dim=1).tolist()):
             label = self.labels[max(range(len(self.labels)), key=lambda i: row[i])]
             # p_correct: the probability of the first (positive) label among the labels.
-            out.append({"output": f"{self.marker} {label}", "p_correct": row[0], "n_prompt_tokens": int(n_prompt),
-                        "n_generated_tokens": 0, "finish_reason": "logprob"})
+            out.append(
+                {
+                    "output": f"{self.marker} {label}",
+                    "p_correct": row[0],
+                    "n_prompt_tokens": int(n_prompt),
+                    "n_generated_tokens": 0,
+                    "finish_reason": "logprob",
+                }
+            )
         return out
 
     def probe(self, prompt: str, batch_size: int) -> None:

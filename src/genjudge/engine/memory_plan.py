@@ -15,8 +15,8 @@ from genjudge.engine.devices import Gpu, cuda_gpus
 from genjudge.engine.loading import device_name, device_of
 from genjudge.errors import InputError
 
-GIB = 1024 ** 3
-GB = 1000 ** 3
+GIB = 1024**3
+GB = 1000**3
 # Bytes per weight of a quantized Linear, quantization state included:
 # 4-bit stores one fp32 absmax per 64 weights (double quantization shrinks it to ~1/8).
 BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "8bit": 1.0, "4bit": 0.5}
@@ -59,9 +59,11 @@ def load_config(name: str, revision: str | None = None):
     try:
         return AutoConfig.from_pretrained(name, revision=revision, local_files_only=True)
     except OSError:
-        raise InputError(f"{name}: config.json is neither in a local directory nor in the local Hugging Face "
-                         "cache (the plan never downloads; `huggingface-cli download NAME config.json` fetches "
-                         "only the config)") from None
+        raise InputError(
+            f"{name}: config.json is neither in a local directory nor in the local Hugging Face "
+            "cache (the plan never downloads; `huggingface-cli download NAME config.json` fetches "
+            "only the config)"
+        ) from None
 
 
 def _from_json(path: Path):
@@ -134,8 +136,14 @@ class Placement:
     offloaded: list = field(default_factory=list)
 
 
-def plan_device_map(model, gpus: list[Gpu], precision: str, strategy: str = "auto",
-                    max_memory: dict | None = None, cpu_bytes: int = 2 ** 50) -> Placement:
+def plan_device_map(
+    model,
+    gpus: list[Gpu],
+    precision: str,
+    strategy: str = "auto",
+    max_memory: dict | None = None,
+    cpu_bytes: int = 2**50,
+) -> Placement:
     """The device map accelerate would build for this model on these GPUs."""
     from accelerate import infer_auto_device_map
     from accelerate.utils import get_balanced_memory
@@ -149,10 +157,17 @@ def plan_device_map(model, gpus: list[Gpu], precision: str, strategy: str = "aut
         mem["cpu"] = cpu_bytes
     if strategy in ("auto", "balanced", "balanced_low_0") and len(gpus) > 1:
         # transformers' `auto` is `balanced`: spread evenly rather than fill GPU 0 first.
-        mem = get_balanced_memory(model, max_memory=mem, no_split_module_classes=no_split, dtype=dtype,
-                                  special_dtypes=special, low_zero=strategy == "balanced_low_0")
-    device_map = infer_auto_device_map(model, max_memory=mem, no_split_module_classes=no_split, dtype=dtype,
-                                       special_dtypes=special)
+        mem = get_balanced_memory(
+            model,
+            max_memory=mem,
+            no_split_module_classes=no_split,
+            dtype=dtype,
+            special_dtypes=special,
+            low_zero=strategy == "balanced_low_0",
+        )
+    device_map = infer_auto_device_map(
+        model, max_memory=mem, no_split_module_classes=no_split, dtype=dtype, special_dtypes=special
+    )
     params: Counter = Counter()
     for name, p in model.named_parameters():
         params[device_of(name, device_map)] += p.numel()
@@ -181,9 +196,17 @@ def plan(spec, gpus: list[Gpu], batch_size: int, seq_len: int, role: str, model=
     weights = {p: weight_bytes(model, p) for p in PRECISIONS}
     precision = spec.precision
     kv = kv_cache_bytes(config, batch_size, seq_len)
-    out = {"role": role, "model": spec.model, "parameters": n_params,
-           "weights_bytes": weights, "precision": precision, "kv_cache_bytes": kv,
-           "batch_size": batch_size, "seq_len": seq_len, "gpus": [g.__dict__ for g in gpus]}
+    out = {
+        "role": role,
+        "model": spec.model,
+        "parameters": n_params,
+        "weights_bytes": weights,
+        "precision": precision,
+        "kv_cache_bytes": kv,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "gpus": [g.__dict__ for g in gpus],
+    }
     if not gpus:
         out.update(fits=None, note="no GPUs: the model runs on the CPU")
         return out
@@ -192,29 +215,40 @@ def plan(spec, gpus: list[Gpu], batch_size: int, seq_len: int, role: str, model=
     total = sum(g.total_bytes for g in gpus)
     w = weights[precision] if precision in weights else weights["bfloat16"]
     headroom = total - w
-    out.update(device_map_layers=placement.per_device_layers, device_map_params=placement.per_device_params,
-               offloaded_to=placement.offloaded, fits=not placement.offloaded,
-               headroom_bytes=headroom, kv_cache_fits=kv <= headroom * (1 - ACTIVATION_RESERVE))
+    out.update(
+        device_map_layers=placement.per_device_layers,
+        device_map_params=placement.per_device_params,
+        offloaded_to=placement.offloaded,
+        fits=not placement.offloaded,
+        headroom_bytes=headroom,
+        kv_cache_fits=kv <= headroom * (1 - ACTIVATION_RESERVE),
+    )
     per_sequence = kv / max(batch_size, 1)
     out["max_batch_for_kv"] = int(max(headroom * (1 - ACTIVATION_RESERVE), 0) // per_sequence) if per_sequence else None
     if precision in ("8bit", "4bit") and placement.offloaded:
         # bitsandbytes keeps no quantized layer on CPU or disk: from_pretrained refuses such a map
         # (or, with llm_int8_enable_fp32_cpu_offload, keeps those layers unquantized in fp32).
-        out["quantized_offload"] = (f"{precision} weights of bitsandbytes cannot be offloaded to "
-                                    f"{', '.join(placement.offloaded)}: the job would fail while loading")
+        out["quantized_offload"] = (
+            f"{precision} weights of bitsandbytes cannot be offloaded to "
+            f"{', '.join(placement.offloaded)}: the job would fail while loading"
+        )
     if not out["fits"]:
         out["recommendation"] = recommend(weights, gpus, precision)
     elif not out["kv_cache_fits"]:
-        out["recommendation"] = (f"the KV cache of batch {batch_size} does not fit beside the weights: "
-                                 f"use batch_size <= {out['max_batch_for_kv']} (or batch_size: auto)")
+        out["recommendation"] = (
+            f"the KV cache of batch {batch_size} does not fit beside the weights: "
+            f"use batch_size <= {out['max_batch_for_kv']} (or batch_size: auto)"
+        )
     return out
 
 
 def refuse_quantized_offload(mplan: dict) -> None:
     """Stop before loading when the plan puts bitsandbytes layers on CPU or disk."""
     if mplan.get("quantized_offload"):
-        raise InputError(f"{mplan['role']} {mplan['model']}: {mplan['quantized_offload']}; "
-                         f"{mplan.get('recommendation') or 'use more GPUs'}")
+        raise InputError(
+            f"{mplan['role']} {mplan['model']}: {mplan['quantized_offload']}; "
+            f"{mplan.get('recommendation') or 'use more GPUs'}"
+        )
 
 
 def recommend(weights: dict, gpus: list[Gpu], precision: str) -> str:
@@ -222,7 +256,7 @@ def recommend(weights: dict, gpus: list[Gpu], precision: str) -> str:
     import math
 
     usable = gpus[0].total_bytes * (1 - ACTIVATION_RESERVE)
-    order = PRECISIONS[PRECISIONS.index(precision) + 1:] if precision in PRECISIONS else PRECISIONS[1:]
+    order = PRECISIONS[PRECISIONS.index(precision) + 1 :] if precision in PRECISIONS else PRECISIONS[1:]
     options = []
     for p in order:
         if weights[p] <= usable * len(gpus):
@@ -241,32 +275,38 @@ def _count(n: float) -> str:
 
 
 def _bytes(n: float) -> str:
-    for div, unit in ((GB, "GB"), (1000 ** 2, "MB"), (1000, "kB")):
+    for div, unit in ((GB, "GB"), (1000**2, "MB"), (1000, "kB")):
         if abs(n) >= div:
             return f"{n / div:.1f} {unit}"
     return f"{int(n)} B"
 
 
 def render(p: dict) -> str:
-    lines = [f"{p['role']}: {p['model']}",
-             f"  parameters: {_count(p['parameters'])} ({p['parameters']:,})",
-             "  weights: " + ", ".join(f"{k} {_bytes(v)}" for k, v in p["weights_bytes"].items()),
-             f"  KV cache (batch {p['batch_size']} x {p['seq_len']} tokens): {_bytes(p['kv_cache_bytes'])}"]
+    lines = [
+        f"{p['role']}: {p['model']}",
+        f"  parameters: {_count(p['parameters'])} ({p['parameters']:,})",
+        "  weights: " + ", ".join(f"{k} {_bytes(v)}" for k, v in p["weights_bytes"].items()),
+        f"  KV cache (batch {p['batch_size']} x {p['seq_len']} tokens): {_bytes(p['kv_cache_bytes'])}",
+    ]
     if p.get("fits") is None:
         lines.append(f"  {p['note']}")
         return "\n".join(lines)
-    lines.append(f"  at {p['precision']} on {len(p['gpus'])} GPU(s) of {p['gpus'][0]['total_bytes'] / GIB:.0f} GiB: "
-                 + ("weights FIT on the GPUs" if p["fits"] else "weights DO NOT FIT on the GPUs")
-                 + f"; left for activations and KV cache: {_bytes(p['headroom_bytes'])}"
-                 + ("" if p["kv_cache_fits"] else " (less than the KV cache needs)"))
+    lines.append(
+        f"  at {p['precision']} on {len(p['gpus'])} GPU(s) of {p['gpus'][0]['total_bytes'] / GIB:.0f} GiB: "
+        + ("weights FIT on the GPUs" if p["fits"] else "weights DO NOT FIT on the GPUs")
+        + f"; left for activations and KV cache: {_bytes(p['headroom_bytes'])}"
+        + ("" if p["kv_cache_fits"] else " (less than the KV cache needs)")
+    )
     lines.append("  device map (layers): " + ", ".join(f"{d} {n}" for d, n in sorted(p["device_map_layers"].items())))
-    lines.append("  device map (params): " + ", ".join(f"{d} {_count(n)}"
-                                                       for d, n in sorted(p["device_map_params"].items())))
+    lines.append(
+        "  device map (params): " + ", ".join(f"{d} {_count(n)}" for d, n in sorted(p["device_map_params"].items()))
+    )
     if p.get("quantized_offload"):
         lines.append(f"  !!! ERROR: {p['quantized_offload']}")
     elif p["offloaded_to"]:
-        lines.append(f"  !!! WARNING: layers would be offloaded to {', '.join(p['offloaded_to'])}: "
-                     "generation would crawl")
+        lines.append(
+            f"  !!! WARNING: layers would be offloaded to {', '.join(p['offloaded_to'])}: generation would crawl"
+        )
     if p.get("recommendation"):
         lines.append(f"  recommendation: {p['recommendation']}")
     return "\n".join(lines)

@@ -13,8 +13,9 @@ def uses_chat_template(tokenizer, setting="auto") -> bool:
     return bool(setting)
 
 
-def render_prompt(tokenizer, text: str, system_prompt: str | None = None, chat: bool = True,
-                  messages: list[dict] | None = None) -> str:
+def render_prompt(
+    tokenizer, text: str, system_prompt: str | None = None, chat: bool = True, messages: list[dict] | None = None
+) -> str:
     """`messages`, when given, is the conversation to send (text is then its last user turn);
     the configured system prompt goes first unless the conversation has its own."""
     turns = list(messages) if messages else [{"role": "user", "content": text}]

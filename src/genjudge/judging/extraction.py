@@ -66,7 +66,7 @@ def _gsm8k(text: str) -> Extracted:
     at = text.rfind("####")
     if at < 0:
         return _none("no '####' marker")
-    after = text[at + 4:]
+    after = text[at + 4 :]
     m = re.match(rf"\s*(?P<sign>[{_MINUS_CLASS}])?\s*\$?\s*(?P<num>{_NUM})(?!\d)", after)
     if not m:
         return _none(f"no number after '####' (found {_snippet(after)})")
@@ -99,7 +99,7 @@ def _boxed(text: str) -> Extracted:
         elif ch == "}":
             depth -= 1
             if depth == 0:
-                content = text[m.end():i].strip()
+                content = text[m.end() : i].strip()
                 if not content:
                     return _none("empty \\boxed{}")
                 return Extracted(content, None)
@@ -111,7 +111,8 @@ _CHOICE_ALONE = re.compile(r"\(?\s*([A-Ea-e])\s*\)?[.:)]?")
 # "answer is (B)", "Answer: B", "the answer is option B", "answer: **B**"; not "option B" alone,
 # which a reply may mention while rejecting it.
 _CHOICE_STATED = re.compile(
-    r"(?i:\banswer)(?i:\s+is)?\s*[:=]?\s*(?i:(?:option|choice)\s+)?[(\[*]*\s*([A-E])\b(?![\w'])")
+    r"(?i:\banswer)(?i:\s+is)?\s*[:=]?\s*(?i:(?:option|choice)\s+)?[(\[*]*\s*([A-E])\b(?![\w'])"
+)
 _CHOICE_MARKED = [
     re.compile(r"\(([A-E])\)"),
     re.compile(r"(?m)^[ \t>*-]*([A-E])[.):](?!\w)"),
@@ -140,11 +141,15 @@ def _compile(pattern: str) -> re.Pattern:
     try:
         rx = re.compile(pattern)
     except re.error as exc:
-        raise ValueError(f"extraction pattern {pattern!r} is not a valid regular expression ({exc}); "
-                         f"built-in methods: {', '.join(BUILTINS)}") from None
+        raise ValueError(
+            f"extraction pattern {pattern!r} is not a valid regular expression ({exc}); "
+            f"built-in methods: {', '.join(BUILTINS)}"
+        ) from None
     if rx.groups != 1:
-        raise ValueError(f"extraction pattern {pattern!r} has {rx.groups} capturing groups; it needs exactly one, "
-                         f"around the answer (use (?:...) for the others); built-in methods: {', '.join(BUILTINS)}")
+        raise ValueError(
+            f"extraction pattern {pattern!r} has {rx.groups} capturing groups; it needs exactly one, "
+            f"around the answer (use (?:...) for the others); built-in methods: {', '.join(BUILTINS)}"
+        )
     return rx
 
 
@@ -183,8 +188,10 @@ def extract(text: str | None, method: str | None) -> Extracted:
 
 
 _NUMBER = re.compile(rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*[$€£]?\s*(?P<sign2>[{_MINUS_CLASS}]?)(?P<num>{_NUM})\s*%?")
-_FRACTION = re.compile(rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*(?:(?P<a>\d+)\s*/\s*(?P<b>\d+)"
-                       r"|\\[dt]?frac\s*\{\s*(?P<c>\d+)\s*\}\s*\{\s*(?P<d>\d+)\s*\})")
+_FRACTION = re.compile(
+    rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*(?:(?P<a>\d+)\s*/\s*(?P<b>\d+)"
+    r"|\\[dt]?frac\s*\{\s*(?P<c>\d+)\s*\}\s*\{\s*(?P<d>\d+)\s*\})"
+)
 
 
 def parse_number(value: str | None) -> Fraction | None:

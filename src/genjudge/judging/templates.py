@@ -24,8 +24,9 @@ def load_template(path, mode) -> str:
         raise InputError(f"{path}: bad template ({exc}); write literal braces as {{{{ and }}}}") from None
     unknown = names - mode.placeholders
     if unknown:
-        raise InputError(f"{path}: unknown placeholder(s) {sorted(unknown)}; mode {mode.name!r} offers "
-                         f"{sorted(mode.placeholders)}")
+        raise InputError(
+            f"{path}: unknown placeholder(s) {sorted(unknown)}; mode {mode.name!r} offers {sorted(mode.placeholders)}"
+        )
     return text
 
 

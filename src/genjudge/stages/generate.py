@@ -17,24 +17,49 @@ from genjudge.specs import GeneratorSpec
 OUTPUT_COLUMNS = ["id", "prompt_sent", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason", "key"]
 
 
-def run_generate(*, shard: int, shard_path, out_path, meta_path, spec: GeneratorSpec, store_dir, run: str,
-                 lease, log_stream, generator: str | None = None, dataset: str | None = None) -> GenerateMeta:
-    meta = GenerateMeta.start(lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision,
-                              generator=generator, dataset=dataset)
+def run_generate(
+    *,
+    shard: int,
+    shard_path,
+    out_path,
+    meta_path,
+    spec: GeneratorSpec,
+    store_dir,
+    run: str,
+    lease,
+    log_stream,
+    generator: str | None = None,
+    dataset: str | None = None,
+) -> GenerateMeta:
+    meta = GenerateMeta.start(
+        lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision, generator=generator, dataset=dataset
+    )
     items = read_shard(shard_path)
     pset = PromptSet(spec, kind="generate")
     store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
     ids = items["id"].tolist()
     conversations = [None if is_missing(m) else json.loads(m) for m in items["messages"]]
-    c = complete(pset, items["prompt"].tolist(), ids, store, f"shard {shard}", log_stream,
-                 conversations=conversations)
+    c = complete(pset, items["prompt"].tolist(), ids, store, f"shard {shard}", log_stream, conversations=conversations)
 
     out = pd.DataFrame(
-        [{"id": i, "prompt_sent": p, "output": r["output"], "n_prompt_tokens": int(r["n_prompt_tokens"]),
-          "n_generated_tokens": int(r["n_generated_tokens"]), "finish_reason": r["finish_reason"], "key": k}
-         for i, p, r, k in zip(ids, c.prompts, c.results, c.keys)],
-        columns=OUTPUT_COLUMNS)
+        [
+            {
+                "id": i,
+                "prompt_sent": p,
+                "output": r["output"],
+                "n_prompt_tokens": int(r["n_prompt_tokens"]),
+                "n_generated_tokens": int(r["n_generated_tokens"]),
+                "finish_reason": r["finish_reason"],
+                "key": k,
+            }
+            for i, p, r, k in zip(ids, c.prompts, c.results, c.keys)
+        ],
+        columns=OUTPUT_COLUMNS,
+    )
     atomic.write_parquet(out_path, out)
-    meta.update(n_items=len(out), n_generated_tokens=int(out["n_generated_tokens"].sum()),
-                **completion_meta(c, "generate_seconds"))
+    meta.update(
+        n_items=len(out),
+        n_generated_tokens=int(out["n_generated_tokens"].sum()),
+        **completion_meta(c, "generate_seconds"),
+    )
     return meta.finish(meta_path)

@@ -38,14 +38,36 @@ def shard_slice(items: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
     return items.iloc[a:b]
 
 
-def run_judge(*, cells: list[Cell], generations: dict, out_path, meta_path, spec: JudgeSpec, template_path,
-              store_dir, run: str, lease, log_stream, shard: int = 0, n_shards: int = 1,
-              answers: dict | None = None) -> JudgeMeta:
+def run_judge(
+    *,
+    cells: list[Cell],
+    generations: dict,
+    out_path,
+    meta_path,
+    spec: JudgeSpec,
+    template_path,
+    store_dir,
+    run: str,
+    lease,
+    log_stream,
+    shard: int = 0,
+    n_shards: int = 1,
+    answers: dict | None = None,
+) -> JudgeMeta:
     """`answers` maps a dataset to its extraction methods before exact match (for the cascade)."""
     mode = modes.get(spec.mode)
-    meta = JudgeMeta.start(lease, run=run, judge_shard=shard, model=spec.model, revision=spec.revision,
-                           mode=spec.mode, verdict=spec.verdict, cascade=spec.cascade,
-                           quantization=spec.quantization, device_map=spec.device_map)
+    meta = JudgeMeta.start(
+        lease,
+        run=run,
+        judge_shard=shard,
+        model=spec.model,
+        revision=spec.revision,
+        mode=spec.mode,
+        verdict=spec.verdict,
+        cascade=spec.cascade,
+        quantization=spec.quantization,
+        device_map=spec.device_map,
+    )
     items = shard_slice(cell_items(cells, generations), shard, n_shards)
     template = load_template(template_path, mode)
     requests, owners = [], []
@@ -67,27 +89,51 @@ def run_judge(*, cells: list[Cell], generations: dict, out_path, meta_path, spec
         from genjudge.engine.logprob import LogprobScorer, label_token_ids
 
         marker = f"{mode.marker}:"
-        scorer, suffix, kind = partial(LogprobScorer, labels=mode.logprob_labels, marker=marker), marker, \
-            "judge-logprob"
+        scorer, suffix, kind = (
+            partial(LogprobScorer, labels=mode.logprob_labels, marker=marker),
+            marker,
+            "judge-logprob",
+        )
     pset = PromptSet(spec, kind=kind, suffix=suffix)
     if scorer is not None:
         label_token_ids(pset.tok, mode.logprob_labels, suffix)  # refuse colliding labels before loading weights
     store = ItemStore(store_dir, f"{run}-judge{shard}")
-    c = complete(pset, [requests[j].text for j in to_judge], [requests[j].id for j in to_judge], store,
-                 f"judge {shard}" if n_shards > 1 else "judge", log_stream, scorer=scorer)
+    c = complete(
+        pset,
+        [requests[j].text for j in to_judge],
+        [requests[j].id for j in to_judge],
+        store,
+        f"judge {shard}" if n_shards > 1 else "judge",
+        log_stream,
+        scorer=scorer,
+    )
     results = dict(zip(to_judge, zip(c.prompts, c.results, c.keys)))
     rows, per_cell, attributed = [], {}, set()
     for j, (r, cell) in enumerate(zip(requests, owners)):
-        base = dict(generator=cell.generator, dataset=cell.dataset, opponent=cell.opponent, id=r.id,
-                    order=r.order, decided_by=r.decided_by)
+        base = dict(
+            generator=cell.generator,
+            dataset=cell.dataset,
+            opponent=cell.opponent,
+            id=r.id,
+            order=r.order,
+            decided_by=r.decided_by,
+        )
         counts = per_cell.setdefault(cell.key, {"requests": 0, "resumed": 0, "computed": 0})
         counts["requests"] += 1
         if j in results:
             prompt, res, key = results[j]
-            rows.append(JudgeRecord(**base, judge_prompt=prompt, judge_output=res["output"],
-                                    p_correct=res.get("p_correct"), judge_n_prompt_tokens=int(res["n_prompt_tokens"]),
-                                    judge_n_generated_tokens=int(res["n_generated_tokens"]),
-                                    judge_finish_reason=res["finish_reason"], judge_key=key))
+            rows.append(
+                JudgeRecord(
+                    **base,
+                    judge_prompt=prompt,
+                    judge_output=res["output"],
+                    p_correct=res.get("p_correct"),
+                    judge_n_prompt_tokens=int(res["n_prompt_tokens"]),
+                    judge_n_generated_tokens=int(res["n_generated_tokens"]),
+                    judge_finish_reason=res["finish_reason"],
+                    judge_key=key,
+                )
+            )
             # A prompt computed now counts once, for the first cell that asked for it.
             fresh = key in c.computed_keys and key not in attributed
             attributed.add(key)
@@ -95,9 +141,16 @@ def run_judge(*, cells: list[Cell], generations: dict, out_path, meta_path, spec
         else:
             rows.append(JudgeRecord(**base))
     write_judge_records(out_path, rows)
-    meta.update(n_items=len(items), n_requests=len(requests), n_decided_by_rule=len(requests) - len(to_judge),
-                template=str(template_path), template_hash=hashlib.sha256(template.encode()).hexdigest()[:16],
-                model_loads=1 if c.computed else 0, cells=per_cell, **completion_meta(c, "judge_seconds"))
+    meta.update(
+        n_items=len(items),
+        n_requests=len(requests),
+        n_decided_by_rule=len(requests) - len(to_judge),
+        template=str(template_path),
+        template_hash=hashlib.sha256(template.encode()).hexdigest()[:16],
+        model_loads=1 if c.computed else 0,
+        cells=per_cell,
+        **completion_meta(c, "judge_seconds"),
+    )
     return meta.finish(meta_path)
 
 

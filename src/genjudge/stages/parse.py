@@ -11,12 +11,27 @@ from genjudge.judging.extraction import check_answer
 from genjudge.records import read_judge_records
 
 # What parsing needs from the raw judge rows: not the prompts, which are most of their bytes.
-RAW_NEEDED = ["generator", "dataset", "opponent", "id", "order", "decided_by", "judge_output", "p_correct",
-              "judge_finish_reason"]
+RAW_NEEDED = [
+    "generator",
+    "dataset",
+    "opponent",
+    "id",
+    "order",
+    "decided_by",
+    "judge_output",
+    "p_correct",
+    "judge_finish_reason",
+]
 
 
-def parse_judgments(gens: pd.DataFrame, raw: pd.DataFrame, mode: str, pattern: str | None = None,
-                    answer: dict | None = None, options: dict | None = None) -> pd.DataFrame:
+def parse_judgments(
+    gens: pd.DataFrame,
+    raw: pd.DataFrame,
+    mode: str,
+    pattern: str | None = None,
+    answer: dict | None = None,
+    options: dict | None = None,
+) -> pd.DataFrame:
     """One cell: a generator's answers on one dataset and the judge's raw rows for them.
     `answer` is the dataset's extraction before exact match."""
     df = gens.copy()
@@ -28,8 +43,17 @@ def parse_judgments(gens: pd.DataFrame, raw: pd.DataFrame, mode: str, pattern: s
     return modes.get(mode).parse(df, raw, pattern, options)
 
 
-def run_parse(cells: list[Cell], generations: dict, raw_path, out_path, mode: str, pattern: str | None,
-              judge: str, answers: dict | None = None, options: dict | None = None) -> pd.DataFrame:
+def run_parse(
+    cells: list[Cell],
+    generations: dict,
+    raw_path,
+    out_path,
+    mode: str,
+    pattern: str | None,
+    judge: str,
+    answers: dict | None = None,
+    options: dict | None = None,
+) -> pd.DataFrame:
     raw = read_judge_records(raw_path, RAW_NEEDED)
     frames = []
     for cell, gens in cell_generations(cells, generations):

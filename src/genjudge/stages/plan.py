@@ -37,9 +37,11 @@ def prompt_tokens(config: dict, role: str) -> tuple[int, str]:
     refs = items["reference"].fillna("").str.len()
     chars = len(template) + int((questions + refs).max())
     answer = config["generator"]["max_new_tokens"]
-    return (math.ceil(chars / CHARS_PER_TOKEN) + answer,
-            f"template + longest question and reference (~{CHARS_PER_TOKEN} chars/token) + an answer of "
-            f"generator.max_new_tokens={answer}")
+    return (
+        math.ceil(chars / CHARS_PER_TOKEN) + answer,
+        f"template + longest question and reference (~{CHARS_PER_TOKEN} chars/token) + an answer of "
+        f"generator.max_new_tokens={answer}",
+    )
 
 
 def judge_gpus_per_job(config: dict, n_gpus: int) -> int:
@@ -55,8 +57,10 @@ def advice(p: dict, spec, config: dict, role: str, per_job: float, gpus_here: in
     w = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
     if p.get("fits") and p.get("max_batch_for_kv") is not None:
         est = max(1, int(p["max_batch_for_kv"] * spec.memory_margin * AUTO_HEADROOM))
-        lines.append(f"  batch_size auto would pick about {est} (memory left after the weights / KV cache per "
-                     f"sequence of {p['seq_len']} tokens, margin {spec.memory_margin}; an estimate)")
+        lines.append(
+            f"  batch_size auto would pick about {est} (memory left after the weights / KV cache per "
+            f"sequence of {p['seq_len']} tokens, margin {spec.memory_margin}; an estimate)"
+        )
         batch = est if spec.batch_size == "auto" else int(spec.batch_size)
     else:
         batch = p["batch_size"]
@@ -64,30 +68,41 @@ def advice(p: dict, spec, config: dict, role: str, per_job: float, gpus_here: in
         one = p["gpus"][0]["total_bytes"] * 0.95
         if w <= one:
             n = len(p["gpus"])
-            lines.append(f"  recommendation: the judge fits one GPU at {p['precision']} "
-                         f"({w / GIB:.1f} GiB): set judge.shards: {n * max(1, spec.shards)} for one "
-                         f"replica per GPU, about {n}x the throughput of one model spread over {n} GPUs")
+            lines.append(
+                f"  recommendation: the judge fits one GPU at {p['precision']} "
+                f"({w / GIB:.1f} GiB): set judge.shards: {n * max(1, spec.shards)} for one "
+                f"replica per GPU, about {n}x the throughput of one model spread over {n} GPUs"
+            )
     on_gpu = bool(p.get("gpus"))
     # safetensors load straight to the GPUs, staging little in host RAM; on CPU the weights live there.
     host = (8 * GIB + 0.1 * w) if on_gpu and p.get("fits") else (4 * GIB + 1.2 * w)
-    lines.append(f"  resources.{'generate' if role == 'generator' else 'judge'}.mem_mb: about "
-                 f"{math.ceil(host / 2**20 / 1000) * 1000} (host memory: "
-                 + ("weights load straight to the GPUs" if on_gpu and p.get("fits") else "weights held in RAM")
-                 + "; an estimate)")
+    lines.append(
+        f"  resources.{'generate' if role == 'generator' else 'judge'}.mem_mb: about "
+        f"{math.ceil(host / 2**20 / 1000) * 1000} (host memory: "
+        + ("weights load straight to the GPUs" if on_gpu and p.get("fits") else "weights held in RAM")
+        + "; an estimate)"
+    )
     if on_gpu:
         step = w / ASSUMED_GPU_BANDWIDTH
         new = spec.max_new_tokens
         batch = max(1, min(batch, math.ceil(per_job)))
         seconds = w / ASSUMED_DISK_READ + math.ceil(per_job / batch) * new * step
-        lines.append(f"  resources.{'generate' if role == 'generator' else 'judge'}.runtime: about "
-                     f"{max(10, math.ceil(seconds * 1.5 / 60))} min ({int(per_job)} items per job, up to {new} "
-                     f"new tokens, batch {batch}; assumes {ASSUMED_GPU_BANDWIDTH / 1e12:.0f} TB/s GPU memory "
-                     f"bandwidth and {ASSUMED_DISK_READ / 1e9:.0f} GB/s disk, +50%: an estimate, not a measurement)")
+        lines.append(
+            f"  resources.{'generate' if role == 'generator' else 'judge'}.runtime: about "
+            f"{max(10, math.ceil(seconds * 1.5 / 60))} min ({int(per_job)} items per job, up to {new} "
+            f"new tokens, batch {batch}; assumes {ASSUMED_GPU_BANDWIDTH / 1e12:.0f} TB/s GPU memory "
+            f"bandwidth and {ASSUMED_DISK_READ / 1e9:.0f} GB/s disk, +50%: an estimate, not a measurement)"
+        )
     return lines
 
 
-def make_plan(config: dict, gpus_spec: str | None = None, roles=ROLES, batch_size: int | None = None,
-              prompt_tokens_override: int | None = None) -> tuple[list[str], list[dict]]:
+def make_plan(
+    config: dict,
+    gpus_spec: str | None = None,
+    roles=ROLES,
+    batch_size: int | None = None,
+    prompt_tokens_override: int | None = None,
+) -> tuple[list[str], list[dict]]:
     """(lines to print, one plan per role). `gpus_spec` (e.g. 4x80GiB) replaces this machine's GPUs."""
     from genjudge.engine.devices import cuda_gpus, driver_info
     from genjudge.engine.memory_plan import parse_inventory_spec, plan, render
@@ -100,13 +115,19 @@ def make_plan(config: dict, gpus_spec: str | None = None, roles=ROLES, batch_siz
     else:
         gpus = cuda_gpus()
         inventory = resolve_inventory(config["gpu_inventory"])
-        lines.append(f"GPUs here: {len(gpus) or 'none'} {driver_info()}; the workflow's inventory: "
-                     f"{', '.join(inventory) or 'none (CPU only)'}")
-        lines += [f"  {g.index}: {g.name}, {g.total_bytes / GIB:.1f} GiB total, "
-                  f"{(g.free_bytes or 0) / GIB:.1f} GiB free" for g in gpus]
+        lines.append(
+            f"GPUs here: {len(gpus) or 'none'} {driver_info()}; the workflow's inventory: "
+            f"{', '.join(inventory) or 'none (CPU only)'}"
+        )
+        lines += [
+            f"  {g.index}: {g.name}, {g.total_bytes / GIB:.1f} GiB total, {(g.free_bytes or 0) / GIB:.1f} GiB free"
+            for g in gpus
+        ]
         if inventory and not gpus:
-            lines.append(f"  (torch sees no GPU here, so their sizes are unknown: `genjudge plan --gpus "
-                         f"{len(inventory)}x80GiB` plans for {len(inventory)} GPUs of 80 GiB)")
+            lines.append(
+                f"  (torch sees no GPU here, so their sizes are unknown: `genjudge plan --gpus "
+                f"{len(inventory)}x80GiB` plans for {len(inventory)} GPUs of 80 GiB)"
+            )
     from genjudge.dataset import load_items
     from genjudge.experiment import resolve
     from genjudge.judging import modes
@@ -133,8 +154,16 @@ def make_plan(config: dict, gpus_spec: str | None = None, roles=ROLES, batch_siz
     entries = []
     if "generator" in roles:
         for name, section in exp.generators.items():
-            views = [{**config, "generator": section, "gpus_per_job": exp.gpus_per_job(name, config),
-                      "dataset": exp.datasets[d], "shards": exp.shards(d, config)} for d in exp.datasets]
+            views = [
+                {
+                    **config,
+                    "generator": section,
+                    "gpus_per_job": exp.gpus_per_job(name, config),
+                    "dataset": exp.datasets[d],
+                    "shards": exp.shards(d, config),
+                }
+                for d in exp.datasets
+            ]
             entries.append(("generator", name, GeneratorSpec.from_config(section), views))
     if "judge" in roles:
         for name, section in exp.judges.items():
@@ -202,11 +231,15 @@ def sbatch_preview(config: dict) -> list[str]:
     for name in exp.generators:
         gpus = jr.generate_gpus(exp, config, name, [], on_slurm=True)
         n = sum(exp.shards(d, config) for d in exp.datasets)
-        jobs.append(("generate", name, n, jr.job_resources(config, "generate", gpus), jr.threads(config, "generate", gpus)))
+        jobs.append(
+            ("generate", name, n, jr.job_resources(config, "generate", gpus), jr.threads(config, "generate", gpus))
+        )
     for name, section in exp.judges.items():
         spec = JudgeSpec.from_config(section)
         gpus = jr.judge_gpus(spec, config, [], on_slurm=True)
-        jobs.append(("judge", name, spec.shards, jr.job_resources(config, "judge", gpus), jr.threads(config, "judge", gpus)))
+        jobs.append(
+            ("judge", name, spec.shards, jr.job_resources(config, "judge", gpus), jr.threads(config, "judge", gpus))
+        )
     lines = []
     for rule, name, count, resources, threads in jobs:
         job = SimpleNamespace(resources=_Resources(resources), threads=threads, name=rule)
@@ -217,9 +250,14 @@ def sbatch_preview(config: dict) -> list[str]:
             from snakemake_executor_plugin_slurm.partitions import get_default_partition
 
             partition = get_default_partition(job, logging.getLogger(__name__)) or None
-        params = {"run_uuid": "RUN", "slurm_logfile": "LOG", "comment_str": f"rule_{rule}", "workdir": None,
-                  "account": f" -A {shlex.quote(str(account))}" if account else "",
-                  "partition": f" -p {shlex.quote(str(partition))}" if partition else ""}
+        params = {
+            "run_uuid": "RUN",
+            "slurm_logfile": "LOG",
+            "comment_str": f"rule_{rule}",
+            "workdir": None,
+            "account": f" -A {shlex.quote(str(account))}" if account else "",
+            "partition": f" -p {shlex.quote(str(partition))}" if partition else "",
+        }
         call = get_submit_command(job, params) + set_gres_string(job)
         lines.append(f"{rule} ({name}, {count} job(s)): {' '.join(_BOOKKEEPING.sub('', call).split())}")
     return lines

@@ -31,56 +31,97 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     per_cat = {}
     for cat, g in df.groupby(df["category"].fillna("(none)"), sort=True):
         em = g["exact_match"].dropna()
-        per_cat[str(cat)] = {"n_items": len(g), "n_judged": int(g["verdict"].notna().sum()),
-                             "n_unparsed": int(g["verdict"].isna().sum()),
-                             "exact_match": rate(int(em.astype(bool).sum()), len(em)), **mode.metrics(g)}
+        per_cat[str(cat)] = {
+            "n_items": len(g),
+            "n_judged": int(g["verdict"].notna().sum()),
+            "n_unparsed": int(g["verdict"].isna().sum()),
+            "exact_match": rate(int(em.astype(bool).sum()), len(em)),
+            **mode.metrics(g),
+        }
     warnings = []
     for m in [*gen_metas, *judge_meta.jobs()]:
         mp = m.memory_plan or {}
         if mp.get("offloaded_to"):
             who = f"shard {m.shard}" if isinstance(m, GenerateMeta) else "judge"
-            warnings.append(f"{who}: the memory plan put layers on {', '.join(mp['offloaded_to'])} "
-                            f"({mp.get('recommendation', '')})")
+            warnings.append(
+                f"{who}: the memory plan put layers on {', '.join(mp['offloaded_to'])} ({mp.get('recommendation', '')})"
+            )
     shards = _shard_rows(gen_metas)
     g, j = config["generator"], config["judge"]
-    generator = {"model": g["model"], "revision": g["revision"], "max_new_tokens": g["max_new_tokens"],
-                 "load_seconds": round(sum(m.load_seconds for m in gen_metas), 3),
-                 "generate_seconds": round(sum(m.generate_seconds for m in gen_metas), 3),
-                 "resumed_items": sum(m.resumed_items for m in gen_metas),
-                 "computed_items": sum(m.computed_items for m in gen_metas)}
-    judge = {"model": j["model"], "mode": mode.name, "verdict": j["verdict"], "cascade": j["cascade"],
-             "quantization": j["quantization"], "shards": j["shards"],
-             "cuda_visible_devices": judge_meta.cuda_visible_devices, "placement": judge_meta.placement,
-             "load_seconds": judge_meta.load_seconds, "judge_seconds": judge_meta.judge_seconds,
-             "resumed_items": judge_meta.resumed_items, "computed_items": judge_meta.computed_items}
+    generator = {
+        "model": g["model"],
+        "revision": g["revision"],
+        "max_new_tokens": g["max_new_tokens"],
+        "load_seconds": round(sum(m.load_seconds for m in gen_metas), 3),
+        "generate_seconds": round(sum(m.generate_seconds for m in gen_metas), 3),
+        "resumed_items": sum(m.resumed_items for m in gen_metas),
+        "computed_items": sum(m.computed_items for m in gen_metas),
+    }
+    judge = {
+        "model": j["model"],
+        "mode": mode.name,
+        "verdict": j["verdict"],
+        "cascade": j["cascade"],
+        "quantization": j["quantization"],
+        "shards": j["shards"],
+        "cuda_visible_devices": judge_meta.cuda_visible_devices,
+        "placement": judge_meta.placement,
+        "load_seconds": judge_meta.load_seconds,
+        "judge_seconds": judge_meta.judge_seconds,
+        "resumed_items": judge_meta.resumed_items,
+        "computed_items": judge_meta.computed_items,
+    }
     return RunSummary(
-        run=config["run"], mode=mode.name, n_items=n, n_judged=len(parsed), n_unparsed=n - len(parsed),
+        run=config["run"],
+        mode=mode.name,
+        n_items=n,
+        n_judged=len(parsed),
+        n_unparsed=n - len(parsed),
         unparsed_rate=(n - len(parsed)) / n if n else None,
         unparsed_reasons={str(k): int(v) for k, v in df["unparsed_reason"].dropna().value_counts().items()},
-        accuracy=extra.pop("accuracy", None), accuracy_ci95=extra.pop("accuracy_ci95", None),
-        exact_match=rate(int(em_all.sum()), len(em_all)), per_category=per_cat, placement_warnings=warnings,
+        accuracy=extra.pop("accuracy", None),
+        accuracy_ci95=extra.pop("accuracy_ci95", None),
+        exact_match=rate(int(em_all.sum()), len(em_all)),
+        per_category=per_cat,
+        placement_warnings=warnings,
         answers_not_extracted=int(df["answer_reason"].fillna("").str.startswith(NO_ANSWER).sum())
-        if "answer_reason" in df else 0,
-        shards=shards, generator=generator, judge=judge, metrics={**metrics, **extra})
+        if "answer_reason" in df
+        else 0,
+        shards=shards,
+        generator=generator,
+        judge=judge,
+        metrics={**metrics, **extra},
+    )
 
 
 def headline_rows(s: RunSummary) -> list[tuple[str, str]]:
     """(measure, value) rows: counts, the mode's measures, exact match."""
     flat = s.to_dict()
-    return [("items", str(s.n_items)), ("judged (parsed verdicts)", str(s.n_judged)),
-            ("unparsed", f"{s.n_unparsed} ({pct(s.unparsed_rate)})"),
-            *modes.get(s.mode).headline(flat),
-            ("normalised exact match", rate_text(s.exact_match)
-             + (f" ({s.answers_not_extracted} answers with nothing extracted, counted as no match)"
-                if s.answers_not_extracted else ""))]
+    return [
+        ("items", str(s.n_items)),
+        ("judged (parsed verdicts)", str(s.n_judged)),
+        ("unparsed", f"{s.n_unparsed} ({pct(s.unparsed_rate)})"),
+        *modes.get(s.mode).headline(flat),
+        (
+            "normalised exact match",
+            rate_text(s.exact_match)
+            + (
+                f" ({s.answers_not_extracted} answers with nothing extracted, counted as no match)"
+                if s.answers_not_extracted
+                else ""
+            ),
+        ),
+    ]
 
 
 def _category_table(s: RunSummary) -> list[str]:
     head, cell = modes.get(s.mode).category_column()
     out = [f"| category | items | judged | unparsed | {head} | exact match |", "|---|---|---|---|---|---|"]
     for cat, c in s.per_category.items():
-        out.append(f"| {cat} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} | "
-                   f"{pct(c['exact_match']['value'])} |")
+        out.append(
+            f"| {cat} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} | "
+            f"{pct(c['exact_match']['value'])} |"
+        )
     return out
 
 
@@ -109,15 +150,23 @@ def _cell(text, width=80) -> str:
 def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str:
     j = s.judge
     out = [f"# Report: run `{s.run}`", ""]
-    out += [f"- Generator: `{s.generator['model']}`", f"- Judge: `{j['model']}` "
-            f"(mode {j['mode']}, verdict {j['verdict']}, quantization {j['quantization']}, "
-            f"GPUs {j['cuda_visible_devices'] or 'none (CPU)'})", ""]
+    out += [
+        f"- Generator: `{s.generator['model']}`",
+        f"- Judge: `{j['model']}` "
+        f"(mode {j['mode']}, verdict {j['verdict']}, quantization {j['quantization']}, "
+        f"GPUs {j['cuda_visible_devices'] or 'none (CPU)'})",
+        "",
+    ]
     for w in s.placement_warnings:
         out += [f"> **Warning:** {w}", ""]
     out += ["## Headline", "", "| measure | value |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in headline_rows(s)]
-    out += ["", "Rates have 95% Wilson intervals, mean scores 95% normal intervals. Unparsed verdicts are excluded "
-            "from every rate and mean, never counted as wrong.", ""]
+    out += [
+        "",
+        "Rates have 95% Wilson intervals, mean scores 95% normal intervals. Unparsed verdicts are excluded "
+        "from every rate and mean, never counted as wrong.",
+        "",
+    ]
     out += ["## By category", "", *_category_table(s), ""]
     if s.unparsed_reasons:
         out += ["## Unparsed verdicts", "", "| reason | count |", "|---|---|"]
@@ -131,19 +180,32 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
             continue
         out += [f"### {name}", "", "| id | question | reference | answer | judge said |", "|---|---|---|---|---|"]
         for row in g.head(n_examples).itertuples():
-            out.append(f"| {_cell(row.id, 20)} | {_cell(row.prompt, 50)} | {_cell(row.reference, 30)} | "
-                       f"{_cell(row.output, 50)} | {_cell(row.judge_output, 60)} |")
+            out.append(
+                f"| {_cell(row.id, 20)} | {_cell(row.prompt, 50)} | {_cell(row.reference, 30)} | "
+                f"{_cell(row.output, 50)} | {_cell(row.judge_output, 60)} |"
+            )
         out.append("")
-    out += ["## Throughput", "", "Load time is paid once per job; when it dominates, use fewer, larger shards.", "",
-            "| shard | items | GPUs | host | load s | generate s | tokens/s | resumed | computed |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    out += [
+        "## Throughput",
+        "",
+        "Load time is paid once per job; when it dominates, use fewer, larger shards.",
+        "",
+        "| shard | items | GPUs | host | load s | generate s | tokens/s | resumed | computed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for m in s.shards:
-        out.append(f"| {m['shard']} | {m['n_items']} | {m['cuda_visible_devices'] or 'CPU'} | {m['hostname']} | "
-                   f"{m['load_seconds']:.1f} | {m['generate_seconds']:.1f} | {m['tokens_per_second'] or '-'} | "
-                   f"{m['resumed_items']} | {m['computed_items']} |")
-    out += ["", f"Judge: load {j['load_seconds']} s, judging {j['judge_seconds']} s, "
-            f"resumed {j['resumed_items']}, computed {j['computed_items']}; parameters per device: "
-            f"{json.dumps(j['placement'])}", ""]
+        out.append(
+            f"| {m['shard']} | {m['n_items']} | {m['cuda_visible_devices'] or 'CPU'} | {m['hostname']} | "
+            f"{m['load_seconds']:.1f} | {m['generate_seconds']:.1f} | {m['tokens_per_second'] or '-'} | "
+            f"{m['resumed_items']} | {m['computed_items']} |"
+        )
+    out += [
+        "",
+        f"Judge: load {j['load_seconds']} s, judging {j['judge_seconds']} s, "
+        f"resumed {j['resumed_items']}, computed {j['computed_items']}; parameters per device: "
+        f"{json.dumps(j['placement'])}",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -160,13 +222,23 @@ def read_judgments(path) -> pd.DataFrame:
 
 
 def leaderboard_row(s: RunSummary, generator: str, dataset: str, judge: str, opponent: str | None) -> dict:
-    return {"generator": generator, "dataset": dataset, "judge": judge, "opponent": opponent, "mode": s.mode,
-            "n_items": s.n_items, "n_judged": s.n_judged, "n_unparsed": s.n_unparsed,
-            **modes.get(s.mode).leaderboard(s.to_dict()), "exact_match": s.exact_match}
+    return {
+        "generator": generator,
+        "dataset": dataset,
+        "judge": judge,
+        "opponent": opponent,
+        "mode": s.mode,
+        "n_items": s.n_items,
+        "n_judged": s.n_judged,
+        "n_unparsed": s.n_unparsed,
+        **modes.get(s.mode).leaderboard(s.to_dict()),
+        "exact_match": s.exact_match,
+    }
 
 
-def summarise_experiment(exp, config: dict, judgments: dict, gen_metas: list[GenerateMeta],
-                         judge_metas: dict) -> tuple[RunSummary, dict]:
+def summarise_experiment(
+    exp, config: dict, judgments: dict, gen_metas: list[GenerateMeta], judge_metas: dict
+) -> tuple[RunSummary, dict]:
     """One summary per cell and the run's: the cell's own when there is one, else totals and a leaderboard.
     Returns (run summary, {cell key: (summary, judgments frame)})."""
     cells = {}
@@ -182,8 +254,7 @@ def summarise_experiment(exp, config: dict, judgments: dict, gen_metas: list[Gen
             s.leaderboard = [leaderboard_row(s, cell.generator, cell.dataset, judge, cell.opponent)]
             key = f"{cell.key} | {judge}" if len(exp.judges) > 1 else cell.key
             cells[key] = (s, df)
-    across = {j: m for j, df_j in judgments.items()
-              if (m := modes.get(exp.judges[j]["mode"]).across_cells(df_j))}
+    across = {j: m for j, df_j in judgments.items() if (m := modes.get(exp.judges[j]["mode"]).across_cells(df_j))}
     if len(cells) == 1:
         only = next(iter(cells.values()))[0]
         only.across_cells = across
@@ -195,25 +266,43 @@ def summarise_experiment(exp, config: dict, judgments: dict, gen_metas: list[Gen
         for k, v in s.unparsed_reasons.items():
             reasons[k] = reasons.get(k, 0) + v
     mode_names = sorted({s.mode for s in summaries})
-    run = RunSummary(run=config["run"], mode=mode_names[0] if len(mode_names) == 1 else "mixed", n_items=n,
-                     n_judged=judged, n_unparsed=n - judged, unparsed_rate=(n - judged) / n if n else None,
-                     unparsed_reasons=reasons, leaderboard=[row for s in summaries for row in s.leaderboard],
-                     cells={k: s.to_dict() for k, (s, _) in cells.items()}, across_cells=across,
-                     placement_warnings=list(dict.fromkeys(w for s in summaries for w in s.placement_warnings)),
-                     shards=_shard_rows(gen_metas),
-                     generator={"names": list(exp.generators),
-                                "models": {k: v["model"] for k, v in exp.generators.items()}},
-                     judge={"names": list(exp.judges), "models": {k: v["model"] for k, v in exp.judges.items()}})
+    run = RunSummary(
+        run=config["run"],
+        mode=mode_names[0] if len(mode_names) == 1 else "mixed",
+        n_items=n,
+        n_judged=judged,
+        n_unparsed=n - judged,
+        unparsed_rate=(n - judged) / n if n else None,
+        unparsed_reasons=reasons,
+        leaderboard=[row for s in summaries for row in s.leaderboard],
+        cells={k: s.to_dict() for k, (s, _) in cells.items()},
+        across_cells=across,
+        placement_warnings=list(dict.fromkeys(w for s in summaries for w in s.placement_warnings)),
+        shards=_shard_rows(gen_metas),
+        generator={"names": list(exp.generators), "models": {k: v["model"] for k, v in exp.generators.items()}},
+        judge={"names": list(exp.judges), "models": {k: v["model"] for k, v in exp.judges.items()}},
+    )
     return run, cells
 
 
 def _shard_rows(gen_metas) -> list[dict]:
-    return [{"generator": m.generator, "dataset": m.dataset, "shard": m.shard, "n_items": m.n_items,
-             "cuda_visible_devices": m.cuda_visible_devices, "hostname": m.hostname,
-             "load_seconds": m.load_seconds, "generate_seconds": m.generate_seconds,
-             "resumed_items": m.resumed_items, "computed_items": m.computed_items,
-             "tokens_per_second": m.tokens_per_second, "wall_seconds": m.wall_seconds}
-            for m in sorted(gen_metas, key=lambda m: (m.generator or "", m.dataset or "", m.shard))]
+    return [
+        {
+            "generator": m.generator,
+            "dataset": m.dataset,
+            "shard": m.shard,
+            "n_items": m.n_items,
+            "cuda_visible_devices": m.cuda_visible_devices,
+            "hostname": m.hostname,
+            "load_seconds": m.load_seconds,
+            "generate_seconds": m.generate_seconds,
+            "resumed_items": m.resumed_items,
+            "computed_items": m.computed_items,
+            "tokens_per_second": m.tokens_per_second,
+            "wall_seconds": m.wall_seconds,
+        }
+        for m in sorted(gen_metas, key=lambda m: (m.generator or "", m.dataset or "", m.shard))
+    ]
 
 
 def _measure(v) -> str:
@@ -231,33 +320,69 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
     measures = []
     for r in rows:
         for k in r:
-            if k not in ("generator", "dataset", "judge", "opponent", "mode", "n_items", "n_judged", "n_unparsed",
-                         "exact_match") and k not in measures:
+            if (
+                k
+                not in (
+                    "generator",
+                    "dataset",
+                    "judge",
+                    "opponent",
+                    "mode",
+                    "n_items",
+                    "n_judged",
+                    "n_unparsed",
+                    "exact_match",
+                )
+                and k not in measures
+            ):
                 measures.append(k)
     pairwise = any(r["opponent"] for r in rows)
     head = ["generator", *(["vs"] if pairwise else []), "dataset", "judge", *measures, "n", "unparsed", "exact match"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         vs = r["opponent"] or ("baseline" if modes.get(r["mode"]).needs_baseline else "")
-        cells = [r["generator"], *([vs] if pairwise else []), r["dataset"], r["judge"],
-                 *[_measure(r.get(m)) if r.get(m) is not None else "" for m in measures], str(r["n_items"]),
-                 str(r["n_unparsed"]), pct(r["exact_match"]["value"])]
+        cells = [
+            r["generator"],
+            *([vs] if pairwise else []),
+            r["dataset"],
+            r["judge"],
+            *[_measure(r.get(m)) if r.get(m) is not None else "" for m in measures],
+            str(r["n_items"]),
+            str(r["n_unparsed"]),
+            pct(r["exact_match"]["value"]),
+        ]
         out.append("| " + " | ".join(cells) + " |")
     return out
 
 
 def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
-    out = [f"# Report: run `{run.run}`", "", "## Leaderboard", "", *leaderboard_markdown(run.leaderboard), "",
-           "Rates have 95% Wilson intervals, mean scores 95% normal intervals; unparsed verdicts are excluded "
-           "from every rate and mean, never counted as wrong.", ""]
+    out = [
+        f"# Report: run `{run.run}`",
+        "",
+        "## Leaderboard",
+        "",
+        *leaderboard_markdown(run.leaderboard),
+        "",
+        "Rates have 95% Wilson intervals, mean scores 95% normal intervals; unparsed verdicts are excluded "
+        "from every rate and mean, never counted as wrong.",
+        "",
+    ]
     for judge, measures in run.across_cells.items():
         for dataset, strengths in measures.get("bradley_terry", {}).items():
-            out += [f"### Bradley-Terry strengths: {dataset} (judge {judge})", "",
-                    "| generator | strength | 95% interval |", "|---|---|---|"]
+            out += [
+                f"### Bradley-Terry strengths: {dataset} (judge {judge})",
+                "",
+                "| generator | strength | 95% interval |",
+                "|---|---|---|",
+            ]
             for g, v in sorted(strengths.items(), key=lambda kv: -kv[1]["strength"]):
                 out.append(f"| {g} | {v['strength']:+.2f} | [{v['ci95'][0]:+.2f}, {v['ci95'][1]:+.2f}] |")
-            out += ["", "Log-scale strengths centred at 0 (P(a beats b) = 1 / (1 + exp(s_b - s_a))); ties count "
-                    "half; intervals from a seeded bootstrap over items.", ""]
+            out += [
+                "",
+                "Log-scale strengths centred at 0 (P(a beats b) = 1 / (1 + exp(s_b - s_a))); ties count "
+                "half; intervals from a seeded bootstrap over items.",
+                "",
+            ]
     for key, (s, df) in cells.items():
         body = render_markdown(s, df, n_examples).splitlines()
         out += [f"## {key}", ""]
@@ -266,8 +391,17 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
     return "\n".join(out)
 
 
-def run_report(config: dict, judgments_paths: dict, gen_meta_paths, judge_meta_paths: dict, summary_path, md_path,
-               provenance_path, workflow_dir, categories_path) -> RunSummary:
+def run_report(
+    config: dict,
+    judgments_paths: dict,
+    gen_meta_paths,
+    judge_meta_paths: dict,
+    summary_path,
+    md_path,
+    provenance_path,
+    workflow_dir,
+    categories_path,
+) -> RunSummary:
     from genjudge.experiment import resolve
 
     exp = resolve(config)

@@ -62,14 +62,17 @@ class JudgeMode:
     def check(self, spec) -> None:
         """Refuse judge settings this mode cannot honour (raises InputError)."""
         if spec.verdict == "logprob" and not self.logprob_labels:
-            raise InputError(f"judge.verdict: logprob is not available in mode {self.name!r} "
-                             f"(modes with logprob verdicts: {', '.join(logprob_modes())})")
+            raise InputError(
+                f"judge.verdict: logprob is not available in mode {self.name!r} "
+                f"(modes with logprob verdicts: {', '.join(logprob_modes())})"
+            )
         if spec.cascade and self.rule_verdict is None:
             raise InputError(f"judge.cascade: mode {self.name!r} has no rule to decide exact matches by")
 
     # --- judging ---
-    def requests(self, gens: pd.DataFrame, spec, template: str, opponent: dict | None = None,
-                 answer: dict | None = None) -> list[JudgeRequest]:
+    def requests(
+        self, gens: pd.DataFrame, spec, template: str, opponent: dict | None = None, answer: dict | None = None
+    ) -> list[JudgeRequest]:
         """The judge calls for one generator's answers (`gens`); `opponent` (pairwise) maps ids to the
         other side's answers; `answer` is the dataset's extraction before exact match (the cascade)."""
         out = []
@@ -77,9 +80,14 @@ class JudgeMode:
             if spec.cascade and check_answer(row.output, row.reference, answer).match:
                 out.append(JudgeRequest(row.id, 0, "rule", None))
             else:
-                out.append(JudgeRequest(row.id, 0, "judge", render(template, question=row.prompt,
-                                                                     reference=row.reference,
-                                                                     candidate=row.output)))
+                out.append(
+                    JudgeRequest(
+                        row.id,
+                        0,
+                        "judge",
+                        render(template, question=row.prompt, reference=row.reference, candidate=row.output),
+                    )
+                )
         return out
 
     # --- parsing ---
@@ -91,8 +99,9 @@ class JudgeMode:
         # With a custom pattern, the mode's marker word says nothing about why it did not match.
         return parse_verdict(text, rx, self.labels, None if custom else self.marker)
 
-    def parse(self, df: pd.DataFrame, raw: pd.DataFrame, pattern: str | None,
-              options: dict | None = None) -> pd.DataFrame:
+    def parse(
+        self, df: pd.DataFrame, raw: pd.DataFrame, pattern: str | None, options: dict | None = None
+    ) -> pd.DataFrame:
         """df: the merged generations with exact_match; adds verdict, unparsed_reason and the mode's columns."""
         rx = self.compile(pattern)
         first = orders(raw, df, 0)
@@ -100,8 +109,10 @@ class JudgeMode:
         df["judge_output"] = first["judge_output"].to_numpy()
         df["p_correct"] = first["p_correct"].to_numpy()
         finish = first["judge_finish_reason"].to_numpy() if "judge_finish_reason" in first else [None] * len(df)
-        parsed = [None if d == "rule" else truncated(self.parse_text(t, rx, bool(pattern), options), f)
-                  for d, t, f in zip(df["decided_by"], df["judge_output"], finish)]
+        parsed = [
+            None if d == "rule" else truncated(self.parse_text(t, rx, bool(pattern), options), f)
+            for d, t, f in zip(df["decided_by"], df["judge_output"], finish)
+        ]
         df["verdict"] = [self.rule_verdict if p is None else p.verdict for p in parsed]
         df["unparsed_reason"] = [None if p is None else p.reason for p in parsed]
         df["n_verdict_markers"] = [0 if p is None else p.n_markers for p in parsed]
@@ -122,6 +133,7 @@ class JudgeMode:
 
     def category_column(self) -> tuple[str, callable]:
         """Heading and cell of the per-category table (by default the first leaderboard measure)."""
+
         def cell(c):
             measures = self.leaderboard(c)
             return rate_text(next(iter(measures.values()))) if measures else ""
@@ -135,8 +147,13 @@ class JudgeMode:
     def leaderboard(self, s: dict) -> dict:
         """The headline measures of one cell, each {value, ci95, n}, for the leaderboard
         (by default every interval-bearing measure of the mode)."""
-        return {k: v for k, v in s.items() if isinstance(v, dict) and {"value", "ci95"} <= set(v)
-                and k not in ("exact_match", "judge_exact_match_agreement")}
+        return {
+            k: v
+            for k, v in s.items()
+            if isinstance(v, dict)
+            and {"value", "ci95"} <= set(v)
+            and k not in ("exact_match", "judge_exact_match_agreement")
+        }
 
 
 TRUNCATED = "truncated: the judge reached max_new_tokens before its verdict (raise judge.max_new_tokens)"
@@ -185,9 +202,11 @@ def get(name: str) -> JudgeMode:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise InputError(f"judge.mode: unknown mode {name!r}; known modes: {', '.join(sorted(_REGISTRY))} "
-                         "(a mode of your own is a module that calls genjudge.judging.modes.register, "
-                         "listed under `plugins`)") from None
+        raise InputError(
+            f"judge.mode: unknown mode {name!r}; known modes: {', '.join(sorted(_REGISTRY))} "
+            "(a mode of your own is a module that calls genjudge.judging.modes.register, "
+            "listed under `plugins`)"
+        ) from None
 
 
 def names() -> list[str]:

@@ -49,9 +49,14 @@ class Pairwise(JudgeMode):
         for row in gens.itertuples():
             pair = (row.output, baseline[row.id])
             for order, (a, b) in enumerate((pair, pair[::-1])):
-                out.append(JudgeRequest(row.id, order, "judge", render(template, question=row.prompt,
-                                                                      reference=row.reference,
-                                                                      answer_a=a, answer_b=b)))
+                out.append(
+                    JudgeRequest(
+                        row.id,
+                        order,
+                        "judge",
+                        render(template, question=row.prompt, reference=row.reference, answer_a=a, answer_b=b),
+                    )
+                )
         return out
 
     def parse(self, df, raw, pattern, options=None):
@@ -106,8 +111,10 @@ class Pairwise(JudgeMode):
         score = {"win": 1.0, "tie": 0.5, "loss": 0.0}
         out = {}
         for dataset, d in games.groupby("dataset", sort=True):
-            groups = [[(r.generator, r.opponent, score[r.verdict]) for r in g.itertuples()]
-                      for _, g in d.groupby("id", sort=True)]
+            groups = [
+                [(r.generator, r.opponent, score[r.verdict]) for r in g.itertuples()]
+                for _, g in d.groupby("id", sort=True)
+            ]
             out[str(dataset)] = bradley_terry_intervals(groups, seed=seed)
         return {"bradley_terry": out}
 

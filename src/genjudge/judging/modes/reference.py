@@ -28,8 +28,12 @@ class Reference(JudgeMode):
         parsed = df[df["verdict"].notna()]
         both = parsed[parsed["exact_match"].notna() & (parsed["decided_by"] == "judge")]
         agree = int(((both["verdict"] == "correct") == both["exact_match"].astype(bool)).sum())
-        return {"accuracy": metrics["accuracy"]["value"], "accuracy_ci95": metrics["accuracy"]["ci95"],
-                "judge_exact_match_agreement": rate(agree, len(both)), "decided_by": counts(df["decided_by"])}
+        return {
+            "accuracy": metrics["accuracy"]["value"],
+            "accuracy_ci95": metrics["accuracy"]["ci95"],
+            "judge_exact_match_agreement": rate(agree, len(both)),
+            "decided_by": counts(df["decided_by"]),
+        }
 
     def headline(self, s: dict) -> list[tuple[str, str]]:
         rows = [("accuracy (judge, over parsed)", rate_text({"value": s["accuracy"], "ci95": s["accuracy_ci95"]}))]
@@ -47,5 +51,3 @@ class Reference(JudgeMode):
 
 
 register(Reference())
-
-

@@ -43,8 +43,10 @@ class Score(JudgeMode):
 
     def metrics(self, g: pd.DataFrame) -> dict:
         parsed = g[g["verdict"].notna()]
-        return {"mean_score": mean_of(parsed["score"]),
-                "score_counts": {_fmt(k): int(v) for k, v in parsed["score"].value_counts().sort_index().items()}}
+        return {
+            "mean_score": mean_of(parsed["score"]),
+            "score_counts": {_fmt(k): int(v) for k, v in parsed["score"].value_counts().sort_index().items()},
+        }
 
     def headline(self, s: dict) -> list[tuple[str, str]]:
         m = s["mean_score"]
@@ -60,8 +62,7 @@ class Score(JudgeMode):
         return {"mean_score": s["mean_score"]}
 
     def category_column(self):
-        return "mean score", lambda c: ("n/a" if c["mean_score"]["value"] is None
-                                        else f"{c['mean_score']['value']:.2f}")
+        return "mean score", lambda c: "n/a" if c["mean_score"]["value"] is None else f"{c['mean_score']['value']:.2f}"
 
 
 register(Score())
