@@ -21,15 +21,19 @@ run: setup
 	$(BIN)/snakemake $(SNAKEMAKE_ARGS)
 	@$(BIN)/genjudge summary results/$$($(BIN)/python -c "import yaml;print(yaml.safe_load(open('config/demo.yaml'))['run'])")
 
-test: setup
+test: lint
 	bash tests/slurm/install.sh
 	$(BIN)/python -m pytest -ra
 
 test-fast: setup
 	$(BIN)/python -m pytest -ra -m "not slurm and not workflow"
 
+# Each tool prints its own message; pre-commit runs the same ruff and snakefmt versions.
 lint: setup
-	$(BIN)/snakemake --lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check Snakefile rules/
+	$(BIN)/python tests/snakemake_lint.py
 
 bench: setup
 	$(BIN)/python bench/run_bench.py
