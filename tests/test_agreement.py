@@ -1,6 +1,7 @@
 """Agreement, bias and panel measures against known values (no model, no workflow)."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,6 +12,8 @@ from genjudge.judging.bias import LENGTH_MEASURE, length_correlation, pairwise_b
 from genjudge.judging.panels import combine, inter_judge, panel_judgments, panel_summary
 from genjudge.judging.stats import wilson_interval
 from genjudge.labels import check_ids, join, read_labels
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def table_to_pairs(table: dict) -> tuple[list, list]:
@@ -241,3 +244,14 @@ def test_pairwise_labels_name_the_winner(tmp_path):
     )
     j = join(df, read_labels(section, mode), mode, "pw", "judge.labels")
     assert j["human"].tolist() == ["win", "loss", "tie"]
+
+
+def test_the_demo_labels_are_the_generators_known_wrong_answers():
+    from genjudge.demo.labels import LABELS, demo_labels
+    from genjudge.demo.training import WRONG_FRACTION
+
+    root = ROOT
+    committed = [json.loads(line) for line in (root / LABELS).read_text().splitlines()]
+    assert committed == demo_labels(root)
+    wrong = sum(r["label"] == "incorrect" for r in committed)
+    assert wrong == round(WRONG_FRACTION * len(committed)) and wrong > 0
