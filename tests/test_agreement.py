@@ -255,3 +255,24 @@ def test_the_demo_labels_are_the_generators_known_wrong_answers():
     assert committed == demo_labels(root)
     wrong = sum(r["label"] == "incorrect" for r in committed)
     assert wrong == round(WRONG_FRACTION * len(committed)) and wrong > 0
+
+
+def test_pairwise_labels_naming_no_winner_of_the_run_are_refused(tmp_path):
+    mode = modes.get("pairwise")
+    section = write_labels(tmp_path / "pw.jsonl", [{"id": "q0", "label": "g"}, {"id": "q1", "label": "correct"}])
+    with pytest.raises(InputError, match=r"line 2: winner 'correct' is neither win, tie or loss nor a generator"):
+        check_ids(read_labels(section, mode), {"d": {"q0", "q1"}}, {"g", "base"}, section["path"], "judge.labels", mode)
+
+
+def test_self_preference_names_the_same_model_and_the_same_family(tmp_path):
+    from genjudge.judging.bias import self_preference
+
+    for name, model_type in (("Llama-3.1-8B", "llama"), ("Llama-3.1-70B", "llama"), ("Qwen2.5-7B", "qwen2")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"model_type": model_type}))
+    m = {n: {"model": str(tmp_path / n), "revision": None} for n in ("Llama-3.1-8B", "Llama-3.1-70B", "Qwen2.5-7B")}
+    assert self_preference({"qwen": m["Qwen2.5-7B"]}, {"big": m["Llama-3.1-70B"]}) == []
+    family = self_preference({"small": m["Llama-3.1-8B"], "qwen": m["Qwen2.5-7B"]}, {"big": m["Llama-3.1-70B"]})
+    assert len(family) == 1 and "generator small" in family[0] and "model_type llama, name 'llama'" in family[0]
+    same = self_preference({"qwen": m["Qwen2.5-7B"]}, {"a": m["Qwen2.5-7B"], "b": m["Qwen2.5-7B"]})
+    assert len(same) == 1 and same[0].startswith("judges a, b (") and "the model of generator qwen" in same[0]

@@ -93,8 +93,18 @@ def read_labels(section: dict, mode) -> pd.DataFrame:
     return df
 
 
-def check_ids(labels: pd.DataFrame, ids_by_dataset: dict, generators, source: str, where: str) -> None:
-    """Every label names an item (and generator, dataset) of the run; raises InputError naming the others."""
+def check_ids(labels: pd.DataFrame, ids_by_dataset: dict, generators, source: str, where: str, mode=None) -> None:
+    """Every label names an item (and generator, dataset) of the run, and a pairwise label a winner
+    the run knows; raises InputError naming the others."""
+    if mode is not None and kind(mode) == "winner":
+        known = {"win", "tie", "loss"} | set(generators)
+        bad = labels[[str(x).lower() not in known and x not in known for x in labels["label"]]]
+        if len(bad):
+            r = bad.iloc[0]
+            raise InputError(
+                f"{where}: {r['where']}: winner {r['label']!r} is neither win, tie or loss nor a generator of the "
+                f"run {sorted(generators)} (mode {mode.name} labels name the winner of a pair)"
+            )
     for key, known in (("generator", set(generators)), ("opponent", set(generators)), ("dataset", set(ids_by_dataset))):
         if key in labels:
             bad = sorted(set(labels[key]) - known)
@@ -164,4 +174,4 @@ def check_config_labels(config: dict, exp, ids_by_dataset: dict) -> None:
         if lab.get("path"):
             where = f"judges.{name}.labels" if config.get("judges") else "judge.labels"
             labels = read_labels(lab, modes.get(section["mode"]))
-            check_ids(labels, ids_by_dataset, exp.generators, str(lab["path"]), where)
+            check_ids(labels, ids_by_dataset, exp.generators, str(lab["path"]), where, modes.get(section["mode"]))

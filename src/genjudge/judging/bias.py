@@ -96,23 +96,24 @@ def family_word(model: str) -> str:
 
 
 def self_preference(generators: dict, judges: dict) -> list[str]:
-    """Warnings for each (judge, generator) that are the same model or the same family."""
-    out = []
+    """Warnings for each (judge model, generator) that are the same model or the same family; judges
+    sharing one model are named together."""
+    by_model: dict = {}
     for jname, j in judges.items():
-        jtype = model_type(j["model"], j.get("revision"))
+        by_model.setdefault((os.path.normpath(str(j["model"])), j.get("revision")), []).append(jname)
+    out = []
+    for (jmodel, jrev), jnames in by_model.items():
+        who = f"judge{'s' if len(jnames) > 1 else ''} {', '.join(jnames)} ({jmodel})"
+        jtype = model_type(jmodel, jrev)
         for gname, g in generators.items():
-            same_model = os.path.normpath(str(j["model"])) == os.path.normpath(str(g["model"]))
-            gtype = model_type(g["model"], g.get("revision"))
-            same_family = jtype and jtype == gtype and family_word(j["model"]) == family_word(g["model"])
-            if same_model:
+            gmodel = os.path.normpath(str(g["model"]))
+            if jmodel == gmodel:
+                out.append(f"{who}: the model of generator {gname}; judges tend to prefer their own answers")
+            elif (
+                jtype and jtype == model_type(gmodel, g.get("revision")) and family_word(jmodel) == family_word(gmodel)
+            ):
                 out.append(
-                    f"judge {jname} is the model of generator {gname} ({j['model']}): "
-                    "judges tend to prefer their own answers"
-                )
-            elif same_family:
-                out.append(
-                    f"judge {jname} ({j['model']}) and generator {gname} ({g['model']}) are of one family "
-                    f"(model_type {jtype}, name {family_word(j['model'])!r}): judges tend to prefer answers "
-                    "of their own family"
+                    f"{who} and generator {gname} ({gmodel}) are of one family (model_type {jtype}, name "
+                    f"{family_word(jmodel)!r}): judges tend to prefer answers of their own family"
                 )
     return out

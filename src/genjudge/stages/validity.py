@@ -26,7 +26,8 @@ def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
     labelled items; labelled items left unparsed are counted apart, never as disagreement."""
     labels = human.read_labels(section, mode)
     source = str(section["path"])
-    human.check_ids(labels, _ids_by_dataset(df), set(df["generator"]) | set(df["opponent"].dropna()), source, where)
+    generators = set(df["generator"]) | set(df["opponent"].dropna())
+    human.check_ids(labels, _ids_by_dataset(df), generators, source, where, mode)
     joined = human.join(df, labels, mode, source, where)
     parsed = joined[joined["verdict"].notna()]
     k = human.kind(mode)
@@ -151,6 +152,8 @@ def render(v: dict) -> list[str]:
             "",
         ]
         for k, n, h in labelled:
+            if not h["confusion"]:
+                continue
             out += [
                 f"Confusion matrix, {k} {n} (rows: human labels, columns: verdicts):",
                 "",
