@@ -276,3 +276,70 @@ def test_self_preference_names_the_same_model_and_the_same_family(tmp_path):
     assert len(family) == 1 and "generator small" in family[0] and "model_type llama, name 'llama'" in family[0]
     same = self_preference({"qwen": m["Qwen2.5-7B"]}, {"a": m["Qwen2.5-7B"], "b": m["Qwen2.5-7B"]})
     assert len(same) == 1 and same[0].startswith("judges a, b (") and "the model of generator qwen" in same[0]
+
+
+def test_score_labels_give_correlations_and_a_mean_panel(tmp_path):
+    from genjudge.stages.validity import label_agreement
+
+    mode = modes.get("score")
+    a = judged(["7", "3", "9", None, "5"])
+    a["score"] = pd.to_numeric(a["verdict"])
+    b = judged(["8", "2", None, None, "5"])
+    section = write_labels(
+        tmp_path / "s.jsonl",
+        [{"id": f"q{i}", "label": x} for i, x in enumerate([7, 4, 10, 6])],  # q4 unlabelled
+    )
+    h = label_agreement(a, section, mode, "judge.labels")
+    assert (h["n_items"], h["n_labelled"], h["n_judged"], h["n_unparsed"]) == (5, 4, 3, 1)
+    assert h["agreement"]["value"] == pytest.approx(1 / 3)  # only q0 exactly equal
+    assert h["correlation"]["pearson"] == pytest.approx(agreement.correlations([7, 3, 9], [7, 4, 10])["pearson"])
+    assert h["correlation"]["spearman"] == pytest.approx(1.0)
+    assert "cohen_kappa" not in h
+    df = panel_judgments({"judges": ["a", "b"], "rule": "mean", "mode": "score"}, {"a": a, "b": b})
+    assert df["verdict"].tolist() == ["7.5", "2.5", "9", None, "5"]
+    assert df["score"].tolist()[:3] == [7.5, 2.5, 9.0]
+
+
+def demo_config(**kw):
+    cfg = {
+        "run": "x",
+        "dataset": {"path": str(ROOT / "config/demo/questions.jsonl")},
+        "generator": {"model": str(ROOT / "models/demo-generator")},
+        "judge": {"model": str(ROOT / "models/demo-judge"), "template": str(ROOT / "config/demo/judge_template.txt")},
+        "judges": {"a": {}, "b": {}, "s": {"mode": "score", "template": None}},
+    }
+    cfg.update(kw)
+    return cfg
+
+
+@pytest.mark.parametrize(
+    "panels,message",
+    [
+        ({"p": {"judges": ["a"]}}, r"panels\.p\.judges: \['a'\] is too short"),
+        ({"p": {"judges": ["a", "zz"]}}, r"panels\.p\.judges: \['zz'\] not among the judges"),
+        ({"p": {"judges": ["a", "s"]}}, r"panels\.p\.judges: the judges grade in different modes"),
+        ({"p": {"judges": ["a", "b"], "rule": "mean"}}, r"panels\.p\.rule: 'mean' does not fit mode 'reference'"),
+        ({"p": {"judges": ["a", "b"], "rule": "vote"}}, r"panels\.p\.rule: 'vote' is not one of"),
+    ],
+)
+def test_bad_panels_are_refused_while_planning_naming_the_key(panels, message):
+    from genjudge import config as wfconfig
+
+    with pytest.raises(InputError, match=message):
+        wfconfig.check(wfconfig.validate(demo_config(panels=panels)), data=False)
+
+
+def test_labels_with_unknown_ids_are_refused_while_planning(tmp_path):
+    from genjudge import config as wfconfig
+
+    section = write_labels(tmp_path / "l.jsonl", [{"id": "arith-001", "label": "correct"}, {"id": "zz", "label": "x"}])
+    raw = demo_config(judge={**demo_config()["judge"], "labels": section})
+    del raw["judges"]
+    cfg = wfconfig.validate(raw)
+    with pytest.raises(InputError, match=r"l.jsonl, line 2, field 'label': label 'x' is not one of"):
+        wfconfig.check(cfg)
+    write_labels(tmp_path / "l.jsonl", [{"id": "arith-001", "label": "correct"}, {"id": "zz", "label": "correct"}])
+    with pytest.raises(
+        InputError, match=r"^judge\.labels: .*l.jsonl labels 1 id\(s\) not in the dataset questions: 'zz'$"
+    ):
+        wfconfig.check(cfg)
