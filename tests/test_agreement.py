@@ -234,16 +234,38 @@ def test_labels_name_unknown_ids_and_leave_unlabelled_items_out(tmp_path):
         read_labels(twice, mode)
 
 
-def test_pairwise_labels_name_the_winner(tmp_path):
+def test_pairwise_labels_per_item_and_pair_from_csv_and_parquet(tmp_path):
     mode = modes.get("pairwise")
-    df = judged(["win", "loss", "tie"])
+    # Two pairs on the same items: a vs base and b vs base.
+    df = pd.concat([judged(["win", "loss", "tie"], generator="a"), judged(["loss", "loss", "win"], generator="b")])
     df["opponent"] = "base"
-    section = write_labels(
-        tmp_path / "pw.csv.jsonl",
-        [{"id": "q0", "label": "g"}, {"id": "q1", "label": "base"}, {"id": "q2", "label": "tie"}],
+    rows = pd.DataFrame(
+        {
+            "question_id": ["q0", "q1", "q2", "q0", "q2"],
+            "model_a": ["a", "a", "a", "b", "b"],
+            "model_b": ["base"] * 5,
+            "winner": ["a", "base", "tie", "base", "win"],
+        }
     )
-    j = join(df, read_labels(section, mode), mode, "pw", "judge.labels")
-    assert j["human"].tolist() == ["win", "loss", "tie"]
+    fields = {"id": "question_id", "label": "winner", "generator": "model_a", "opponent": "model_b"}
+    rows.to_csv(tmp_path / "pw.csv", index=False)
+    rows.to_parquet(tmp_path / "pw.parquet")
+    for name in ("pw.csv", "pw.parquet"):
+        section = {"path": str(tmp_path / name), "format": "auto", "fields": {**fields, "dataset": None}}
+        j = join(df, read_labels(section, mode), mode, name, "judge.labels")
+        got = {(r.generator, r.id): r.human for r in j.itertuples()}
+        assert got == {
+            ("a", "q0"): "win",
+            ("a", "q1"): "loss",
+            ("a", "q2"): "tie",
+            ("b", "q0"): "loss",
+            ("b", "q2"): "win",
+        }
+    stray = rows.assign(model_a=["a", "a", "a", "b", "c"])
+    stray.to_csv(tmp_path / "stray.csv", index=False)
+    section = {"path": str(tmp_path / "stray.csv"), "format": "auto", "fields": {**fields, "dataset": None}}
+    with pytest.raises(InputError, match=r"stray.csv names generator\(s\) \['c'\] not in the run"):
+        check_ids(read_labels(section, mode), {"d": {"q0", "q1", "q2"}}, {"a", "b", "base"}, "stray.csv", "x", mode)
 
 
 def test_the_demo_labels_are_the_generators_known_wrong_answers():

@@ -146,3 +146,13 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
     judge_rows = [line for line in summary.splitlines() if "/judge/" in line and "shards/" in line]
     assert len(judge_rows) == 6  # 3 judges x (table, meta)
     assert all(row.split("\t")[2] == "judge" and row.split("\t")[-1] == "no update" for row in judge_rows)
+
+
+def test_the_demo_panel_example_plans_one_job_per_judge_and_reads_its_labels(workflow):
+    files = ["config/demo.yaml", "config/demo/labels.yaml", "config/examples/demo_panel.yaml"]
+    out = workflow.run("-n", "--configfile", *files, "--quiet", "rules").stdout
+    planned = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+    assert planned["judge"] == "3" and planned["parse_verdicts"] == "3" and planned["report"] == "1"
+    (workflow.path / "config/demo/labels.jsonl").write_text('{"id": "arith-999", "label": "correct"}\n')
+    proc = workflow.run("-n", "--configfile", *files, check=False)
+    assert proc.returncode != 0 and "'arith-999'" in proc.stdout + proc.stderr

@@ -147,8 +147,8 @@ def render(v: dict) -> list[str]:
             )
         out += [
             "",
-            "Over the items with a label; labelled items whose verdict was unparsed are counted apart, never as "
-            "disagreement. Agreement has a 95% Wilson interval.",
+            "Over the items with a label; labelled items whose verdict was unparsed (for a panel: no judge parsed, "
+            "or no majority) are counted apart, never as disagreement. Agreement has a 95% Wilson interval.",
             "",
         ]
         for k, n, h in labelled:
