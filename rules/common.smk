@@ -241,5 +241,10 @@ def slurm_resources():
     return job_resources.slurm_resources(config)
 
 
+def label_files():
+    """The judges' human-labels files: the report reads them (a change re-reports, never re-judges)."""
+    return sorted({j["labels"]["path"] for j in EXP.judges.values() if j["labels"]["path"]})
+
+
 def final_outputs():
     return [f"{RESULTS}/report/summary.json", f"{RESULTS}/report/report.md"]

@@ -21,6 +21,10 @@ def cmd_summary(args) -> int:
         from genjudge.stages.report import leaderboard_markdown
 
         print("\n".join(leaderboard_markdown(s.leaderboard)))
+        from genjudge.stages.validity import headline
+
+        for k, v in headline(s.validity):
+            print(f"  {k}: {v}")
         return 0
     rows = headline_rows(s)
     width = max(len(k) for k, _ in rows)

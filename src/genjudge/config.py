@@ -216,11 +216,16 @@ def check(config: dict, data: bool = True) -> None:
             except ValueError as exc:
                 where = f"datasets.{name}" if config.get("datasets") else "dataset"
                 raise InputError(f"{where}.answer.{side}: {exc}") from None
+    from genjudge.judging.panels import resolve_panels
+    from genjudge.labels import check_config_labels
+
+    resolve_panels(config, exp)
     if data:
-        n_items = {}
+        n_items, ids = {}, {}
         for name, section in exp.datasets.items():
             ds = DatasetSpec.from_config(section)
-            n_items[name] = len(load_items(ds.path, ds.fields, ds.format, ds.hf))
+            ids[name] = set(load_items(ds.path, ds.fields, ds.format, ds.hf)["id"])
+            n_items[name] = len(ids[name])
             shard_bounds(n_items[name], exp.shards(name, config))
         for name, section in exp.judges.items():
             graded = sum(n_items[c.dataset] for c in exp.cells(name))
@@ -230,6 +235,7 @@ def check(config: dict, data: bool = True) -> None:
                     f"{where}.shards = {section['shards']} is more than the {graded} answers it "
                     f"grades; use shards <= {graded}"
                 )
+        check_config_labels(config, exp, ids)
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
             role = f"{kind}s.{name}" if config.get(f"{kind}s") else kind

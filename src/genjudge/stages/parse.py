@@ -62,6 +62,9 @@ def run_parse(
         df.insert(1, "generator", cell.generator)
         df.insert(2, "dataset", cell.dataset)
         df.insert(3, "opponent", cell.opponent)
+        if cell.opponent:  # the other side's answer, for the length-bias diagnostics
+            other = pd.read_parquet(generations[(cell.opponent, cell.dataset)], columns=["id", "output"])
+            df["opponent_output"] = df["id"].map(dict(zip(other["id"], other["output"])))
         frames.append(df)
     out = pd.concat(frames, ignore_index=True)
     atomic.write_parquet(out_path, out)

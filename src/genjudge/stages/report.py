@@ -14,6 +14,7 @@ from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.stats import rate
 from genjudge.provenance import provenance
 from genjudge.records import GenerateMeta, JudgeMeta, RunSummary
+from genjudge.stages.validity import headline as validity_headline
 
 
 def parse_options(judge: dict) -> dict:
@@ -102,6 +103,7 @@ def headline_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("judged (parsed verdicts)", str(s.n_judged)),
         ("unparsed", f"{s.n_unparsed} ({pct(s.unparsed_rate)})"),
         *modes.get(s.mode).headline(flat),
+        *validity_headline(s.validity),
         (
             "normalised exact match",
             rate_text(s.exact_match)
@@ -403,12 +405,14 @@ def run_report(
     categories_path,
 ) -> RunSummary:
     from genjudge.experiment import resolve
+    from genjudge.stages.validity import summarise_validity, with_validity
 
     exp = resolve(config)
     judgments = {j: read_judgments(p) for j, p in judgments_paths.items()}
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
     run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)
+    run.validity = summarise_validity(exp, config, judgments)
     atomic.write_json(provenance_path, provenance(config, exp, gen_metas, judge_metas, workflow_dir))
     run.write(summary_path)
     n_examples = int(config["report"]["n_examples"])
@@ -417,6 +421,7 @@ def run_report(
         text = render_markdown(s, df, n_examples)
     else:
         text = render_experiment(run, cells, n_examples)
+    text = with_validity(text, run.validity)
     atomic.write_text(md_path, text)
     frames = []
     for s, _ in cells.values():
