@@ -1,0 +1,131 @@
+"""Multi-turn conversations (MT-bench's `turns`): generated turn by turn with the generator's own
+answers as history, stored and cached per turn, judged per turn, reported per turn."""
+
+import io
+import json
+
+import pandas as pd
+import pytest
+from judges import ROOT
+
+from genjudge.conversation import expand_turns
+from genjudge.dataset import load_items
+from genjudge.errors import InputError
+from genjudge.gpu_lease import Lease
+from genjudge.records import GenerateMeta
+from genjudge.shard_files import write_shard
+from genjudge.specs import spec_for
+from genjudge.stages.generate import run_generate
+from genjudge.stages.merge import MergeError, merge_generations
+
+MT = [
+    {
+        "question_id": 81,
+        "category": "math",
+        "turns": ["What is 2 + 3?", "Now multiply that by 4."],
+        "reference": ["5", "20"],
+    },
+    {"question_id": 82, "category": "writing", "turns": ["What is the capital of France?", "And of Peru?"]},
+    {"question_id": 83, "category": "writing", "turns": ["Count the letters in cat."]},
+]
+FIELDS = {"id": "question_id", "prompt": "turns", "reference": "reference", "category": "category"}
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_list_of_turns_is_a_multi_turn_item_with_per_turn_references(tmp_path):
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    assert items["prompt"].tolist() == ["What is 2 + 3?", "What is the capital of France?", "Count the letters in cat."]
+    assert items["reference"][0] == "5" and pd.isna(items["reference"][1])
+    assert json.loads(items["turns"][0]) == [
+        {"question": "What is 2 + 3?", "reference": "5"},
+        {"question": "Now multiply that by 4.", "reference": "20"},
+    ]
+    assert items["turns"][2] is None  # one turn is a single-turn item
+    rows = expand_turns(items)
+    refs = [None if pd.isna(r) else r for r in rows["reference"]]
+    assert list(zip(rows["id"], rows["turn"], rows["prompt"], refs)) == [
+        ("81", 1, "What is 2 + 3?", "5"),
+        ("81", 2, "Now multiply that by 4.", "20"),
+        ("82", 1, "What is the capital of France?", None),
+        ("82", 2, "And of Peru?", None),
+        ("83", 1, "Count the letters in cat.", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    "row,message",
+    [
+        ({"question_id": 1, "turns": ["a", " "]}, "line 1: field 'turns', turn 2 is empty"),
+        ({"question_id": 1, "turns": ["a", "b"], "reference": ["x", "y", "z"]}, "3 references for 2 turns"),
+    ],
+)
+def test_bad_turns_are_named(tmp_path, row, message):
+    with pytest.raises(InputError, match=message):
+        load_items(write_jsonl(tmp_path / "q.jsonl", [row]), FIELDS)
+
+
+def generate(tmp_path, items, store="store", name="out"):
+    write_shard(tmp_path / "0.jsonl", items)
+    spec = spec_for("generator", model=str(ROOT / "models" / "demo-generator"), max_new_tokens=6, batch_size=4)
+    meta = run_generate(
+        shard=0,
+        shard_path=tmp_path / "0.jsonl",
+        out_path=tmp_path / f"{name}.parquet",
+        meta_path=tmp_path / f"{name}.meta.json",
+        spec=spec,
+        store_dir=tmp_path / store,
+        run="t",
+        lease=Lease([], "none"),
+        log_stream=io.StringIO(),
+    )
+    return pd.read_parquet(tmp_path / f"{name}.parquet"), meta
+
+
+def test_two_turn_items_give_one_generation_per_turn_with_turn_one_in_the_turn_two_prompt(tmp_path):
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    out, meta = generate(tmp_path, items)
+    assert list(zip(out["id"], out["turn"])) == [("81", 1), ("81", 2), ("82", 1), ("82", 2), ("83", 1)]
+    by = out.set_index(["id", "turn"])
+    for item in ("81", "82"):
+        first, second = by.loc[(item, 1)], by.loc[(item, 2)]
+        assert first["output"].strip(), "the demo generator answers turn 1"
+        # Turn 2 is sent as the chat so far: question 1, the generator's own answer, question 2.
+        sent = second["prompt_sent"]
+        q1, q2 = (t["question"] for t in json.loads(items.set_index("id").loc[item, "turns"]))
+        at = [sent.index(f"<|user|>\n{q1}"), sent.index(f"<|assistant|>\n{first['output']}"), sent.index(q2)]
+        assert at == sorted(at) and sent.endswith("<|assistant|>\n")
+        assert first["output"] not in first["prompt_sent"]
+    assert meta.computed_items == 5 and meta.resumed_items == 0 and meta.n_items == 5
+    assert GenerateMeta.read(tmp_path / "out.meta.json").computed_items == 5
+
+    # Merged: one row per (id, turn) with that turn's question and reference.
+    merged = merge_generations(items, [str(tmp_path / "out.parquet")])
+    row = merged.set_index(["id", "turn"]).loc[("81", 2)]
+    assert row["prompt"] == "Now multiply that by 4." and row["reference"] == "20"
+
+    # Rerun: every (item, turn) comes from the cache.
+    again, meta2 = generate(tmp_path, items, name="again")
+    assert meta2.computed_items == 0 and meta2.resumed_items == 5
+    assert again["output"].tolist() == out["output"].tolist()
+
+
+def test_turns_resume_one_at_a_time(tmp_path):
+    """A store holding turn 1 only (the first turns generated as single-turn prompts) computes
+    only the second turns."""
+    multi = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    first = load_items(write_jsonl(tmp_path / "q1.jsonl", MT), {**FIELDS, "prompt": "turns.0"})
+    one, _ = generate(tmp_path, first, name="first")
+    out, meta = generate(tmp_path, multi)
+    assert meta.resumed_items == 3 and meta.computed_items == 2
+    assert out[out["turn"] == 1]["output"].tolist() == one["output"].tolist()
+
+
+def test_merge_names_a_missing_turn(tmp_path):
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    pd.DataFrame({"id": ["81", "82", "82", "83"], "turn": [1, 1, 2, 1], "output": "o"}).to_parquet(tmp_path / "0.pq")
+    with pytest.raises(MergeError, match=r"1 missing \(id, turn\) pair\(s\) \[\('81', 2\)\]"):
+        merge_generations(items, [str(tmp_path / "0.pq")])
