@@ -3,6 +3,7 @@ answers as history, stored and cached per turn, judged per turn, reported per tu
 
 import io
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -129,3 +130,95 @@ def test_merge_names_a_missing_turn(tmp_path):
     pd.DataFrame({"id": ["81", "82", "82", "83"], "turn": [1, 1, 2, 1], "output": "o"}).to_parquet(tmp_path / "0.pq")
     with pytest.raises(MergeError, match=r"1 missing \(id, turn\) pair\(s\) \[\('81', 2\)\]"):
         merge_generations(items, [str(tmp_path / "0.pq")])
+
+
+def test_context_overflow_stops_the_job_before_loading_naming_the_item(tmp_path):
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    write_shard(tmp_path / "0.jsonl", items)
+    # The demo generator's context is 2048 tokens (max_position_embeddings).
+    spec = spec_for("generator", model=str(ROOT / "models" / "demo-generator"), max_new_tokens=2040, batch_size=4)
+    with pytest.raises(InputError) as err:
+        run_generate(
+            shard=0,
+            shard_path=tmp_path / "0.jsonl",
+            out_path=tmp_path / "out.parquet",
+            meta_path=tmp_path / "out.meta.json",
+            spec=spec,
+            store_dir=tmp_path / "store",
+            run="t",
+            lease=Lease([], "none"),
+            log_stream=io.StringIO(),
+        )
+    msg = str(err.value)
+    n = int(re.search(r"the prompt as sent is (\d+) tokens", msg).group(1))
+    assert n + 2040 > 2048 and f"{n + 2040} tokens, more than" in msg and "context of 2048" in msg
+    assert re.search(r"item '8[123]'", msg) and "max_position_embeddings" in msg
+    assert not (tmp_path / "out.parquet").exists() and not (tmp_path / "store").exists()
+
+
+TURN2 = """Question 1: {question_1}
+Answer 1: {answer_1}
+Question 2: {question_2}
+Reference 2: {ref_answer_2}
+Candidate 2: {answer_2}
+VERDICT:"""
+
+
+@pytest.mark.workflow
+def test_a_multi_turn_run_is_judged_and_reported_per_turn(workflow):
+    data = workflow.path / "mt.jsonl"
+    write_jsonl(
+        data,
+        [
+            MT[0],
+            {"question_id": 84, "category": "math", "turns": ["What is 1 + 1?", "Add 3."], "reference": ["2", "5"]},
+            MT[1],  # no reference: judged by no one in reference mode
+            {"question_id": 85, "category": "math", "turns": ["What is 6 - 2?"], "reference": ["4"]},
+        ],
+    )
+    (workflow.path / "config" / "turn2.txt").write_text(TURN2)
+    cfg = workflow.write_config(
+        "mt.yaml",
+        run="mt",
+        shards=2,
+        dataset={"path": str(data), "fields": FIELDS},
+        generator={"max_new_tokens": 8},
+        judge={"max_new_tokens": 6, "templates": [{"turns": [2], "template": "config/turn2.txt"}]},
+    )
+    workflow.run("--cores", "2", "--configfile", cfg)
+    res = workflow.results("mt")
+    gens = pd.read_parquet(res / "generations" / "demo-generator" / "mt.parquet").set_index(["id", "turn"])
+    assert sorted(gens.index) == [("81", 1), ("81", 2), ("82", 1), ("82", 2), ("84", 1), ("84", 2), ("85", 1)]
+    raw = pd.read_parquet(res / "judge" / "demo-judge" / "raw.parquet").set_index(["id", "turn"])
+    for item in ("81", "84"):
+        prompt = raw.loc[(item, 2), "judge_prompt"]
+        q1, a1, a2 = gens.loc[(item, 1), "prompt"], gens.loc[(item, 1), "output"], gens.loc[(item, 2), "output"]
+        assert f"Question 1: {q1}\nAnswer 1: {a1}\n" in prompt and f"Candidate 2: {a2}\n" in prompt
+        assert f"Reference 2: {gens.loc[(item, 2), 'reference']}" in prompt
+        assert "Question 1" not in raw.loc[(item, 1), "judge_prompt"]  # turn 1: the run's own template
+    judged = pd.read_parquet(res / "judgments" / "demo-judge.parquet").set_index(["id", "turn"])
+    assert judged.loc[("82", 1), "decided_by"] == "no reference" == judged.loc[("82", 2), "unparsed_reason"]
+    assert pd.isna(raw.loc[("82", 2), "judge_prompt"])  # never sent to the judge
+    summary = json.loads((res / "report" / "summary.json").read_text())
+    assert summary["n_items"] == 7 and summary["unparsed_reasons"]["no reference"] == 2
+    turns = summary["per_turn"]
+    assert {t: c["n_items"] for t, c in turns.items()} == {"1": 4, "2": 3}
+    assert turns["2"]["n_judged"] + turns["2"]["n_unparsed"] == 3
+    report = (res / "report" / "report.md").read_text()
+    assert "## By turn" in report and "| 2 | 3 |" in report
+
+
+@pytest.mark.workflow
+def test_reference_mode_without_any_reference_is_refused_while_planning(workflow):
+    data = workflow.path / "noref.jsonl"
+    write_jsonl(data, [{"question_id": i, "turns": [f"q{i}", "more"], "answer": ""} for i in range(4)])
+    cfg = workflow.write_config(
+        "noref.yaml", run="noref", dataset={"path": str(data), "fields": {**FIELDS, "reference": "answer"}}
+    )
+    proc = workflow.run("-n", "--configfile", cfg, check=False)
+    assert proc.returncode != 0
+    assert (
+        "judge mode 'reference' grades against a reference answer, and no item has a value in its field 'answer'"
+        in (proc.stderr + proc.stdout)
+    )
+    assert not workflow.results("noref").exists()

@@ -169,3 +169,20 @@ def per_turn(df: pd.DataFrame, mode) -> dict:
             **mode.metrics(g),
         }
     return out
+
+
+def turn_table(turns: dict | None, head: str, cell) -> list[str]:
+    """The report's "By turn" section (markdown lines; none for a single-turn dataset).
+    The headline above it is over every turn of every item."""
+    if not turns:
+        return []
+    out = [
+        "## By turn",
+        "",
+        "Each turn of a conversation is judged on its own; the headline counts every turn of every item.",
+        "",
+        f"| turn | items | judged | unparsed | {head} |",
+        "|---|---|---|---|---|",
+    ]
+    out += [f"| {t} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} |" for t, c in turns.items()]
+    return [*out, ""]
