@@ -222,3 +222,45 @@ def test_reference_mode_without_any_reference_is_refused_while_planning(workflow
         in (proc.stderr + proc.stdout)
     )
     assert not workflow.results("noref").exists()
+
+
+def test_a_template_sees_only_the_turns_up_to_its_own(tmp_path):
+    from genjudge.conversation import with_history
+    from genjudge.judging import modes
+    from genjudge.judging.templates import load_template
+
+    score = modes.get("score")
+    later = tmp_path / "later.txt"
+    later.write_text("{question_1} {answer_2} SCORE:")
+    text = load_template(later, score)  # a valid template, for turn 2
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    rows = with_history(expand_turns(items).assign(output="o"))
+    spec = spec_for("judge", model="x", mode="score")
+    two = score.requests(rows[(rows["id"] == "81") & (rows["turn"] == 2)], spec, text)
+    assert two[0].text == "What is 2 + 3? o SCORE:" and two[0].turn == 2
+    with pytest.raises(InputError, match=r"item '81': the judge template uses \{answer_2\}.*turn 1 sees turns 1..1"):
+        score.requests(rows[(rows["id"] == "81") & (rows["turn"] == 1)], spec, text)
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text("{answer_a_1} {answer_2x}")
+    with pytest.raises(InputError, match=r"unknown placeholder\(s\) \['answer_2x', 'answer_a_1'\]"):
+        load_template(wrong, score)
+
+
+def test_reference_mode_leaves_items_without_a_reference_to_no_one(tmp_path):
+    from genjudge.conversation import with_history
+    from genjudge.judging import modes
+
+    ref = modes.get("reference")
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    rows = with_history(expand_turns(items).assign(output="5"))
+    spec = spec_for("judge", model="x", mode="reference")
+    reqs = ref.requests(rows, spec, "{question} {reference} {candidate}")
+    decided = {(r.id, r.turn): r.decided_by for r in reqs}
+    assert decided == {
+        ("81", 1): "judge",
+        ("81", 2): "judge",
+        ("82", 1): "no reference",
+        ("82", 2): "no reference",
+        ("83", 1): "no reference",
+    }
+    assert all("(none)" not in r.text for r in reqs if r.text)
