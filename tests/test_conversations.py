@@ -264,3 +264,18 @@ def test_reference_mode_leaves_items_without_a_reference_to_no_one(tmp_path):
         ("83", 1): "no reference",
     }
     assert all("(none)" not in r.text for r in reqs if r.text)
+
+
+def test_turns_from_parquet_lists(tmp_path):
+    pd.DataFrame(
+        {"question_id": [81, 82], "turns": [["a?", "b?"], ["c?", "d?"]], "reference": [["1", "2"], None]}
+    ).to_parquet(tmp_path / "q.parquet")
+    items = load_items(tmp_path / "q.parquet", {"id": "question_id", "prompt": "turns", "reference": "reference"})
+    rows = expand_turns(items)
+    assert list(zip(rows["id"], rows["turn"], rows["prompt"])) == [
+        ("81", 1, "a?"),
+        ("81", 2, "b?"),
+        ("82", 1, "c?"),
+        ("82", 2, "d?"),
+    ]
+    assert rows["reference"].tolist()[:2] == ["1", "2"] and rows["reference"][2:].isna().all()
