@@ -97,7 +97,7 @@ class JudgeMode:
     def requests(
         self, gens: pd.DataFrame, spec, template: str, opponent: dict | None = None, answer: dict | None = None
     ) -> list[JudgeRequest]:
-        """The judge calls for one generator's answers (`gens`); `opponent` (pairwise) maps ids to the
+        """The judge calls for one generator's answers (`gens`); `opponent` (pairwise) maps (id, turn) to the
         other side's answers; `answer` is the dataset's extraction before exact match (the cascade)."""
         out = []
         ref_turns = reference_turns(template)
