@@ -279,3 +279,18 @@ def test_turns_from_parquet_lists(tmp_path):
         ("82", 2, "d?"),
     ]
     assert rows["reference"].tolist()[:2] == ["1", "2"] and rows["reference"][2:].isna().all()
+
+
+def test_the_plan_sizes_a_conversation_by_its_last_turn(tmp_path):
+    from genjudge.config import defaults
+    from genjudge.stages.plan import prompt_tokens
+
+    long_turns = [{"question_id": 1, "turns": ["x" * 400, "y" * 400, "z" * 40]}]
+    cfg = defaults(
+        dataset={"path": str(write_jsonl(tmp_path / "q.jsonl", long_turns)), "fields": FIELDS},
+        generator={"model": "m", "max_new_tokens": 100},
+    )
+    tokens, how = prompt_tokens(cfg, "generator")
+    assert tokens == 210 + 2 * 100 and "last turn of a 3-turn conversation" in how
+    cfg["dataset"]["fields"] = {**FIELDS, "prompt": "turns.0"}
+    assert prompt_tokens(cfg, "generator")[0] == 100  # one turn: its own length
