@@ -211,6 +211,7 @@ class JudgeRecord:
     id: str
     order: int
     decided_by: str
+    turn: int = 1  # the conversation's turn graded
     judge_prompt: str | None = None
     judge_output: str | None = None
     p_correct: float | None = None

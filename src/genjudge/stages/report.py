@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from genjudge import atomic
+from genjudge.conversation import per_turn, turn_table
 from genjudge.experiment import of_cell
 from genjudge.judging import modes
 from genjudge.judging.extraction import NO_ANSWER
@@ -91,7 +92,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         shards=shards,
         generator=generator,
         judge=judge,
-        metrics={**metrics, **extra},
+        metrics={**metrics, **extra, **({"per_turn": turns} if (turns := per_turn(df, mode)) else {})},
     )
 
 
@@ -169,6 +170,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         "from every rate and mean, never counted as wrong.",
         "",
     ]
+    out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
     out += ["## By category", "", *_category_table(s), ""]
     if s.unparsed_reasons:
         out += ["## Unparsed verdicts", "", "| reason | count |", "|---|---|"]
