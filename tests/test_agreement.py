@@ -365,3 +365,44 @@ def test_labels_with_unknown_ids_are_refused_while_planning(tmp_path):
         InputError, match=r"^judge\.labels: .*l.jsonl labels 1 id\(s\) not in the dataset questions: 'zz'$"
     ):
         wfconfig.check(cfg)
+
+
+def test_labels_per_turn_of_a_conversation(tmp_path):
+    mode = modes.get("reference")
+    turn1, turn2 = judged(["correct", "incorrect"]).assign(turn=1), judged(["incorrect", "correct"]).assign(turn=2)
+    df = pd.concat([turn1, turn2], ignore_index=True)
+    section = write_labels(
+        tmp_path / "mt.jsonl",
+        [{"id": "q0", "turn": 2, "label": "incorrect"}, {"id": "q1", "turn": "1", "label": "correct"}],
+    )
+    section["fields"]["turn"] = "turn"
+    j = join(df, read_labels(section, mode), mode, "mt.jsonl", "judge.labels")
+    assert [(r.id, r.turn, r.verdict, r.human) for r in j.itertuples()] == [
+        ("q1", 1, "incorrect", "correct"),
+        ("q0", 2, "incorrect", "incorrect"),
+    ]
+    # Without a turn field a label could be any turn's: refused, not applied to both.
+    plain = write_labels(tmp_path / "plain.jsonl", [{"id": "q0", "label": "correct"}])
+    with pytest.raises(InputError, match=r"grades 2 turns per conversation .*labels.fields.turn"):
+        join(df, read_labels(plain, mode), mode, "plain.jsonl", "judge.labels")
+    # A turn the conversation does not have matches no judged row.
+    stray = write_labels(tmp_path / "stray.jsonl", [{"id": "q0", "turn": 3, "label": "correct"}])
+    stray["fields"]["turn"] = "turn"
+    with pytest.raises(InputError, match=r"1 label\(s\) of stray.jsonl match no judged item: .*turn=3"):
+        join(df, read_labels(stray, mode), mode, "stray.jsonl", "judge.labels")
+    bad = write_labels(tmp_path / "bad.jsonl", [{"id": "q0", "turn": "two", "label": "correct"}])
+    bad["fields"]["turn"] = "turn"
+    with pytest.raises(InputError, match=r"bad.jsonl, line 1: field 'turn': turn 'two' is not a number"):
+        read_labels(bad, mode)
+
+
+def test_panel_votes_are_matched_per_turn():
+    a = pd.concat([judged(["correct", "correct"]).assign(turn=1), judged(["incorrect", "incorrect"]).assign(turn=2)])
+    b = a.iloc[::-1].reset_index(drop=True)  # the same votes in another row order
+    df = panel_judgments({"judges": ["a", "b"], "rule": "unanimous", "mode": "reference"}, {"a": a, "b": b})
+    assert [(r.id, r.turn, r.verdict) for r in df.itertuples()] == [
+        ("q0", 1, "correct"),
+        ("q1", 1, "correct"),
+        ("q0", 2, "incorrect"),
+        ("q1", 2, "incorrect"),
+    ]

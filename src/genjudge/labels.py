@@ -1,8 +1,8 @@
 """Human labels of a judge's items (`judge.labels`): read, checked against the run, joined.
 
 A labels file is JSONL, CSV or Parquet, read like the dataset (errors name the file and the
-line or row), with a field mapping: `id`, `label`, and optionally `generator`, `dataset` and
-`opponent` when labels differ per generator, dataset or pair. What a label is depends on the
+line or row), with a field mapping: `id`, `label`, and optionally `generator`, `dataset`,
+`opponent` and `turn` when labels differ per generator, dataset, pair or turn of a conversation. What a label is depends on the
 judge's mode:
 
 - a verdict (modes with labels, e.g. reference: `correct`/`incorrect`, as written by the mode
@@ -21,7 +21,7 @@ import pandas as pd
 
 from genjudge.errors import InputError
 
-KEYS = ("generator", "dataset", "opponent")
+KEYS = ("generator", "dataset", "opponent", "turn")
 
 
 def kind(mode) -> str:
@@ -79,6 +79,13 @@ def read_labels(section: dict, mode) -> pd.DataFrame:
             if value is _MISSING or value is None:
                 raise InputError(f"{where}: missing field {name!r} (labels.fields.{key})")
             rec[key] = _as_text(value) if key != "label" else value
+        if "turn" in rec:
+            try:
+                rec["turn"] = int(rec["turn"])
+            except ValueError:
+                raise InputError(f"{where}: field {fields['turn']!r}: turn {rec['turn']!r} is not a number") from None
+            if rec["turn"] < 1:
+                raise InputError(f"{where}: field {fields['turn']!r}: turns count from 1 (is {rec['turn']})")
         rec["label"] = _normalise(rec["label"], mode, f"{where}, field {fields['label']!r}")
         rec["where"] = where
         out.append(rec)
@@ -141,7 +148,12 @@ def winner_outcome(label: str, generator: str, opponent: str | None, where: str)
 def join(judgments: pd.DataFrame, labels: pd.DataFrame, mode, source: str, where: str) -> pd.DataFrame:
     """The judged rows that carry a label, with a `human` column (each label's meaning resolved).
     A label that matches no judged row is an error naming it."""
-    df = judgments.copy()
+    df = judgments.copy() if "turn" in judgments else judgments.assign(turn=1)
+    if "turn" not in labels and df["turn"].nunique() > 1:
+        raise InputError(
+            f"{where}: the judge grades {df['turn'].nunique()} turns per conversation and {source} does not say "
+            "which turn a label is for: map its turn field (labels.fields.turn)"
+        )
     df["opponent"] = df["opponent"].astype(object).where(df["opponent"].notna(), None)
     keys = ["id", *[k for k in KEYS if k in labels]]
     if "opponent" in keys:

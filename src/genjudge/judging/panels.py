@@ -22,7 +22,7 @@ from genjudge.judging import agreement, modes
 
 RULES = ("majority", "unanimous", "mean")
 NO_MAJORITY = "no majority"
-KEYS = ["generator", "dataset", "opponent", "id"]
+KEYS = ["generator", "dataset", "opponent", "id", "turn"]
 
 
 def resolve_panels(config: dict, exp) -> dict:
@@ -74,16 +74,21 @@ def combine(votes: list, rule: str, pairwise: bool) -> tuple:
     return ("tie", None, False) if pairwise else (None, NO_MAJORITY, False)
 
 
+def _with_turn(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy with a `turn` column (judgments parsed before conversations had turns: all turn 1)."""
+    return df.copy() if "turn" in df else df.assign(turn=1)
+
+
 def panel_judgments(panel: dict, judgments: dict) -> pd.DataFrame:
     """One row per (cell, item): the first member's item columns, each member's vote, the number
     of parsed votes, and the panel's verdict (unparsed_reason says why there is none)."""
     mode = modes.get(panel["mode"])
-    first = judgments[panel["judges"][0]].copy()
+    first = _with_turn(judgments[panel["judges"][0]])
     first["opponent"] = first["opponent"].astype(object).where(first["opponent"].notna(), None)
     keep = [c for c in first.columns if c in ("category", "prompt", "reference", "output", "exact_match")]
     df = first[KEYS + keep].copy()
     for j in panel["judges"]:
-        other = judgments[j].copy()
+        other = _with_turn(judgments[j])
         other["opponent"] = other["opponent"].astype(object).where(other["opponent"].notna(), None)
         votes = other.set_index(KEYS)["verdict"]
         df[f"vote:{j}"] = votes.reindex(pd.MultiIndex.from_frame(df[KEYS])).to_numpy()

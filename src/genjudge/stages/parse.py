@@ -69,8 +69,10 @@ def run_parse(
         df.insert(2, "dataset", cell.dataset)
         df.insert(3, "opponent", cell.opponent)
         if cell.opponent:  # the other side's answer, for the length-bias diagnostics
-            other = pd.read_parquet(generations[(cell.opponent, cell.dataset)], columns=["id", "output"])
-            df["opponent_output"] = df["id"].map(dict(zip(other["id"], other["output"])))
+            other = pd.read_parquet(generations[(cell.opponent, cell.dataset)])
+            other = other.assign(turn=other.get("turn", 1))[["id", "turn", "output"]]
+            other = other.rename(columns={"output": "opponent_output"})
+            df = df.merge(other, on=["id", "turn"], how="left", validate="many_to_one")
         frames.append(df)
     out = pd.concat(frames, ignore_index=True)
     atomic.write_parquet(out_path, out)
