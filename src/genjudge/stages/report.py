@@ -401,6 +401,8 @@ def run_report(
     provenance_path,
     workflow_dir,
     categories_path,
+    html_path=None,
+    plots_dir=None,
 ) -> RunSummary:
     from genjudge.experiment import resolve
 
@@ -409,7 +411,8 @@ def run_report(
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
     run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)
-    atomic.write_json(provenance_path, provenance(config, exp, gen_metas, judge_metas, workflow_dir))
+    prov = provenance(config, exp, gen_metas, judge_metas, workflow_dir)
+    atomic.write_json(provenance_path, prov)
     run.write(summary_path)
     n_examples = int(config["report"]["n_examples"])
     if len(cells) == 1:
@@ -427,4 +430,8 @@ def run_report(
         frames.append(f)
     with atomic.atomic_path(categories_path) as tmp:
         pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
+    if html_path:
+        from genjudge.report_html import write_html_report
+
+        write_html_report(config, run, cells, gen_metas, judge_metas, prov, html_path, plots_dir)
     return run
