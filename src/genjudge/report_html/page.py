@@ -181,8 +181,8 @@ class Page:
                     pct((r.get("exact_match") or {}).get("value")),
                 ]
             )
-        overlay = not any(modes.get(r["mode"]).needs_baseline for r in self.rows)
-        fig = plots.leaderboard(self.rows, measures, overlay)
+        overlay = not all(modes.get(r["mode"]).needs_baseline for r in self.rows)
+        fig = plots.leaderboard(self.rows, measures, lambda mode: not modes.get(mode).needs_baseline)
         out.append("<h3>Leaderboard</h3>" + table(head, rows))
         out.append(
             self.plot(
@@ -191,23 +191,23 @@ class Page:
                 "Each generator's result per dataset and judge with its 95% interval (Wilson for rates, normal "
                 "for mean scores)"
                 + ("; the hollow diamond is normalised exact match with its interval" if overlay else "")
+                + ("; one row of panels per judging mode" if len({r["mode"] for r in self.rows}) > 1 else "")
                 + ". Unparsed verdicts are excluded, never counted as wrong.",
                 fig,
             )
         )
         return self.section("headline", "Headline and leaderboard", "".join(out))
 
-    def category_frame(self) -> tuple[pd.DataFrame, str, bool]:
-        rows, measure, mean = [], None, False
+    def category_frame(self) -> pd.DataFrame:
+        """One row per cell and category: the cell's first leaderboard measure (accuracy, mean score,
+        win) as the category has it, with its interval and exact match."""
+        rows = []
         for c in self.cells:
-            # The cell's first leaderboard measure, as each category has it (accuracy, mean score, win).
             first = next((k for k, v in c.row.items() if k not in ROW_KEYS and isinstance(v, dict)), None)
             for cat, m in c.summary.per_category.items():
                 v = m.get(first)
                 if not isinstance(v, dict) or "value" not in v:
                     continue
-                measure = measure or first
-                mean = mean or plots.is_mean(v)
                 ci = v.get("ci95") or [None, None]
                 em = m.get("exact_match") or {}
                 em_ci = em.get("ci95") or [None, None]
@@ -215,6 +215,8 @@ class Page:
                     {
                         **{k: c.row.get(k) for k in ("generator", "dataset", "judge", "opponent")},
                         "category": cat,
+                        "measure": first,
+                        "mean": plots.is_mean(v),
                         "value": v.get("value"),
                         "low": ci[0],
                         "high": ci[1],
@@ -227,29 +229,29 @@ class Page:
         frame = pd.DataFrame(rows)
         if not frame.empty:
             frame["opponent"] = frame["opponent"].fillna("")
-        return frame, measure or "", mean
+        return frame
 
     def categories(self) -> str:
-        frame, measure, mean = self.category_frame()
+        frame = self.category_frame()
         if frame.empty or frame["category"].nunique() < 2 and frame["generator"].nunique() < 2:
             return ""
-        several = frame.groupby(["dataset", "judge", "opponent"])["generator"].nunique().max() > 1
-        if several:
-            vrange = None
-            if mean:
-                ranges = [c.summary.to_dict().get("score_range") for c in self.cells]
-                vrange = tuple(next((r for r in ranges if r), (1, 10)))
-            fig = plots.category_heatmap(frame, measure, mean, vrange)
+        if frame["generator"].nunique() > 1:
+            ranges = {}
+            for c in self.cells:
+                r = c.summary.to_dict().get("score_range")
+                if r:
+                    ranges[c.row["judge"]] = tuple(r)
+            fig = plots.category_heatmap(frame, ranges)
             caption = (
-                f"{measure.replace('_', ' ')} of each generator in each category (n = judged items of the "
-                "category); one panel per dataset and judge."
+                "The headline measure of each generator in each category (n = judged items of the category); "
+                "one panel per judge and dataset, each on its own scale (rates 0-100%, mean scores over the "
+                "judge's score range)."
             )
         else:
-            fig = plots.category_intervals(frame, measure, mean)
+            fig = plots.category_intervals(frame)
             caption = (
-                f"{measure.replace('_', ' ')} per category with its 95% interval"
-                + ("" if mean else ", normalised exact match beside it")
-                + "; n = judged items of the category."
+                "The headline measure per category with its 95% interval, normalised exact match beside rates; "
+                "n = judged items of the category."
             )
         return self.section("categories", "By category", self.plot("per_category", "By category", caption, fig))
 

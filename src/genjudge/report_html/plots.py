@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import PercentFormatter
 
 from genjudge.report_html.timeline import Timeline
 
@@ -71,93 +72,114 @@ def row_labels(rows: list[dict]) -> list[str]:
     return out
 
 
-def leaderboard(rows: list[dict], measures: list[str], overlay_exact_match: bool) -> Figure | None:
-    """One panel per measure: each row's value with its 95% interval; exact match beside the
-    first rate when `overlay_exact_match`."""
+def _panel(ax, rows: list[dict], m: str, y, overlay_exact_match: bool) -> bool:
+    """One measure of every row as a point with its interval; True when exact match was drawn beside it."""
+    vals = [r.get(m) if isinstance(r.get(m), dict) else None for r in rows]
+    mean = any(v and is_mean(v) for v in vals)
+    scale = 1 if mean else 100
+    offset = 0.0
+    if overlay_exact_match and not mean:
+        em = [_interval(r.get("exact_match") or {}, 100) for r in rows]
+        if any(em):
+            offset = 0.14
+            e = [(yy, x) for yy, x in zip(y, em) if x]
+            ax.errorbar(
+                [x[0] for _, x in e],
+                [yy - offset for yy, _ in e],
+                xerr=[[x[1] for _, x in e], [x[2] for _, x in e]],
+                fmt="D",
+                mfc="white",
+                color="#666666",
+                ms=6,
+                capsize=3,
+                lw=1.2,
+                label="exact match",
+            )
+    pts = [(yy, iv) for yy, v in zip(y, vals) if (iv := _interval(v or {}, scale))]
+    if pts:
+        ax.errorbar(
+            [p[1][0] for p in pts],
+            [p[0] + offset for p in pts],
+            xerr=[[p[1][1] for p in pts], [p[1][2] for p in pts]],
+            fmt="o",
+            color=PALETTE[0],
+            ms=7,
+            capsize=4,
+            lw=2,
+            label="judge",
+        )
+        for yy, iv in pts:
+            ax.annotate(
+                f"{iv[0]:.2f}" if mean else f"{iv[0]:.1f}%",
+                (iv[0], yy + offset),
+                xytext=(0, 7),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )
+    if not mean:
+        ax.set_xlim(-2, 102)
+    ax.set_title(m.replace("_", " ") + (" (mean, 95% CI)" if mean else " (%, 95% CI)"), fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    return bool(offset)
+
+
+def leaderboard(rows: list[dict], measures: list[str], overlay_exact_match) -> Figure | None:
+    """Per judging mode, one panel per measure: each row's value with its 95% interval; normalised exact
+    match beside the first rate where `overlay_exact_match(mode)`."""
     if not rows or not measures:
         return None
-    labels = row_labels(rows)
-    n = len(rows)
-    ncols = min(len(measures), 4)
-    nrows = -(-len(measures) // ncols)
-    fig = _figure(nrows * (0.42 * n + 1.1) + 0.3)
-    axes = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
-    y = np.arange(n)[::-1]
-    em_done = False
-    for ax, m in zip(axes, measures):
-        vals = [r.get(m) if isinstance(r.get(m), dict) else None for r in rows]
-        mean = any(v and is_mean(v) for v in vals)
-        scale = 1 if mean else 100
-        offset = 0.0
-        if overlay_exact_match and not mean and not em_done:
-            offset = 0.14
-            em = [_interval(r.get("exact_match") or {}, 100) for r in rows]
-            ys = [yy - offset for yy, e in zip(y, em) if e]
-            if ys:
-                e = [x for x in em if x]
-                ax.errorbar(
-                    [x[0] for x in e],
-                    ys,
-                    xerr=[[x[1] for x in e], [x[2] for x in e]],
-                    fmt="D",
-                    mfc="white",
-                    color="#666666",
-                    ms=6,
-                    capsize=3,
-                    lw=1.2,
-                    label="exact match",
-                )
-            em_done = True
-        pts = [(yy, iv) for yy, v in zip(y, vals) if (iv := _interval(v or {}, scale))]
-        if pts:
-            ax.errorbar(
-                [p[1][0] for p in pts],
-                [p[0] + offset for p in pts],
-                xerr=[[p[1][1] for p in pts], [p[1][2] for p in pts]],
-                fmt="o",
-                color=PALETTE[0],
-                ms=7,
-                capsize=4,
-                lw=2,
-                label="judge" if offset else None,
-            )
-            for yy, iv in pts:
-                ax.annotate(
-                    f"{iv[0]:.2f}" if mean else f"{iv[0]:.1f}%",
-                    (iv[0], yy + offset),
-                    xytext=(0, 7),
-                    textcoords="offset points",
-                    ha="center",
-                    fontsize=8,
-                )
-        if not mean:
-            ax.set_xlim(-2, 102)
-        ax.set_title(m.replace("_", " ") + (" (mean, 95% CI)" if mean else " (%, 95% CI)"), fontsize=10)
-        ax.grid(axis="x", alpha=0.3)
-        ax.set_ylim(-0.7, n - 0.3)
-    axes[0].set_yticks(y, labels, fontsize=9)
-    if em_done:
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8)
-    for ax in axes[len(measures) :]:
-        ax.set_visible(False)
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r.get("mode") or "", []).append(r)
+    plan = []
+    for mode, group in groups.items():
+        own = [m for m in measures if any(isinstance(r.get(m), dict) for r in group)]
+        if own:
+            ncols = min(len(own), 4)
+            nrows = -(-len(own) // ncols)
+            plan.append((mode, group, own, ncols, nrows, nrows * (0.42 * len(group) + 1.0)))
+    if not plan:
+        return None
+    fig = _figure(sum(p[-1] for p in plan) + 0.3 * len(plan) + 0.3)
+    subs = fig.subfigures(len(plan), 1, height_ratios=[p[-1] for p in plan], squeeze=False).ravel()
+    em_drawn = None
+    for sub, (mode, group, own, ncols, nrows, _) in zip(subs, plan):
+        axes = np.atleast_1d(sub.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
+        y = np.arange(len(group))[::-1]
+        overlay = overlay_exact_match(mode)
+        for ax, m in zip(axes, own):
+            if _panel(ax, group, m, y, overlay):
+                overlay, em_drawn = False, ax  # beside the first rate only
+        axes[0].set_yticks(y, row_labels(group), fontsize=9)
+        for ax in axes[len(own) :]:
+            ax.set_visible(False)
+        if len(plan) > 1:
+            judges = sorted({str(r.get("judge")) for r in group})
+            sub.suptitle(f"mode {mode} · judge {', '.join(judges)}", fontsize=10, fontweight="bold")
+    if em_drawn is not None:
+        fig.legend(*em_drawn.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8)
     return fig
 
 
-def category_heatmap(frame: pd.DataFrame, measure: str, mean: bool, vrange: tuple | None = None) -> Figure | None:
-    """Generator × category, one panel per (dataset, judge[, opponent]); frame columns: generator,
-    dataset, judge, opponent, category, value, n."""
+def category_heatmap(frame: pd.DataFrame, vranges: dict) -> Figure | None:
+    """Generator (or generator vs opponent) × category, one panel per (judge, dataset), each with its
+    own measure and colour scale; frame columns: generator, opponent, dataset, judge, category, measure,
+    mean, value, n. `vranges`: judge -> (low, high) of mean measures (the score range)."""
     if frame.empty:
         return None
-    facets = list(frame.groupby(["dataset", "judge", "opponent"], dropna=False, sort=True))
-    cats = max(frame.groupby(["dataset", "judge", "opponent"], dropna=False)["category"].nunique())
-    gens = max(frame.groupby(["dataset", "judge", "opponent"], dropna=False)["generator"].nunique())
-    fig = _figure(len(facets) * (0.45 * gens + 1.3), width=min(WIDTH, 3.2 + 1.05 * cats))
-    axes = np.atleast_1d(fig.subplots(len(facets), 1, squeeze=False)).ravel()
-    lo, hi = vrange if vrange else ((frame["value"].min(), frame["value"].max()) if mean else (0.0, 1.0))
-    im = None
-    for ax, ((dataset, judge, opponent), g) in zip(axes, facets):
-        table = g.pivot_table(index="generator", columns="category", values="value", aggfunc="first", sort=True)
-        counts = g.pivot_table(index="generator", columns="category", values="n", aggfunc="first", sort=True)
+    frame = frame.assign(row=[g + (f" vs {o}" if o else "") for g, o in zip(frame["generator"], frame["opponent"])])
+    facets = list(frame.groupby(["judge", "dataset"], sort=True))
+    cats = max(g["category"].nunique() for _, g in facets)
+    heights = [0.42 * g["row"].nunique() + 1.0 for _, g in facets]
+    fig = _figure(sum(heights) + 0.2, width=min(WIDTH, 3.6 + 1.1 * cats))
+    axes = np.atleast_1d(fig.subplots(len(facets), 1, squeeze=False, height_ratios=heights)).ravel()
+    for ax, ((judge, dataset), g) in zip(axes, facets):
+        measure, mean = g["measure"].iloc[0], bool(g["mean"].iloc[0])
+        lo, hi = vranges.get(judge) or (g["value"].min(), g["value"].max()) if mean else (0.0, 1.0)
+        table = g.pivot_table(index="row", columns="category", values="value", aggfunc="first", sort=True)
+        counts = g.pivot_table(index="row", columns="category", values="n", aggfunc="first", sort=True)
         im = ax.imshow(table.to_numpy(dtype=float), cmap="RdYlGn", vmin=lo, vmax=hi, aspect="auto")
         ax.set_xticks(range(table.shape[1]), table.columns, fontsize=9, rotation=30 if table.shape[1] > 6 else 0)
         ax.set_yticks(range(table.shape[0]), table.index, fontsize=9)
@@ -167,24 +189,24 @@ def category_heatmap(frame: pd.DataFrame, measure: str, mean: bool, vrange: tupl
             n = counts.iat[i, j]
             text = f"{v:.2f}" if mean else f"{100 * v:.0f}%"
             ax.text(j, i, f"{text}\nn={int(n)}" if pd.notna(n) else text, ha="center", va="center", fontsize=8)
-        vs = f" vs {opponent}" if isinstance(opponent, str) and opponent else ""
-        ax.set_title(f"{measure.replace('_', ' ')}{vs} · dataset {dataset} · judge {judge}", fontsize=10)
-    if im is not None:
-        fig.colorbar(im, ax=list(axes), shrink=0.8, label=measure.replace("_", " ") + ("" if mean else " (0-1)"))
+        ax.set_title(f"{measure.replace('_', ' ')} · dataset {dataset} · judge {judge}", fontsize=10)
+        fig.colorbar(im, ax=ax, shrink=0.9, format=None if mean else PercentFormatter(1.0, decimals=0))
     return fig
 
 
-def category_intervals(frame: pd.DataFrame, measure: str, mean: bool) -> Figure | None:
-    """One generator: each category's value with its interval, exact match beside it (rates)."""
+def category_intervals(frame: pd.DataFrame) -> Figure | None:
+    """One generator: each category's value with its interval, exact match beside it (rates); one panel
+    per (generator, dataset, judge[, opponent]), each with its own measure."""
     if frame.empty:
         return None
     facets = list(frame.groupby(["generator", "dataset", "judge", "opponent"], dropna=False, sort=True))
     cats = max(len(g) for _, g in facets)
     fig = _figure(len(facets) * (0.42 * cats + 1.0) + 0.3)
     axes = np.atleast_1d(fig.subplots(len(facets), 1, squeeze=False)).ravel()
-    scale = 1 if mean else 100
     for ax, ((gen, dataset, judge, opponent), g) in zip(axes, facets):
         g = g.sort_values("category")
+        measure, mean = g["measure"].iloc[0], bool(g["mean"].iloc[0])
+        scale = 1 if mean else 100
         y = np.arange(len(g))[::-1]
         has_em = not mean and "em_value" in g and g["em_value"].notna().any()
         off = 0.14 if has_em else 0.0
@@ -372,9 +394,8 @@ def gantt(tl: Timeline, max_labels: int = 120) -> Figure | None:
                 edgecolor=CRITICAL if crit else c,
                 lw=2.2 if crit else 0.8,
             )
-            short = b.job.name.rsplit(" ", 1)[-1] if b.job.kind == "generate" else b.job.name.split(" ", 1)[0]
-            if b.job.kind == "judge" and "#" in b.job.name:
-                short += " " + b.job.name.rsplit(" ", 1)[-1]
+            # "#3" for a generation shard, the judge's name (and shard) for a judge job
+            short = b.job.name.rsplit(" ", 1)[-1] if b.job.kind == "generate" else b.job.name.removeprefix("judge ")
             # Only where the label fits in the bar (about 0.75% of the axis per character).
             if label_bars and (b.end - b.start) > tl.span * 0.0075 * (len(short) + 2):
                 ax.text(
