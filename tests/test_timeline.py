@@ -52,9 +52,14 @@ def test_four_gpus_lanes_bars_idle_and_critical_path():
     assert t.stats("GPU 1").load_seconds == 1 + 1 + 3 and t.stats("GPU 1").compute_seconds == 2 + 2 + 4
     walls = {s["stage"]: s["wall"] for s in t.stages}
     assert walls == {"generate g/d": 12, "judge J": 10}
-    # The judge waited for the last shard (#2 on GPU 1, finished at 12): 3 s between them.
-    assert [p["job"] for p in t.critical_path] == ["generate g/d #2", "judge J"]
-    assert t.critical_path[1]["wait_before"] == pytest.approx(3.0)
+    # The judge waited for the last shard (#2 on GPU 1, finished at 12): 3 s between them; #2 waited for
+    # GPU 1, which #1 held until 6.
+    assert [(p["job"], p["after"]) for p in t.critical_path] == [
+        ("generate g/d #1", ""),
+        ("generate g/d #2", "GPU"),
+        ("judge J", "input"),
+    ]
+    assert [p["wait_before"] for p in t.critical_path] == [None, 0, pytest.approx(3.0)]
 
 
 def test_unused_gpus_of_the_inventory_get_idle_lanes():
@@ -85,8 +90,22 @@ def test_judge_shards_and_pairwise_cells_point_at_the_generations_they_read():
     t = tl.build(tl.jobs_from_metas(metas, {"J": merged}))
     assert sorted(j.name for j in t.jobs if j.kind == "judge") == ["judge J #0", "judge J #1"]
     # The last job is judge shard 1; it read a/d and b/d (the opponent), and b/d finished last.
-    assert [p["job"] for p in t.critical_path] == ["generate b/d #0", "judge J #1"]
+    assert [(p["job"], p["after"]) for p in t.critical_path] == [("generate b/d #0", ""), ("judge J #1", "input")]
     assert t.critical_path[0]["wait_before"] is None and t.critical_path[1]["wait_before"] == 1
+
+
+def test_a_job_that_waited_for_a_gpu_held_by_an_unrelated_job():
+    # Two judges, each on both GPUs: the second waited for the first, not for its generations.
+    metas = [gen(0, ["0"], 0, 5, generator="a"), gen(0, ["1"], 0, 4, generator="b")]
+    t = tl.build(
+        tl.jobs_from_metas(metas, {"J1": judge(["0", "1"], 6, 10, ("a/d",)), "J2": judge(["0", "1"], 11, 15, ("b/d",))})
+    )
+    assert [(p["job"], p["after"]) for p in t.critical_path] == [
+        ("generate a/d #0", ""),
+        ("judge J1", "input"),  # its input and its GPU at once: the input is named
+        ("judge J2", "GPU"),
+    ]
+    assert [p["wait_before"] for p in t.critical_path] == [None, 1, 1]
 
 
 def test_load_and_compute_segments_stay_inside_the_bar():

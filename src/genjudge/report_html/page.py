@@ -381,8 +381,8 @@ class Page:
             for s in t.stages
         ]
         path = [
-            [p["job"], seconds(p["wait_before"]) if p["wait_before"] is not None else "", seconds(p["start"])]
-            + [seconds(p["end"]), seconds(p["load"]), seconds(p["compute"])]
+            [p["job"], p["after"], seconds(p["wait_before"]) if p["wait_before"] is not None else ""]
+            + [seconds(p["start"]), seconds(p["end"]), seconds(p["load"]), seconds(p["compute"])]
             for p in t.critical_path
         ]
         findings = []
@@ -399,8 +399,8 @@ class Page:
         if waits:
             w = max(waits, key=lambda p: p["wait_before"])
             findings.append(
-                f"On the critical path, {w['job']} started {w['wait_before']:.1f} s after the job before it "
-                "finished (merging, parsing, process start-up, or waiting for GPUs or cores)."
+                f"On the critical path, {w['job']} started {w['wait_before']:.1f} s after the {w['after']} job "
+                "before it finished (merging, parsing, process start-up, or waiting for a free core)."
             )
         load = sum(j.load_seconds for j in t.jobs)
         compute = sum(j.compute_seconds for j in t.jobs)
@@ -425,8 +425,10 @@ class Page:
         body += "<h3>Wall time per stage</h3>" + table(
             ["stage", "jobs", "first start s", "last finish s", "wall s", "load s (sum)"], stages, "narrow"
         )
-        body += "<h3>Critical path</h3>" + table(
-            ["job", "waited s", "start s", "end s", "load s", "compute s"], path, "narrow"
+        body += (
+            "<h3>Critical path</h3><p>The chain of jobs that decided the run's length: each waited for the one "
+            "before it, for its input (a judge for the generations it grades) or for a GPU the job before held.</p>"
+            + table(["job", "waited for", "waited s", "start s", "end s", "load s", "compute s"], path, "narrow")
         )
         return self.section("timeline", "GPU timeline", body)
 

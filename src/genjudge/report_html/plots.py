@@ -19,7 +19,21 @@ from genjudge.report_html.timeline import Timeline
 
 DPI = 110
 WIDTH = 9.5  # inches: about 1,050 pixels
-PALETTE = ["#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb", "#332288", "#117733"]
+# Paul Tol's colour-blind safe colours, without grey (grey is "the rest of the job" on the timeline).
+PALETTE = [
+    "#4477aa",
+    "#ee6677",
+    "#228833",
+    "#ccbb44",
+    "#66ccee",
+    "#aa3377",
+    "#332288",
+    "#ee7733",
+    "#882255",
+    "#44aa99",
+    "#999933",
+    "#dd7788",
+]
 CRITICAL = "#111111"  # outline of the jobs on the critical path
 OUTCOME_COLOURS = {"win": "#228833", "tie": "#bbbbbb", "loss": "#ee6677"}
 

@@ -8,8 +8,9 @@ how long it spent loading its model and computing. From that:
 - per lane the busy, load and compute seconds, and for GPUs the idle seconds and the busy
   fraction over the window from the first job's start to the last job's finish;
 - the wall time of each stage (all shards of a generator on a dataset; each judge);
-- the critical path: from the last job to finish back through the job it waited for last
-  (a judge waits for every generation shard of the cells it grades), with the gap before each.
+- the critical path: from the last job to finish back through the job it waited for last, for its
+  input (a judge waits for every generation shard of the cells it grades) or for its GPUs (the job
+  before it on one of them), with the gap before each.
 
 The meta records durations, not the moments of loading and computing: within a bar the load is
 drawn first (the model is loaded before anything is computed), then the compute, then the rest
@@ -251,10 +252,20 @@ def stage_walls(jobs: list[Job], t0: float) -> list[dict]:
     return sorted(out.values(), key=lambda s: (s["start"], s["stage"]))
 
 
-def _predecessors(job: Job, jobs: list[Job]) -> list[Job]:
-    if job.kind != "judge":
-        return []
-    return [j for j in jobs if j.kind == "generate" and _generator_dataset(j) in job.reads]
+def _predecessors(job: Job, jobs: list[Job]) -> list[tuple[Job, str]]:
+    """(job, why) for every job this one waited for: its input (a judge waits for the generations of its
+    cells) or its GPUs (an earlier job on the same host that held one of them)."""
+    out = []
+    if job.kind == "judge":
+        out += [(j, "input") for j in jobs if j.kind == "generate" and _generator_dataset(j) in job.reads]
+    if job.gpus:
+        held = set(job.gpus)
+        out += [
+            (j, "GPU")
+            for j in jobs
+            if j is not job and j.host == job.host and held & set(j.gpus) and j.end <= job.start + 1e-6
+        ]
+    return out
 
 
 def _generator_dataset(job: Job) -> tuple:
@@ -263,20 +274,23 @@ def _generator_dataset(job: Job) -> tuple:
 
 
 def critical_path(jobs: list[Job], t0: float) -> list[dict]:
-    """From the first job of the chain to the last job to finish: each step with its start and end
-    (from the window's start), its load and compute seconds, and the wait since the step before it
-    finished (merging, parsing, starting a process, waiting for GPUs or a free core)."""
+    """The chain that decided the run's length, from its first job to the last job to finish: each
+    step is the job the next one waited for last, for its input or for its GPUs (`after`), with its
+    start and end (from the window's start), load and compute seconds, and the wait since the step
+    before it finished (merging, parsing, starting a process, waiting for a free core)."""
     if not jobs:
         return []
-    chain = [max(jobs, key=lambda j: (j.end, j.start))]
-    while preds := _predecessors(chain[-1], jobs):
-        chain.append(max(preds, key=lambda j: (j.end, j.start)))
+    chain = [(max(jobs, key=lambda j: (j.end, j.start)), None)]
+    while preds := _predecessors(chain[-1][0], jobs):
+        # the latest to finish; on a tie the input, which the job needed either way
+        chain.append(max(preds, key=lambda p: (p[0].end, p[1] == "input", p[0].start)))
     chain.reverse()
     out, prev_end = [], None
-    for j in chain:
+    for i, (j, _) in enumerate(chain):
         out.append(
             {
                 "job": j.name,
+                "after": chain[i - 1][1] if i else "",  # what it waited for in the step before: input or GPU
                 "start": j.start - t0,
                 "end": j.end - t0,
                 "load": j.load_seconds,
