@@ -400,12 +400,12 @@ def gantt(tl: Timeline, max_labels: int = 120) -> Figure | None:
         )
         ax.broken_barh([(b.load_end, b.compute_end - b.load_end) for b in bars], (y, h), facecolors=c, edgecolor="none")
         # Outlines: one collection per kind, not one per bar (a thousand shards draw as fast as ten).
-        for crit in (False, True):
-            spans = [(b.start, b.end - b.start) for b in bars if (b.job.name in on_path) == crit]
-            if spans:
-                ax.broken_barh(
-                    spans, (y, h), facecolors="none", edgecolor=CRITICAL if crit else c, lw=2.2 if crit else 0.8
-                )
+        ax.broken_barh([(b.start, b.end - b.start) for b in bars], (y, h), facecolors="none", edgecolor=c, lw=0.8)
+        crit = [(b.start, b.end - b.start) for b in bars if b.job.name in on_path]
+        if crit and label_bars:
+            ax.broken_barh(crit, (y, h), facecolors="none", edgecolor=CRITICAL, lw=2.2)
+        elif crit:  # many bars: a strip along the top of the lane, which outlines would black out
+            ax.broken_barh(crit, (y + h, 0.1), facecolors=CRITICAL, edgecolor="none")
         for b in bars:
             # "#3" for a generation shard, the judge's name (and shard) for a judge job
             short = b.job.name.rsplit(" ", 1)[-1] if b.job.kind == "generate" else b.job.name.removeprefix("judge ")

@@ -182,7 +182,10 @@ def build(jobs: list[Job], inventory: list | None = None, max_cpu_lanes: int = 1
         return Timeline(0.0, 0.0, [], [], [], [], [], [])
     t0 = min(j.start for j in jobs)
     span = max(j.end for j in jobs) - t0
-    hosts = sorted({j.host for j in jobs})
+    hosts = sorted({j.host for j in jobs if j.host}) or [""]
+    if len(hosts) == 1:  # a meta without its host ran on the only host the others name
+        for j in jobs:
+            j.host = j.host or hosts[0]
     several_hosts = len(hosts) > 1
 
     def gpu_lane(host, g):
