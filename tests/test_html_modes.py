@@ -99,6 +99,21 @@ def rendered(tmp_path_factory):
     run, cells = summarise_experiment(exp, cfg, judgments, gen_metas, judge_metas)
     summary = run.to_dict()
     summary["judge_bias"] = {"position": {"value": 0.1, "ci95": [0.05, 0.2], "n": 180}, "verbosity": 0.03}
+    # Agreement with human labels as summary.json holds it: {human label: {judge label: count}}.
+    summary["validity"] = {
+        "judges": {
+            "scorer": {
+                "human": {
+                    "labels": "labels.jsonl",
+                    "n_labelled": 30,
+                    "n_unparsed": 1,
+                    "agreement": {"value": 0.6, "ci95": [0.4, 0.75], "n": 29},
+                    "confusion": {"7": {"7": 10, "8": 4}, "8": {"7": 3, "8": 7}, "9": {"9": 5}},
+                }
+            },
+            "pairs": {"bias": {}},
+        }
+    }
     page = Page(summary, [Cell(k, s, df) for k, (s, df) in cells.items()], gen_metas, judge_metas, {}, ["0", "1", "2"])
     out = tmp_path_factory.mktemp("modes")
     write(page, out / "report.html", out / "plots")
@@ -114,6 +129,7 @@ def test_every_mode_plot_is_drawn_and_decodes(rendered):
             "score_distribution",
             "outcomes",
             "strengths",
+            "judge_vs_human",
             "unparsed_reasons",
             "gpu_timeline",
         ]
@@ -127,6 +143,7 @@ def test_every_mode_plot_is_drawn_and_decodes(rendered):
     # An unknown field of summary.json is shown rather than dropped.
     assert "judge bias" in page and "10.0% [5.0, 20.0]" in page
     assert "truncated" in page and "no SCORE: line" in page
+    assert "<td>judge scorer</td><td>labels.jsonl</td><td>30</td><td>1</td><td>60.0% [40.0, 75.0]</td>" in page
 
 
 def test_chromium_loads_every_plot_of_the_modes_page(rendered, tmp_path):
@@ -134,5 +151,5 @@ def test_chromium_loads_every_plot_of_the_modes_page(rendered, tmp_path):
     if reason:
         pytest.skip(reason)
     state = chromium.probe(rendered / "report.html", tmp_path)
-    assert len(state["images"]) == 7
+    assert len(state["images"]) == 8
     assert all(i["complete"] and i["width"] > 300 and i["height"] > 100 for i in state["images"]), state["images"]

@@ -328,6 +328,42 @@ class Page:
             body += table(["generator · dataset · judge", "judge agrees with exact match", "n"], agree, "narrow")
         return self.section("confusion", "Judge against exact match", body)
 
+    def human(self) -> str:
+        """Agreement with human labels, where summary.json has it (`validity`: per judge and panel,
+        `human` with `confusion` as {human label: {judge label: count}})."""
+        v = self.s.get("validity") or {}
+        mats, rows = [], []
+        for kind, entries in (("judge", v.get("judges") or {}), ("panel", v.get("panels") or {})):
+            for name, e in entries.items():
+                h = (e or {}).get("human") or {}
+                if not h.get("confusion"):
+                    continue
+                m = pd.DataFrame(h["confusion"]).fillna(0).astype(int)  # rows: judge labels, columns: human
+                m = m.reindex(sorted(m.index, key=str)).reindex(columns=sorted(m.columns, key=str), fill_value=0)
+                mats.append((f"{kind} {name}", m))
+                kappa = h.get("cohen_kappa")
+                rows.append(
+                    [
+                        f"{kind} {name}",
+                        h.get("labels"),
+                        h.get("n_labelled"),
+                        h.get("n_unparsed"),
+                        measure_text(h.get("agreement")),
+                        "" if kappa is None else f"{kappa:.2f}",
+                    ]
+                )
+        if not mats:
+            return ""
+        body = table(["judge", "labels", "labelled", "unparsed", "agreement", "Cohen's kappa"], rows, "narrow")
+        body += self.plot(
+            "judge_vs_human",
+            "Judge against human labels",
+            "Labelled items by the judge's verdict and the human label; labelled items the judge left "
+            "unparsed are counted apart (the table), never as disagreement.",
+            plots.confusions(mats[:12], xlabel="human label"),
+        )
+        return self.section("human", "Judge against human labels", body)
+
     def unparsed(self) -> str:
         reasons: dict = {}
         for c in self.cells:
@@ -511,6 +547,7 @@ class Page:
             self.categories(),
             self.distributions(),
             self.confusion(),
+            self.human(),
             self.unparsed(),
             self.gpus(),
             self.throughput(),
@@ -524,6 +561,7 @@ class Page:
                 ("categories", "Categories"),
                 ("distributions", "Scores"),
                 ("confusion", "Judge vs exact match"),
+                ("human", "Judge vs human labels"),
                 ("unparsed", "Unparsed"),
                 ("timeline", "GPU timeline"),
                 ("throughput", "Throughput"),
