@@ -70,7 +70,7 @@ elif step == "fake-judge":
     write_judge_records(f"{wd}/raw.parquet", raw)
     end = (shards + 3) // 4 + 2.0
     JudgeMeta(judge_seconds=8, load_seconds=2, computed_items=n, model_fingerprint="y", started_at=end, hostname="h",
-              finished_at=end + 10.5, gpus=["0", "1", "2", "3"], cells={"gen/data": {"n_items": n}}
+              finished_at=end + 10.5, gpus=["0", "1", "2", "3"], cells={"gen/data": {"n_items": n, "resumed": 0, "computed": n}}
               ).write(f"{wd}/raw.meta.json")
 elif step == "parse":
     from genjudge.stages.parse import run_parse

@@ -153,3 +153,18 @@ def test_chromium_loads_every_plot_of_the_modes_page(rendered, tmp_path):
     state = chromium.probe(rendered / "report.html", tmp_path)
     assert len(state["images"]) == 8
     assert all(i["complete"] and i["width"] > 300 and i["height"] > 100 for i in state["images"]), state["images"]
+
+
+def test_an_interval_bound_rounded_past_its_value_still_draws():
+    from genjudge.report_html import plots
+
+    row = {"generator": "g", "dataset": "d", "judge": "j", "opponent": "", "measure": "accuracy", "mean": False}
+    frame = pd.DataFrame(
+        [
+            {**row, "category": "a", "value": 1.0, "low": 0.8, "high": 1.0 - 1e-16, "n": 9},
+            {**row, "category": "b", "value": 0.5, "low": 0.5 + 1e-16, "high": 0.7, "n": 9},
+        ]
+    ).assign(em_value=[0.5, 1.0], em_low=[0.5 + 1e-16, 0.7], em_high=[0.6, 1.0 - 1e-16])
+    assert plots.png(plots.category_intervals(frame))[:4] == b"\x89PNG"
+    rows = [{**row, "mode": "reference", "accuracy": {"value": 1.0, "ci95": [0.8, 1.0 - 1e-16], "n": 9}}]
+    assert plots.png(plots.leaderboard(rows, ["accuracy"], lambda mode: True))[:4] == b"\x89PNG"

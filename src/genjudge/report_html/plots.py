@@ -58,11 +58,17 @@ def is_mean(v: dict) -> bool:
     return v.get("kind") == "mean"
 
 
+def _nonneg(x):
+    """Interval half-widths for errorbar, which refuses a negative one (a bound rounded past its value)."""
+    return np.clip(x, 0, None)
+
+
 def _interval(v: dict, scale: float) -> tuple[float, float, float] | None:
     if not isinstance(v, dict) or v.get("value") is None:
         return None
     lo, hi = v.get("ci95") or (v["value"], v["value"])
-    return v["value"] * scale, (v["value"] - lo) * scale, (hi - v["value"]) * scale
+    # Rounding can put a bound a hair past the value (a rate of 1.0 with its upper bound 0.9999...).
+    return v["value"] * scale, max(0.0, v["value"] - lo) * scale, max(0.0, hi - v["value"]) * scale
 
 
 def row_labels(rows: list[dict]) -> list[str]:
@@ -228,7 +234,7 @@ def category_intervals(frame: pd.DataFrame) -> Figure | None:
             ax.errorbar(
                 g["em_value"] * 100,
                 y - off,
-                xerr=[(g["em_value"] - g["em_low"]) * 100, (g["em_high"] - g["em_value"]) * 100],
+                xerr=[_nonneg(g["em_value"] - g["em_low"]) * 100, _nonneg(g["em_high"] - g["em_value"]) * 100],
                 fmt="D",
                 mfc="white",
                 color="#666666",
@@ -239,7 +245,7 @@ def category_intervals(frame: pd.DataFrame) -> Figure | None:
         ax.errorbar(
             g["value"][ok] * scale,
             y[ok.to_numpy()] + off,
-            xerr=[(g["value"] - g["low"])[ok] * scale, (g["high"] - g["value"])[ok] * scale],
+            xerr=[_nonneg(g["value"] - g["low"])[ok] * scale, _nonneg(g["high"] - g["value"])[ok] * scale],
             fmt="o",
             color=PALETTE[0],
             ms=7,
@@ -321,7 +327,7 @@ def strengths(per: list[tuple[str, dict]]) -> Figure | None:
         v = np.array([x["strength"] for _, x in items])
         lo = np.array([x["ci95"][0] for _, x in items])
         hi = np.array([x["ci95"][1] for _, x in items])
-        ax.errorbar(v, y, xerr=[v - lo, hi - v], fmt="o", color=PALETTE[0], capsize=4, lw=2)
+        ax.errorbar(v, y, xerr=[_nonneg(v - lo), _nonneg(hi - v)], fmt="o", color=PALETTE[0], capsize=4, lw=2)
         ax.axvline(0, color="#999999", lw=0.8)
         ax.set_yticks(y, [k for k, _ in items], fontsize=9)
         ax.set_title(title, fontsize=10)
