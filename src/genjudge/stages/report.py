@@ -411,8 +411,7 @@ def run_report(
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
     run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)
-    prov = provenance(config, exp, gen_metas, judge_metas, workflow_dir)
-    atomic.write_json(provenance_path, prov)
+    atomic.write_json(provenance_path, provenance(config, exp, gen_metas, judge_metas, workflow_dir))
     run.write(summary_path)
     n_examples = int(config["report"]["n_examples"])
     if len(cells) == 1:
@@ -433,5 +432,7 @@ def run_report(
     if html_path:
         from genjudge.report_html import write_html_report
 
+        with open(provenance_path, encoding="utf-8") as fh:
+            prov = json.load(fh)
         write_html_report(config, run, cells, gen_metas, judge_metas, prov, html_path, plots_dir)
     return run
