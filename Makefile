@@ -24,6 +24,7 @@ run: setup
 
 test: lint
 	bash tests/slurm/install.sh
+	bash tests/browser/install.sh
 	$(BIN)/python -m pytest -ra
 
 test-fast: setup

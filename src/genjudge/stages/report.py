@@ -405,6 +405,8 @@ def run_report(
     provenance_path,
     workflow_dir,
     categories_path,
+    html_path=None,
+    plots_dir=None,
 ) -> RunSummary:
     from genjudge.experiment import resolve
     from genjudge.stages.validity import summarise_validity, with_validity
@@ -434,4 +436,10 @@ def run_report(
         frames.append(f)
     with atomic.atomic_path(categories_path) as tmp:
         pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
+    if html_path:
+        from genjudge.report_html import write_html_report
+
+        with open(provenance_path, encoding="utf-8") as fh:
+            prov = json.load(fh)
+        write_html_report(config, run, cells, gen_metas, judge_metas, prov, html_path, plots_dir)
     return run
