@@ -184,11 +184,12 @@ def test_tensor_on_a_model_without_a_plan_or_quantized_stops_while_planning(work
     from transformers import GPT2Config, GPT2LMHeadModel
 
     gpt2 = tmp_path / "gpt2"
-    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=512)).save_pretrained(gpt2)
+    config = GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=512, bos_token_id=0, eos_token_id=1)
+    GPT2LMHeadModel(config).save_pretrained(gpt2)
     for f in (workflow.path / "models" / "demo-judge").glob("tokenizer*"):
         shutil.copy(f, gpt2 / f.name)
     cases = [
-        ({"model": str(gpt2)}, "GPT2LMHeadModel has no tensor-parallel plan"),
+        ({"model": str(gpt2), "template": None}, "GPT2LMHeadModel has no tensor-parallel plan"),
         ({"quantization": "4bit"}, "quantization 4bit: bitsandbytes stores packed weights"),
     ]
     for judge, reason in cases:
