@@ -97,6 +97,15 @@ def tensor_obstacle(spec, n: int, model=None) -> str | None:
     return obstacle(config, model, max(n, 1), spec.quantization)
 
 
+def _explicit_tensor_obstacle(spec, n: int, model=None) -> str | None:
+    """For `parallel: tensor`: the obstacle, or None when the config cannot be read here (not in
+    the local cache: transformers checks the plan itself when the job loads the model)."""
+    try:
+        return tensor_obstacle(spec, n, model)
+    except InputError:
+        return None
+
+
 def decide(spec, n: int, gpus=None, model=None) -> tuple[str, str]:
     """(device_map|tensor|replicas, why) for a judge job that would get `n` GPUs under device_map.
 
@@ -114,7 +123,7 @@ def decide(spec, n: int, gpus=None, model=None) -> tuple[str, str]:
     if wanted == "tensor":
         if n <= 1:
             return "device_map", f"judge.parallel: tensor, but {n} GPU(s) per judge job: nothing to split"
-        why = tensor_obstacle(spec, n, model)
+        why = _explicit_tensor_obstacle(spec, n, model)
         if why:
             raise InputError(f"judge {spec.model}: judge.parallel: tensor is impossible: {why}")
         return "tensor", f"judge.parallel: tensor: one torchrun group of {n}"
@@ -195,11 +204,15 @@ def job_choice(spec, n: int) -> tuple[str, str]:
     choice depends only on the model, so the job makes the plan's choice again."""
     if spec.parallel in ("device_map", "replicas") or n <= 1:
         return "device_map", f"{n} GPU(s), judge.parallel: {spec.parallel}: one process"
-    why = tensor_obstacle(spec, n)
     if spec.parallel == "tensor":
+        why = _explicit_tensor_obstacle(spec, n)
         if why:
             raise InputError(f"judge {spec.model}: judge.parallel: tensor is impossible: {why}")
         return "tensor", f"judge.parallel: tensor over {n} GPUs"
+    try:
+        why = tensor_obstacle(spec, n)
+    except InputError as exc:
+        return "device_map", f"auto: the model's config.json cannot be read here ({exc})"
     if why:
         return "device_map", f"auto: {why}"
     return "tensor", f"auto: the model needs the {n} GPUs of this job and has a tensor-parallel plan"
@@ -210,9 +223,6 @@ def check_tensor_possible(spec) -> None:
     model (no tensor-parallel plan, a quantization that cannot be sharded)."""
     if spec.parallel != "tensor":
         return
-    try:
-        why = tensor_obstacle(spec, 1)
-    except InputError:  # config.json not here yet (a demo model the workflow builds): the job checks
-        return
+    why = _explicit_tensor_obstacle(spec, 1)  # None too where config.json is not here yet: the job checks
     if why:
         raise InputError(f"judge {spec.model}: judge.parallel: tensor is impossible: {why}")
