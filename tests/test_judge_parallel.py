@@ -271,3 +271,14 @@ def test_plan_command_prints_the_choice_and_why(tmp_path):
     assert "jobs: 1 x 4 GPU(s) each (judge" in out
     out = plan_cli(tmp_path, {"quantization": "4bit", "parallel": "auto"})
     assert "judge.parallel: replicas (auto: the weights" in out and "jobs: 4 x 1 GPU(s) each (judge" in out
+
+
+def test_auto_on_slurm_uses_judge_gpu_memory_or_says_it_is_unknown(llama70b):
+    cfg = {"slurm": {"gpus_per_node": 4}}
+    known = spec_for("judge", model=CFG70, quantization="4bit", parallel="auto", gpu_memory="80GiB")
+    lay = layout(known, cfg, [], on_slurm=True, model=llama70b)
+    assert (lay.parallel, lay.jobs, lay.gpus_per_job) == ("replicas", 4, 1)
+    unknown = spec_for("judge", model=CFG70, dtype="bfloat16", parallel="auto")
+    lay = layout(unknown, cfg, [], on_slurm=True, model=llama70b)
+    assert (lay.parallel, lay.jobs, lay.gpus_per_job) == ("tensor", 1, 4)
+    assert "GPU memory unknown (set judge.gpu_memory" in lay.reason
