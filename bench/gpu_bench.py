@@ -299,7 +299,10 @@ def launch(kind: str, n_gpus: int, model_dir: str, args, tmp: Path) -> dict:
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     visible = ",".join(str(i) for i in range(n_gpus))
+    cpus = os.cpu_count() or 1
     procs = []
+    # The machine's CPU threads shared out among the processes (torchrun alone would set 1).
+    env["OMP_NUM_THREADS"] = str(cpus if kind == "device_map" else max(1, cpus // max(n_gpus, 1)))
     if kind == "device_map":
         procs.append(subprocess.Popen(base, env={**env, "CUDA_VISIBLE_DEVICES": visible}, stdout=subprocess.PIPE))
     elif kind == "tensor":
