@@ -8,8 +8,9 @@
    torchrun group, transformers' tensor-parallel plan) and `replicas` (one process per GPU,
    each on its share of the prompts, started together).
 
-The model is a random Llama built here (no download) of --size, small enough that one GPU
-holds it (so that replicas can run); every path generates exactly --new-tokens per prompt.
+The model is a random Llama built here (no download): by default the largest shape up to 3B
+parameters whose weights take at most half of one GPU (so that replicas run and batches fit),
+or --size; every path generates exactly --new-tokens per prompt.
 Figures are the median of --repeats runs (runs of the three generation paths alternate)
 with their spread (min-max). Writes bench/gpu_results.json and prints a table.
 
@@ -61,6 +62,21 @@ SIZES = {  # Llama shapes: hidden, intermediate, layers, heads, key/value heads
     "3b": (3072, 8192, 28, 24, 8),
     "8b": (4096, 14336, 32, 32, 8),
 }
+
+
+def n_params(size: str, vocab: int = 512) -> int:
+    h, inter, layers, heads, kv = SIZES[size]
+    per_layer = 2 * h * h + 2 * h * (h // heads) * kv + 3 * h * inter + 2 * h
+    return layers * per_layer + 2 * vocab * h + h
+
+
+def size_to_fit(gpu_bytes: int, bytes_per_param: int, largest: str = "3b") -> str:
+    """The largest shape (up to `largest`) whose weights take at most half of one GPU: one GPU holds
+    a replica with room for its batches."""
+    fitting = [s for s in SIZES if n_params(s) * bytes_per_param <= gpu_bytes / 2]
+    order = list(SIZES)
+    fitting = [s for s in fitting if order.index(s) <= order.index(largest)]
+    return fitting[-1] if fitting else "tiny"
 
 
 def bandwidth_for(name: str) -> float | None:
@@ -397,7 +413,9 @@ def table(res: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = sys.argv[1:2] == ["_worker"]
-    ap.add_argument("--size", choices=sorted(SIZES), default="1b", help="the random Llama's shape (default 1b)")
+    ap.add_argument(
+        "--size", choices=list(SIZES), help="the random Llama's shape (default: the largest up to 3b within half a GPU)"
+    )
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--prompts", type=int, default=256, help="prompts of the generation comparison")
     ap.add_argument("--sequential-prompts", type=int, default=16, help="prompts of the batch-1 loop (it is slow)")
@@ -432,6 +450,9 @@ def main() -> int:
     args.device_count = torch.cuda.device_count()
     if args.cpu_smoke:
         args.size, args.dtype = "tiny", "float32"
+    elif not args.size:
+        per_param = 4 if args.dtype == "float32" else 2
+        args.size = size_to_fit(torch.cuda.get_device_properties(0).total_memory, per_param)
     model_dir = build_model(args.size, args.dtype)
     res = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "size": args.size}
     res["generation"] = bench_generation(model_dir, args)
