@@ -349,7 +349,12 @@ def launch(kind: str, n_gpus: int, model_dir: str, args, tmp: Path) -> dict:
         start = min(r["spans"][rep][0] for r in results)
         end = max(r["spans"][rep][1] for r in results)
         rates.append(tokens / (end - start))
-    return {"processes": len(procs) if kind != "tensor" else n_gpus, "tokens_per_s": stats(rates), "tokens": tokens}
+    return {
+        "processes": len(procs) if kind != "tensor" else n_gpus,
+        "tokens_per_s": stats(rates),
+        "tokens": tokens,
+        "placement": [r["placement"] for r in results],  # parameters per device, per process (rank 0 in a group)
+    }
 
 
 def bench_judge(model_dir: str, n_gpus: int, args) -> dict:
