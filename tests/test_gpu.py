@@ -36,6 +36,11 @@ def small(**over) -> dict:
     return out
 
 
+def one_gpu_env() -> dict:
+    """The environment of a process that sees only the first GPU."""
+    return clean_env(CUDA_VISIBLE_DEVICES=nvidia_smi_gpus()[0][0], CUDA_DEVICE_ORDER="PCI_BUS_ID")
+
+
 def python(code: str, cwd=None, env=None, timeout=600) -> str:
     """Run `code` in a fresh interpreter; its stdout (it fails the test on a non-zero exit)."""
     proc = subprocess.run(
@@ -85,6 +90,7 @@ def test_bitsandbytes_8bit_and_4bit_load_and_judge_on_the_gpu(workflow):
         print(json.dumps(seen))
         """,
         cwd=workflow.path,
+        env=one_gpu_env(),
     )
     seen = json.loads(out.strip().splitlines()[-1])
     assert seen["8bit"]["kinds"] == ["Linear8bitLt"] and seen["4bit"]["kinds"] == ["Linear4bit"]
@@ -136,7 +142,7 @@ print(json.dumps({{"batch_size": c.batch_size, "n": len(c.results), "outputs": s
 def test_batch_size_meets_a_real_out_of_memory_error_and_loses_no_item(workflow, tmp_path, batch_size):
     n = 600
     code = OOM_SCRIPT.format(cap=96 * 2**20, batch_size=repr(batch_size), n=n, store=tmp_path / f"store-{batch_size}")
-    seen = json.loads(python(code, cwd=workflow.path).strip().splitlines()[-1])
+    seen = json.loads(python(code, cwd=workflow.path, env=one_gpu_env()).strip().splitlines()[-1])
     assert seen["ooms"] >= 1, "the memory cap never produced an out-of-memory error"
     assert 1 <= seen["batch_size"] < 1024
     assert seen["n"] == seen["outputs"] == seen["stored"] == n

@@ -17,7 +17,9 @@ from genjudge.specs import spec_for
 pytestmark = pytest.mark.workflow
 
 TWO = {
-    "gpu_inventory": [0, 1],  # two device ids to lease; torch sees no CUDA here, so the ranks use gloo
+    # Two device ids to lease that no machine has: CUDA sees no device through them (on a GPU
+    # machine too), so the ranks run on the CPU over gloo.
+    "gpu_inventory": [98, 99],
     "shards": 2,
     "generator": {"max_new_tokens": 8},
     "resources": {"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}},
@@ -97,7 +99,7 @@ def test_tensor_group_of_two_judges_exactly_as_one_process(workflow, tmp_path):
     for name in judges(small):
         meta = judge_meta(workflow, "demo", name)
         assert meta["parallel"] == "tensor" and meta["tensor_parallel_size"] == 2, name
-        assert meta["cuda_visible_devices"] == "0,1" and meta["computed_items"] > 0
+        assert meta["cuda_visible_devices"] == "98,99" and meta["computed_items"] > 0
         assert judge_meta(workflow, "one", name)["parallel"] == "device_map"
         assert_same_judging(raw(workflow, "demo", name), raw(workflow, "one", name))
         pd.testing.assert_frame_equal(
@@ -173,7 +175,7 @@ def test_replicas_are_one_job_per_device_and_merge_to_the_one_process_result(wor
     assert merged["n_items"] == sum(m["n_items"] for m in metas) and all(m["n_items"] for m in metas)
     one = workflow.write_config("one.yaml", **TWO, run="one", judge={"parallel": "device_map", "max_new_tokens": 8})
     workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", one)
-    assert judge_meta(workflow, "one", "demo-judge")["cuda_visible_devices"] == "0,1"
+    assert judge_meta(workflow, "one", "demo-judge")["cuda_visible_devices"] == "98,99"
     pd.testing.assert_frame_equal(
         pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
         pd.read_parquet(workflow.results("one") / "judgments" / "demo-judge.parquet"),
