@@ -3,6 +3,7 @@ rule report:
         judgments=all_judgments().values(),
         gen_meta=all_generation_metas(),
         judge_meta=all_judge_metas().values(),
+        labels=label_files(),
     output:
         summary=report(
             f"{RESULTS}/report/summary.json",

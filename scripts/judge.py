@@ -18,7 +18,7 @@ with job_log(sm.log[0], "judge") as stream:
         slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
         label=f"{cfg['run']}/judge/{w.judge}/{w.jshard}",
     ) as lease:
-        from genjudge.config import load_plugins
+        from genjudge.config import judge_template, load_plugins
         from genjudge.engine.judge_parallel import job_choice
         from genjudge.engine.threads import set_threads
         from genjudge.experiment import judge_inputs, resolve
@@ -36,7 +36,7 @@ with job_log(sm.log[0], "judge") as stream:
             out_path=str(sm.output.raw),
             meta_path=str(sm.output.meta),
             spec=spec,
-            template_path=str(sm.input.template),
+            template_path=str(judge_template({**cfg, "judge": exp.judges[w.judge]})),
             store_dir=f"{cfg['cache_dir']}/judge",
             run=cfg["run"],
             shard=int(w.jshard),

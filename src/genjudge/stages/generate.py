@@ -1,4 +1,4 @@
-"""One generation job: a shard of items in, one output row per item out."""
+"""One generation job: a shard of items in, one output row per item and turn out."""
 
 from __future__ import annotations
 
@@ -7,14 +7,24 @@ import json
 import pandas as pd
 
 from genjudge import atomic
+from genjudge.conversation import history_messages, item_turns
 from genjudge.dataset import is_missing
-from genjudge.engine.completion import PromptSet, complete, completion_meta
+from genjudge.engine.completion import PromptSet, combined, complete, completion_meta
 from genjudge.item_store import ItemStore
 from genjudge.records import GenerateMeta
 from genjudge.shard_files import read_shard
 from genjudge.specs import GeneratorSpec
 
-OUTPUT_COLUMNS = ["id", "prompt_sent", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason", "key"]
+OUTPUT_COLUMNS = [
+    "id",
+    "turn",
+    "prompt_sent",
+    "output",
+    "n_prompt_tokens",
+    "n_generated_tokens",
+    "finish_reason",
+    "key",
+]
 
 
 def run_generate(
@@ -37,25 +47,39 @@ def run_generate(
     items = read_shard(shard_path)
     pset = PromptSet(spec, kind="generate")
     store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
-    ids = items["id"].tolist()
-    conversations = [None if is_missing(m) else json.loads(m) for m in items["messages"]]
-    c = complete(pset, items["prompt"].tolist(), ids, store, f"shard {shard}", log_stream, conversations=conversations)
-
-    out = pd.DataFrame(
-        [
-            {
-                "id": i,
-                "prompt_sent": p,
-                "output": r["output"],
-                "n_prompt_tokens": int(r["n_prompt_tokens"]),
-                "n_generated_tokens": int(r["n_generated_tokens"]),
-                "finish_reason": r["finish_reason"],
-                "key": k,
-            }
-            for i, p, r, k in zip(ids, c.prompts, c.results, c.keys)
-        ],
-        columns=OUTPUT_COLUMNS,
-    )
+    turns = [item_turns(p, r, t) for p, r, t in zip(items["prompt"], items["reference"], items["turns"])]
+    chats = [None if is_missing(m) else json.loads(m) for m in items["messages"]]
+    rows, completions = [], []
+    answers: list[list[str]] = [[] for _ in turns]
+    # Turn k needs each item's answers to turns 1..k-1: the turns run in order, one completion
+    # each (one model load), every (item, turn) its own cached record.
+    most = max(len(t) for t in turns)
+    for k in range(1, most + 1):
+        idx = [i for i, t in enumerate(turns) if len(t) >= k]
+        questions = [[q["question"] for q in turns[i][:k]] for i in idx]
+        conversations = [chats[i] if k == 1 else history_messages(q, answers[i]) for i, q in zip(idx, questions)]
+        ids = [items["id"].iloc[i] for i in idx]
+        desc = f"shard {shard}" if most == 1 else f"shard {shard}, turn {k}"
+        c = complete(pset, [q[-1] for q in questions], ids, store, desc, log_stream, conversations=conversations)
+        completions.append(c)
+        for i, item_id, p, r, key in zip(idx, ids, c.prompts, c.results, c.keys):
+            answers[i].append(r["output"])
+            rows.append(
+                {
+                    "id": item_id,
+                    "turn": k,
+                    "prompt_sent": p,
+                    "output": r["output"],
+                    "n_prompt_tokens": int(r["n_prompt_tokens"]),
+                    "n_generated_tokens": int(r["n_generated_tokens"]),
+                    "finish_reason": r["finish_reason"],
+                    "key": key,
+                    "_order": (i, k),
+                }
+            )
+    rows.sort(key=lambda row: row.pop("_order"))  # item order, then turn
+    c = combined(completions)
+    out = pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
     atomic.write_parquet(out_path, out)
     meta.update(
         n_items=len(out),

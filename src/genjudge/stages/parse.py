@@ -16,6 +16,7 @@ RAW_NEEDED = [
     "dataset",
     "opponent",
     "id",
+    "turn",
     "order",
     "decided_by",
     "judge_output",
@@ -54,7 +55,12 @@ def run_parse(
     answers: dict | None = None,
     options: dict | None = None,
 ) -> pd.DataFrame:
-    raw = read_judge_records(raw_path, RAW_NEEDED)
+    import pyarrow.parquet as pq
+
+    present = set(pq.read_schema(raw_path).names)
+    raw = read_judge_records(raw_path, [c for c in RAW_NEEDED if c in present])
+    if "turn" not in raw:  # judged before conversations had turns: every row is turn 1
+        raw["turn"] = 1
     frames = []
     for cell, gens in cell_generations(cells, generations):
         df = parse_judgments(gens, of_cell(raw, cell), mode, pattern, (answers or {}).get(cell.dataset), options)
@@ -62,6 +68,11 @@ def run_parse(
         df.insert(1, "generator", cell.generator)
         df.insert(2, "dataset", cell.dataset)
         df.insert(3, "opponent", cell.opponent)
+        if cell.opponent:  # the other side's answer, for the length-bias diagnostics
+            other = pd.read_parquet(generations[(cell.opponent, cell.dataset)])
+            other = other.assign(turn=other.get("turn", 1))[["id", "turn", "output"]]
+            other = other.rename(columns={"output": "opponent_output"})
+            df = df.merge(other, on=["id", "turn"], how="left", validate="many_to_one")
         frames.append(df)
     out = pd.concat(frames, ignore_index=True)
     atomic.write_parquet(out_path, out)

@@ -8,25 +8,49 @@ from __future__ import annotations
 
 import pandas as pd
 
+from genjudge.conversation import placeholders, reference_turns, swapped
 from genjudge.errors import InputError
-from genjudge.judging.modes.base import JudgeMode, JudgeRequest, orders, pct, rate_text, register, share, truncated
+from genjudge.judging.modes.base import (
+    NO_REFERENCE,
+    JudgeMode,
+    JudgeRequest,
+    lacks_reference,
+    orders,
+    pct,
+    rate_text,
+    register,
+    row_history,
+    share,
+    truncated,
+)
 from genjudge.judging.stats import rate
-from genjudge.judging.templates import render
+from genjudge.judging.templates import render_request
 
 # Verdicts from the candidate's side, per order.
 OUTCOME = {0: {"a": "win", "b": "loss", "tie": "tie"}, 1: {"a": "loss", "b": "win", "tie": "tie"}}
 OUTCOMES = ("win", "tie", "loss")
 
 
-def load_baseline(path, ids) -> dict:
+def answers_by_turn(path) -> dict:
+    """A generations file's answers by (id, turn); a file without turns is turn 1."""
+    import pyarrow.parquet as pq
+
+    cols = ["id", "turn", "output"] if "turn" in pq.read_schema(path).names else ["id", "output"]
+    df = pd.read_parquet(path, columns=cols)
+    turns = df["turn"].astype(int) if "turn" in df else [1] * len(df)
+    return dict(zip(zip(df["id"], turns), df["output"]))
+
+
+def load_baseline(path, keys) -> dict:
+    """The outside baseline's answers by (id, turn); every key of `keys` must have one."""
     try:
-        base = pd.read_parquet(path, columns=["id", "output"])
+        answers = answers_by_turn(path)
     except FileNotFoundError:
         raise InputError(f"judge.baseline: {path!r} not found") from None
-    answers = dict(zip(base["id"], base["output"]))
-    missing = [i for i in ids if i not in answers]
+    missing = [k for k in keys if k not in answers]
     if missing:
-        raise InputError(f"judge.baseline: {path} has no answer for {len(missing)} id(s), e.g. {missing[:5]}")
+        shown = [k[0] if k[1] == 1 else k for k in missing[:5]]
+        raise InputError(f"judge.baseline: {path} has no answer for {len(missing)} id(s), e.g. {shown}")
     return answers
 
 
@@ -34,29 +58,42 @@ class Pairwise(JudgeMode):
     name = "pairwise"
     placeholders = frozenset({"question", "reference", "answer_a", "answer_b"})
     pattern = r"VERDICT:\s*\**\s*\[{0,2}(A|B|TIE)\]{0,2}(?![A-Za-z])"
-    labels = {"A": "a", "B": "b", "TIE": "tie"}
+    labels = {"A": "a", "B": "b", "TIE": "tie", "C": "tie"}  # C: FastChat's [[C]] for a tie
     marker = "VERDICT"
     needs_baseline = True
     requests_per_item = 2
 
     def requests(self, gens, spec, template, opponent=None, answer=None):
-        """`opponent`: the other generator's answers by id; None: those of the outside `judge.baseline` file."""
-        baseline = opponent if opponent is not None else load_baseline(spec.baseline, gens["id"].tolist())
-        missing = [i for i in gens["id"] if i not in baseline]
+        """`opponent`: the other generator's answers by (id, turn); None: those of the outside
+        `judge.baseline` file."""
+        turns = gens["turn"].astype(int).tolist() if "turn" in gens else [1] * len(gens)
+        keys = list(zip(gens["id"], turns))
+        baseline = opponent if opponent is not None else load_baseline(spec.baseline, keys)
+        missing = [k for k in keys if k not in baseline]
         if missing:
-            raise InputError(f"the opponent has no answer for {len(missing)} id(s), e.g. {missing[:5]}")
+            shown = [k[0] if k[1] == 1 else k for k in missing[:5]]
+            raise InputError(f"the opponent has no answer for {len(missing)} id(s), e.g. {shown}")
+        ref_turns = reference_turns(template)
         out = []
-        for row in gens.itertuples():
-            pair = (row.output, baseline[row.id])
+        for row, turn in zip(gens.itertuples(), turns):
+            history = row_history(row)
+            if lacks_reference(history, self.needs_reference, ref_turns):
+                out += [JudgeRequest(row.id, order, NO_REFERENCE, None, turn) for order in (0, 1)]
+                continue
+            values = placeholders(history, baseline, row.id)
+            pair = (row.output, baseline[(row.id, turn)])
             for order, (a, b) in enumerate((pair, pair[::-1])):
-                out.append(
-                    JudgeRequest(
-                        row.id,
-                        order,
-                        "judge",
-                        render(template, question=row.prompt, reference=row.reference, answer_a=a, answer_b=b),
-                    )
+                text = render_request(
+                    template,
+                    f"item {row.id!r}" + (f", turn {turn}" if turn > 1 or len(history) > 1 else ""),
+                    question=row.prompt,
+                    reference=row.reference,
+                    answer_a=a,
+                    answer_b=b,
+                    turn=turn,
+                    **(values if order == 0 else swapped(values)),
                 )
+                out.append(JudgeRequest(row.id, order, "judge", text, turn))
         return out
 
     def parse(self, df, raw, pattern, options=None):
@@ -69,7 +106,14 @@ class Pairwise(JudgeMode):
         verdicts, reasons, o0s, o1s, consistent = [], [], [], [], []
         f0 = first["judge_finish_reason"] if "judge_finish_reason" in first else [None] * len(df)
         f1 = second["judge_finish_reason"] if "judge_finish_reason" in second else [None] * len(df)
-        for t0, t1, e0, e1 in zip(df["judge_output"], df["judge_output_swapped"], f0, f1):
+        for d, t0, t1, e0, e1 in zip(df["decided_by"], df["judge_output"], df["judge_output_swapped"], f0, f1):
+            if d == NO_REFERENCE:
+                verdicts.append(None)
+                reasons.append(NO_REFERENCE)
+                o0s.append(None)
+                o1s.append(None)
+                consistent.append(None)
+                continue
             p0 = truncated(self.parse_text(t0, rx, bool(pattern)), e0)
             p1 = truncated(self.parse_text(t1, rx, bool(pattern)), e1)
             o0 = OUTCOME[0].get(p0.verdict) if p0.verdict else None
