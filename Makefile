@@ -6,7 +6,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 SNAKEMAKE_ARGS ?=
 
-.PHONY: setup run test test-fast lint bench demo-models clean
+.PHONY: setup run test test-fast test-gpu lint bench bench-gpu demo-models clean
 
 setup: $(VENV)/.installed
 
@@ -30,6 +30,10 @@ test: lint
 test-fast: setup
 	$(BIN)/python -m pytest -ra -m "not slurm and not workflow"
 
+# The CUDA paths on real GPUs (skipped where torch sees none).
+test-gpu: setup
+	$(BIN)/python -m pytest -ra -m gpu
+
 # Each tool prints its own message; pre-commit runs the same ruff and snakefmt versions.
 lint: setup
 	$(BIN)/ruff check .
@@ -41,6 +45,9 @@ bench: setup
 	$(BIN)/python bench/run_bench.py
 	$(BIN)/python bench/scale_bench.py
 	$(BIN)/python bench/store_bench.py
+
+bench-gpu: setup
+	$(BIN)/python bench/gpu_bench.py
 
 # Retrain the committed demo checkpoints (deterministic, a few minutes on CPU).
 demo-models: setup

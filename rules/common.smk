@@ -27,6 +27,10 @@ EXP = resolve(config)
 GENERATORS = {name: GeneratorSpec.from_config(sec) for name, sec in EXP.generators.items()}
 JUDGES = {name: JudgeSpec.from_config(sec) for name, sec in EXP.judges.items()}
 GPU_INVENTORY = resolve_inventory(config["gpu_inventory"])
+try:  # judge.parallel: tensor on a model that cannot be split stops here, with the reason
+    job_resources.check_parallel(JUDGES.values())
+except InputError as exc:
+    raise WorkflowError(f"bad input: {exc}") from None
 
 
 wildcard_constraints:
@@ -42,8 +46,9 @@ def shards_of(dataset):
     return list(range(EXP.shards(dataset, config)))
 
 
-def judge_shards(judge):
-    return list(range(JUDGES[judge].shards))
+def judge_jobs(judge):
+    """judge.shards, times the GPUs of one for judge.parallel: replicas."""
+    return job_resources.judge_jobs(JUDGES[judge], config, GPU_INVENTORY, on_slurm())
 
 
 def judge_generations(wildcards):
@@ -187,7 +192,7 @@ def generation_metas(wildcards):
 
 
 def judge_shard_outputs(wildcards, suffix):
-    n = JUDGES[wildcards.judge].shards
+    n = judge_jobs(wildcards.judge)
     return [f"{RESULTS}/judge/{wildcards.judge}/shards/{i}-of-{n}.{suffix}" for i in range(n)]
 
 

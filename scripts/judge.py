@@ -1,6 +1,8 @@
 """Judge one slice of every cell a judge grades (rule judge), in one model load.
-Leases the judge's GPUs before torch is imported."""
+Leases the judge's GPUs before torch is imported; with judge.parallel tensor (or auto
+choosing it) the judge runs as one torchrun group over them."""
 
+import logging
 import os
 
 from genjudge.gpu_lease import acquire, resolve_inventory
@@ -17,26 +19,35 @@ with job_log(sm.log[0], "judge") as stream:
         label=f"{cfg['run']}/judge/{w.judge}/{w.jshard}",
     ) as lease:
         from genjudge.config import judge_template, load_plugins
+        from genjudge.engine.judge_parallel import job_choice
         from genjudge.engine.threads import set_threads
         from genjudge.experiment import judge_inputs, resolve
         from genjudge.specs import JudgeSpec
         from genjudge.stages.judge import run_judge
+        from genjudge.stages.tensor_judge import launch
 
         set_threads(sm.threads)
         load_plugins(cfg)
         exp = resolve(cfg)
-        run_judge(
+        spec = JudgeSpec.from_config(exp.judges[w.judge])
+        job = dict(
             cells=exp.cells(w.judge),
-            generations=judge_inputs(exp, w.judge, f"results/{cfg['run']}"),
-            out_path=sm.output.raw,
-            meta_path=sm.output.meta,
-            spec=JudgeSpec.from_config(exp.judges[w.judge]),
-            template_path=judge_template({**cfg, "judge": exp.judges[w.judge]}),
+            generations={k: str(v) for k, v in judge_inputs(exp, w.judge, f"results/{cfg['run']}").items()},
+            out_path=str(sm.output.raw),
+            meta_path=str(sm.output.meta),
+            spec=spec,
+            template_path=str(judge_template({**cfg, "judge": exp.judges[w.judge]})),
             store_dir=f"{cfg['cache_dir']}/judge",
             run=cfg["run"],
-            lease=lease,
-            log_stream=stream,
             shard=int(w.jshard),
             n_shards=int(w.nj),
             answers=sm.params.spec.get("answers"),
         )
+        n = int(sm.resources.gpu)
+        choice, why = job_choice(spec, n)
+        logging.getLogger("judge").info("judge.parallel: %s (%s)", choice, why)
+        if choice == "tensor":
+            launch(n=n, plugins_config=cfg, threads=sm.threads, log_stream=stream, lease=lease, **job)
+        else:
+            parallel = "replicas" if spec.parallel in ("replicas", "auto") and int(w.nj) > spec.shards else "device_map"
+            run_judge(**job, lease=lease, log_stream=stream, parallel=parallel)

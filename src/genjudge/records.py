@@ -137,6 +137,8 @@ class JudgeMeta(JobMeta):
     cascade: bool | None = None
     quantization: str | None = None
     device_map: str | None = None
+    parallel: str | None = None  # device_map, tensor or replicas: how this job used its GPUs
+    tensor_parallel_size: int | None = None  # ranks of the torchrun group (tensor)
     template: str | None = None
     template_hash: str | None = None
     n_requests: int = 0
@@ -168,6 +170,8 @@ class JudgeMeta(JobMeta):
             cascade=first.cascade,
             quantization=first.quantization,
             device_map=first.device_map,
+            parallel=first.parallel,
+            tensor_parallel_size=first.tensor_parallel_size,
             template=first.template,
             template_hash=first.template_hash,
             model_fingerprint=first.model_fingerprint,

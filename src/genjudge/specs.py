@@ -128,6 +128,8 @@ class JudgeSpec(ModelSpec):
     shards: int = _run()  # the judge-shard files carry their count in their names
     gpus: Any = _run()
     offload_folder: str | None = _run()
+    parallel: str = _run()  # device_map, tensor, replicas or auto: how the judge uses its GPUs
+    gpu_memory: str | None = _run()  # one GPU's memory for parallel: auto where nvidia-smi cannot tell
 
 
 @dataclass(frozen=True)

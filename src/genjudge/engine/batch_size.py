@@ -80,18 +80,26 @@ def auto_batch_size(model, probe: Callable[[int], None] | None = None, margin: f
         log.info("batch_size auto: no GPU to probe, using the fixed CPU batch size %d", CPU_AUTO_BATCH)
         return CPU_AUTO_BATCH
 
+    from genjudge.engine import tensor_parallel
+
+    probe = tensor_parallel.agree(probe)  # the ranks of a tensor-parallel group decide together
+
+    # A rank of a tensor-parallel group looks at its own GPU only (touching the others would
+    # start a CUDA context on each of them).
+    devices = [torch.cuda.current_device()] if tensor_parallel.active() else range(torch.cuda.device_count())
+
     def trial(bs: int) -> float:
         fractions = []
-        for d in range(torch.cuda.device_count()):
+        for d in devices:
             torch.cuda.reset_peak_memory_stats(d)
         try:
             probe(bs)
         finally:
             torch.cuda.empty_cache()
-        for d in range(torch.cuda.device_count()):
+        for d in devices:
             total = torch.cuda.get_device_properties(d).total_memory
             fractions.append(torch.cuda.max_memory_allocated(d) / total)
-        return max(fractions)
+        return tensor_parallel.agree_max(max(fractions))
 
     bs = search_batch_size(trial, margin=margin)
     log.info("batch_size auto: %d (peak memory under %.0f%% on every GPU, 5%% headroom)", bs, margin * 100)

@@ -156,14 +156,18 @@ def complete(
         batch_size = resolve_batch_size(pset.spec, model, gen, todo_prompts, lengths)
         bar = Throughput(len(todo), desc, log_stream)
 
+        from genjudge.engine import tensor_parallel
+
         def checkpoint(idx, results):
+            if not tensor_parallel.is_writer():  # in a tensor-parallel group, rank 0 writes
+                return
             store.append([{**r, "key": keys[todo[j]], "id": ids[todo[j]]} for j, r in zip(idx, results)])
 
         t1 = time.monotonic()
         new, batch_size = run_batches(
             lengths,
             batch_size,
-            lambda idx: gen.generate([todo_prompts[j] for j in idx]),
+            tensor_parallel.agree(lambda idx: gen.generate([todo_prompts[j] for j in idx])),
             on_batch=checkpoint,
             progress=bar,
         )

@@ -78,6 +78,10 @@ def load_causal_lm(spec):
             kwargs["offload_folder"] = spec.offload_folder
     else:
         kwargs["device_map"] = {"": "cpu"}
+    from genjudge.engine import tensor_parallel
+
+    if tensor_parallel.active():  # one rank of a torchrun group: this rank's slice of every weight
+        kwargs = tensor_parallel.load_kwargs(kwargs)
     model = AutoModelForCausalLM.from_pretrained(spec.model, **kwargs)
     model.eval()
     placement = parameter_placement(model)

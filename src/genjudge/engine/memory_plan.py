@@ -38,6 +38,10 @@ def parse_inventory_spec(spec: str) -> list[Gpu]:
 
 def job_plan(spec, batch_size, seq_len: int, role: str) -> dict:
     """The plan for the GPUs this job can see, for its meta file; never fails the job."""
+    from genjudge.engine import tensor_parallel
+
+    if tensor_parallel.active():  # a device-map plan does not describe a tensor-parallel group
+        return {"tensor_parallel_size": tensor_parallel.world_size(), "error": "no device-map plan in a torchrun group"}
     try:
         bs = batch_size if isinstance(batch_size, int) else 8
         return plan(spec, cuda_gpus(), bs, seq_len, role)

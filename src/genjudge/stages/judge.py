@@ -54,9 +54,13 @@ def run_judge(
     shard: int = 0,
     n_shards: int = 1,
     answers: dict | None = None,
+    parallel: str = "device_map",
 ) -> JudgeMeta:
     """`answers` maps a dataset to its extraction methods before exact match (for the cascade);
-    `template_path` is the template of every item no rule of `spec.templates` chooses one for."""
+    `template_path` is the template of every item no rule of `spec.templates` chooses one for.
+    In a tensor-parallel group every rank runs this; only rank 0 writes."""
+    from genjudge.engine import tensor_parallel
+
     mode = modes.get(spec.mode)
     meta = JudgeMeta.start(
         lease,
@@ -69,6 +73,8 @@ def run_judge(
         cascade=spec.cascade,
         quantization=spec.quantization,
         device_map=spec.device_map,
+        parallel=parallel,
+        tensor_parallel_size=tensor_parallel.world_size() if tensor_parallel.active() else None,
     )
     items = shard_slice(cell_items(cells, generations), shard, n_shards)
     templates = Templates(template_path, spec.templates, mode)
@@ -144,6 +150,8 @@ def run_judge(
             counts["computed" if fresh else "resumed"] += 1
         else:
             rows.append(JudgeRecord(**base))
+    if not tensor_parallel.is_writer():
+        return meta
     write_judge_records(out_path, rows)
     meta.update(
         n_items=len(items),

@@ -62,11 +62,12 @@ def conversation_tokens(items, max_new_tokens: int) -> tuple[int, int] | None:
     return longest
 
 
-def judge_gpus_per_job(config: dict, n_gpus: int) -> int:
-    """What a judge job leases: `judge.gpus`, or all GPUs shared out among judge shards."""
-    from genjudge.job_resources import judge_gpus
+def judge_layout(config: dict, gpus: list):
+    """The judge's jobs and what each leases (judge.parallel, judge.gpus, judge.shards) on `gpus`."""
+    from genjudge.engine.judge_parallel import layout
 
-    return judge_gpus(JudgeSpec.from_config(config["judge"]), config, list(range(n_gpus)), on_slurm=False)
+    spec = JudgeSpec.from_config(config["judge"])
+    return layout(spec, config, list(range(len(gpus))), on_slurm=False, gpus=gpus)
 
 
 def advice(p: dict, spec, config: dict, role: str, per_job: float, gpus_here: int) -> list[str]:
@@ -88,7 +89,7 @@ def advice(p: dict, spec, config: dict, role: str, per_job: float, gpus_here: in
             n = len(p["gpus"])
             lines.append(
                 f"  recommendation: the judge fits one GPU at {p['precision']} "
-                f"({w / GIB:.1f} GiB): set judge.shards: {n * max(1, spec.shards)} for one "
+                f"({w / GIB:.1f} GiB): set judge.shards: {n * max(1, spec.shards)} (or judge.parallel: replicas) for one "
                 f"replica per GPU, about {n}x the throughput of one model spread over {n} GPUs"
             )
     on_gpu = bool(p.get("gpus"))
@@ -196,9 +197,10 @@ def make_plan(
             per_job = max(n_items[d] / exp.shards(d, config) for d in exp.datasets)
             jobs = sum(exp.shards(d, config) for d in exp.datasets)
         else:
-            n = judge_gpus_per_job(view, len(gpus))
+            lay = judge_layout(view, gpus)
+            n = lay.gpus_per_job
             calls = sum(n_items[c.dataset] for c in exp.cells(name)) * modes.get(spec.mode).requests_per_item
-            per_job, jobs = calls / spec.shards, spec.shards
+            per_job, jobs = calls / lay.jobs, lay.jobs
         job_gpus = gpus[:n] if n else []
         batch = batch_size or (spec.batch_size if spec.batch_size != "auto" else 8)
         p = plan(spec, job_gpus, batch, tokens + spec.max_new_tokens, role)
@@ -208,6 +210,9 @@ def make_plan(
         plans.append(p)
         lines.append(render(p))
         lines.append(f"  jobs: {jobs} x {n or 0} GPU(s) each ({role} {name}); prompt: {tokens} tokens ({how})")
+        if role == "judge":
+            p["parallel"] = {"choice": lay.parallel, "reason": lay.reason}
+            lines.append(f"  judge.parallel: {lay.parallel} ({lay.reason})")
         lines += extra
     return lines, plans
 
@@ -255,9 +260,8 @@ def sbatch_preview(config: dict) -> list[str]:
     for name, section in exp.judges.items():
         spec = JudgeSpec.from_config(section)
         gpus = jr.judge_gpus(spec, config, [], on_slurm=True)
-        jobs.append(
-            ("judge", name, spec.shards, jr.job_resources(config, "judge", gpus), jr.threads(config, "judge", gpus))
-        )
+        n_jobs = jr.judge_jobs(spec, config, [], on_slurm=True)
+        jobs.append(("judge", name, n_jobs, jr.job_resources(config, "judge", gpus), jr.threads(config, "judge", gpus)))
     lines = []
     for rule, name, count, resources, threads in jobs:
         job = SimpleNamespace(resources=_Resources(resources), threads=threads, name=rule)

@@ -1,0 +1,104 @@
+"""A judge job as one torchrun group over its leased GPUs (`judge.parallel: tensor`).
+
+The job script holds the GPU lease and starts `python -m torch.distributed.run
+--standalone --nproc-per-node N -m genjudge.stages.tensor_judge JOB` with the lease's
+CUDA_VISIBLE_DEVICES; each rank runs run_judge on every item, rank 0 writes. The
+group's output (every rank's) goes to the job's log. The group dies with the job:
+torchrun gets SIGTERM when the job process dies, and stops its ranks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+log = logging.getLogger(__name__)
+
+
+def _die_with_parent() -> None:
+    """In the torchrun process: SIGTERM when the job process that started it dies (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def launch(*, n: int, plugins_config: dict, threads: int, log_stream, lease, **judge_kwargs) -> None:
+    """Run run_judge(**judge_kwargs) as a torchrun group of `n` ranks; returns when rank 0 has
+    written the outputs, raises when the group fails."""
+    import genjudge
+
+    job = {
+        "config": plugins_config,
+        "threads": max(1, threads // n),
+        "lease": {"source": lease.source, "devices": list(lease.devices), "waited_seconds": lease.waited_seconds},
+        "kwargs": judge_kwargs,
+    }
+    with tempfile.TemporaryDirectory(prefix="genjudge-tp-") as tmp:
+        path = Path(tmp) / "job.pickle"
+        path.write_bytes(pickle.dumps(job))
+        env = dict(os.environ)
+        src = str(Path(genjudge.__file__).resolve().parents[1])  # the ranks import this genjudge
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+        env["GENJUDGE_TENSOR_PARALLEL"] = "1"
+        env["OMP_NUM_THREADS"] = str(job["threads"])
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={n}",
+            "-m",
+            "genjudge.stages.tensor_judge",
+            str(path),
+        ]
+        log.info("tensor-parallel judge: %s (CUDA_VISIBLE_DEVICES=%s)", " ".join(cmd), env.get("CUDA_VISIBLE_DEVICES"))
+        log_stream.flush()
+        rc = subprocess.run(
+            cmd, env=env, stdout=log_stream, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+        ).returncode
+    if rc != 0:
+        raise RuntimeError(
+            f"the tensor-parallel judge group of {n} ranks failed (exit {rc}); its ranks' output is above"
+        )
+
+
+def main(path: str) -> int:
+    """One rank of the group."""
+    from genjudge.config import load_plugins
+    from genjudge.engine import tensor_parallel
+    from genjudge.engine.threads import set_threads
+    from genjudge.errors import InputError
+    from genjudge.stages.judge import run_judge
+
+    job = pickle.loads(Path(path).read_bytes())
+    backend = tensor_parallel.init()
+    rank = tensor_parallel.rank()
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s [rank {rank}] %(name)s: %(message)s"))
+    logging.getLogger().handlers[:] = [handler]
+    logging.getLogger().setLevel(logging.INFO if rank == 0 else logging.WARNING)
+    log.info("rank %d of %d, backend %s", rank, tensor_parallel.world_size(), backend)
+    load_plugins(job["config"])
+    set_threads(job["threads"])
+    stream = sys.stdout if rank == 0 else open(os.devnull, "w")  # noqa: SIM115 - one progress bar: rank 0's
+    try:
+        run_judge(**job["kwargs"], lease=SimpleNamespace(**job["lease"]), log_stream=stream, parallel="tensor")
+        tensor_parallel.finish()
+    except InputError as exc:
+        log.error("%s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
