@@ -34,7 +34,7 @@ def write_html_report(
         provenance,
         inventory_lanes(config, gen_metas, judge_metas),
     )
-    page.n_examples = int(config.get("report", {}).get("n_examples", 3))
+    page.n_examples = int(config["report"]["n_examples"])  # the schema fills the default
     return write(page, html_path, plots_dir)
 
 

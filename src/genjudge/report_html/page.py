@@ -260,7 +260,7 @@ class Page:
         scores = [(self.cell_label(c), c.summary.to_dict().get("score_counts")) for c in self.cells]
         scores = [(k, d) for k, d in scores if d]
         if scores:
-            rng = next((c.summary.to_dict().get("score_range") for c in self.cells if c.summary.mode == "score"), None)
+            rng = next((r for c in self.cells if (r := c.summary.to_dict().get("score_range"))), None)
             out.append(
                 self.plot(
                     "score_distribution",
