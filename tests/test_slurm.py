@@ -195,7 +195,8 @@ def running_generate(cluster, since, shard):
 
 
 def test_failed_first_attempt_is_retried_with_more_time_and_memory(cluster, workflow):
-    cfg = workflow.write_config("retry.yaml", run="retry", shards=2, **SMALL)
+    # One sbatch per shard (arrays off), so each shard's attempts are jobs of their own to look at.
+    cfg = workflow.write_config("retry.yaml", run="retry", shards=2, slurm={"arrays": False}, **SMALL)
     since = last_job_id(cluster)
     proc = start(workflow, cluster, cfg, "--retries", "1")
     first = wait_for(lambda: running_generate(cluster, since, 0), what="shard 0 running")
@@ -212,7 +213,7 @@ def test_failed_first_attempt_is_retried_with_more_time_and_memory(cluster, work
 
 
 def test_cancelled_shard_reruns_alone(cluster, workflow):
-    cfg = workflow.write_config("cancel.yaml", run="cancel", shards=3, **SMALL)
+    cfg = workflow.write_config("cancel.yaml", run="cancel", shards=3, slurm={"arrays": False}, **SMALL)
     since = last_job_id(cluster)
     proc = start(workflow, cluster, cfg, "--retries", "0")
     job = wait_for(lambda: running_generate(cluster, since, 1), what="shard 1 running")
