@@ -195,14 +195,15 @@ def running_generate(cluster, since, shard):
 
 
 def test_failed_first_attempt_is_retried_with_more_time_and_memory(cluster, workflow):
-    # One sbatch per shard (arrays off), so each shard's attempts are jobs of their own to look at.
-    cfg = workflow.write_config("retry.yaml", run="retry", shards=2, slurm={"arrays": False}, **SMALL)
+    # Fewer job slots than shards: arrays would stall in the plugin, so each shard is a job of its own.
+    cfg = workflow.write_config("retry.yaml", run="retry", shards=2, **SMALL)
     since = last_job_id(cluster)
-    proc = start(workflow, cluster, cfg, "--retries", "1")
+    proc = start(workflow, cluster, cfg, "--retries", "1", "--jobs", "1")
     first = wait_for(lambda: running_generate(cluster, since, 0), what="shard 0 running")
     cluster.run("scancel", str(first["id"]))  # the first attempt dies (as on preemption or node failure)
     out = proc.communicate(timeout=900)[0]
     assert proc.returncode == 0, out[-4000:]
+    assert "job arrays: off for this run: 2 generation jobs but jobs: 1" in out
     attempts = [j for j in jobs_of(cluster, since) if is_shard(j, 0)]
     assert len(attempts) == 2
     assert attempts[0]["state"] == "CANCELLED" and attempts[1]["state"] == "COMPLETED"
