@@ -1,10 +1,12 @@
 # Config validation and the small named functions the rules use; the logic is in the package.
 import os
 import re
+import sys
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
-from genjudge import config as wfconfig, job_resources
+from genjudge import config as wfconfig, job_resources, slurm_array_task, slurm_submission
 from genjudge.errors import InputError
 from genjudge.gpu_lease import resolve_inventory
 from genjudge.judging import modes
@@ -12,6 +14,14 @@ from genjudge.judging.template_rules import template_paths
 from genjudge.modelref import fingerprint
 from genjudge.experiment import judge_inputs, resolve
 from genjudge.specs import GeneratorSpec, JudgeSpec
+
+# A task of a SLURM job array checks the outputs of the job it runs, not those of the array's first
+# job (snakemake-executor-plugin-slurm 2.8 targets the first): restarted on its own target, at once.
+ARRAY_TASK_ARGV = slurm_array_task.own_command_line(sys.argv, os.environ)
+if ARRAY_TASK_ARGV:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "snakemake", *ARRAY_TASK_ARGV[1:]])
 
 try:
     wfconfig.validate(config, workflow.basedir)
@@ -123,6 +133,24 @@ def on_slurm():
     if slurm:
         os.environ.update(GENJUDGE_SLURM_EXECUTOR="1")
     return slurm
+
+
+SUBMISSION = []
+
+
+def submission_settings(wildcards):
+    """An input function of every generation job (it names no file): under the SLURM executor it
+    fills the plugin's array and requeue settings in from `slurm:` once, while the DAG is built,
+    which is before the plugin starts and reads them."""
+    plugin = workflow.executor_plugin
+    if not SUBMISSION and workflow.is_main_process and getattr(plugin, "name", "") == "slurm":
+        n = len(EXP.generators) * sum(len(shards_of(d)) for d in EXP.datasets)
+        gpus = {generate_gpus(g) for g in EXP.generators}
+        sub = slurm_submission.apply(workflow.executor_settings, config, n, workflow.resource_settings.nodes, gpus)
+        for note in sub.notes:
+            logger.info(note)
+        SUBMISSION.append(sub)
+    return []
 
 
 def generate_gpus(generator):
@@ -245,8 +273,8 @@ def judge_cpus(wildcards):
     return job_resources.threads(config, "judge", judge_gpus(wildcards.judge))
 
 
-def slurm_resources():
-    return job_resources.slurm_resources(config)
+def slurm_resources(role):
+    return job_resources.slurm_resources(config, role)
 
 
 def label_files():

@@ -2,6 +2,7 @@ rule generate:
     input:
         shards=f"{RESULTS}/shards/{{dataset}}",
         model=demo_generator,
+        submission=submission_settings,
     output:
         generations=f"{RESULTS}/generations/{{generator}}/{{dataset}}/{{shard}}.parquet",
         meta=f"{RESULTS}/generations/{{generator}}/{{dataset}}/{{shard}}.meta.json",
@@ -11,7 +12,7 @@ rule generate:
         f"{LOGS}/benchmarks/generate/{{generator}}/{{dataset}}/{{shard}}.tsv"
     threads: gen_cpus
     resources:
-        **slurm_resources(),
+        **slurm_resources("generate"),
         gpu=generate_gpu_resource,
         cpus_per_gpu=config["resources"]["generate"]["cpus_per_gpu"],
         mem_mb=gen_mem_mb,

@@ -4,6 +4,7 @@ rule judge:
         template=judge_template,
         baseline=judge_baseline,
         model=demo_judge,
+        submission=submission_settings,
     output:
         # The shard count is in the name: changing judge.shards makes new jobs, not stale files.
         raw=f"{RESULTS}/judge/{{judge}}/shards/{{jshard}}-of-{{nj}}.parquet",
@@ -14,7 +15,7 @@ rule judge:
         f"{LOGS}/benchmarks/judge/{{judge}}/{{jshard}}-of-{{nj}}.tsv"
     threads: judge_cpus
     resources:
-        **slurm_resources(),
+        **slurm_resources("judge"),
         gpu=judge_gpu_resource,
         nodes=1,
         cpus_per_gpu=config["resources"]["judge"]["cpus_per_gpu"],

@@ -75,7 +75,8 @@ def test_sbatch_preview_shows_what_each_model_job_asks_for():
         'judge={"shards": 2}',
         check=True,
     ).stdout.splitlines()
-    generate, judge = out
+    generate, judge = [line for line in out if not line.startswith(" ")]  # then notes, indented
+    assert "  job arrays: 4 generation jobs in arrays of up to 1000 tasks" in out[2]
     assert generate.startswith("generate (demo-generator, 4 job(s)): sbatch ")
     assert {"-A proj", "-p gpu", "-t 30", "--mem 4000", "--cpus-per-gpu=4", "--gpus=a100:1"} <= set(
         re.findall(r"-[A-Za-z] \S+|--[a-z-]+(?:=| )\S+", generate)

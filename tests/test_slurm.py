@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 from conftest import clean_env
 
@@ -71,6 +72,12 @@ def jobs_of(cluster, since_id=0):
                 "mem": fields.get("MinMemoryNode"),
                 "state": fields.get("JobState"),
                 "gpus": fields.get("TresPerJob", ""),
+                "array_job": fields.get("ArrayJobId"),
+                "array_task": fields.get("ArrayTaskId"),
+                "partition": fields.get("Partition"),
+                "restarts": int(fields.get("Restarts") or 0),
+                "requeue": fields.get("Requeue"),
+                "reason": fields.get("Reason"),
             }
         )
     return sorted(jobs, key=lambda j: j["id"])
@@ -92,13 +99,23 @@ def sbatch_options(call: str) -> set:
     return out
 
 
+def preview_options(preview: str) -> dict:
+    """`genjudge plan --slurm`: rule -> the sbatch options it promises (lines after them are notes)."""
+    return {
+        line.split(" ", 1)[0]: sbatch_options(line.split(": ", 1)[1])
+        for line in preview.splitlines()
+        if not line.startswith(" ")
+    }
+
+
 def last_job_id(cluster):
     ids = [j["id"] for j in jobs_of(cluster)]
     return max(ids) if ids else 0
 
 
 def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
-    cfg = workflow.write_config("slurm.yaml", run="onslurm", shards=4, **SMALL)
+    # slurm.arrays: false, the documented switch: one sbatch per shard, each as the preview says.
+    cfg = workflow.write_config("slurm.yaml", run="onslurm", shards=4, slurm={"arrays": False}, **SMALL)
     since = last_job_id(cluster)
     proc = workflow.run(
         "--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster), timeout=900
@@ -112,9 +129,11 @@ def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
         text=True,
         check=True,
     ).stdout
-    promised = {line.split(" ", 1)[0]: sbatch_options(line.split(": ", 1)[1]) for line in preview.splitlines()}
+    promised = preview_options(preview)
     submitted = {}
-    for call in re.findall(r"sbatch call: (.+)", proc.stdout + proc.stderr):
+    calls = re.findall(r"sbatch call: (.+)", proc.stdout + proc.stderr)
+    assert len(calls) == 5 and not any("--array" in c for c in calls)
+    for call in calls:
         rule = re.search(r"--comment '?rule_(\w+?)(_wildcards|'|\s)", call).group(1)
         submitted.setdefault(rule, set()).add(frozenset(sbatch_options(call)))
     assert set(submitted) == {"generate", "judge"}
@@ -155,7 +174,7 @@ def wait_for(predicate, timeout=120, what="condition"):
 
 def start(workflow, cluster, cfg, *extra):
     return subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "--profile", "slurm", *FAST_POLL, "--configfile", str(cfg), *extra],
+        [sys.executable, "-m", "snakemake", "--profile", "slurm", *FAST_POLL, *extra, "--configfile", str(cfg)],
         cwd=workflow.path,
         env=slurm_env(cluster),
         stdout=subprocess.PIPE,
@@ -176,13 +195,15 @@ def running_generate(cluster, since, shard):
 
 
 def test_failed_first_attempt_is_retried_with_more_time_and_memory(cluster, workflow):
+    # Fewer job slots than shards: arrays would stall in the plugin, so each shard is a job of its own.
     cfg = workflow.write_config("retry.yaml", run="retry", shards=2, **SMALL)
     since = last_job_id(cluster)
-    proc = start(workflow, cluster, cfg, "--retries", "1")
+    proc = start(workflow, cluster, cfg, "--retries", "1", "--jobs", "1")
     first = wait_for(lambda: running_generate(cluster, since, 0), what="shard 0 running")
     cluster.run("scancel", str(first["id"]))  # the first attempt dies (as on preemption or node failure)
     out = proc.communicate(timeout=900)[0]
     assert proc.returncode == 0, out[-4000:]
+    assert "job arrays: off for this run: 2 generation jobs but jobs: 1" in out
     attempts = [j for j in jobs_of(cluster, since) if is_shard(j, 0)]
     assert len(attempts) == 2
     assert attempts[0]["state"] == "CANCELLED" and attempts[1]["state"] == "COMPLETED"
@@ -193,7 +214,7 @@ def test_failed_first_attempt_is_retried_with_more_time_and_memory(cluster, work
 
 
 def test_cancelled_shard_reruns_alone(cluster, workflow):
-    cfg = workflow.write_config("cancel.yaml", run="cancel", shards=3, **SMALL)
+    cfg = workflow.write_config("cancel.yaml", run="cancel", shards=3, slurm={"arrays": False}, **SMALL)
     since = last_job_id(cluster)
     proc = start(workflow, cluster, cfg, "--retries", "0")
     job = wait_for(lambda: running_generate(cluster, since, 1), what="shard 1 running")
@@ -223,3 +244,123 @@ def test_cancelled_shard_reruns_alone(cluster, workflow):
     rerun = jobs_of(cluster, since)
     assert [is_shard(j, 1) for j in rerun if j["rule"] == "generate"] == [True]
     assert sorted(j["rule"] for j in rerun) == ["generate", "judge"]
+
+
+def overlapping(a, b):
+    return a["started_at"] < b["finished_at"] and b["started_at"] < a["finished_at"]
+
+
+def test_24_shards_go_out_as_two_arrays_and_each_role_to_its_partition(cluster, workflow):
+    slurm = {"array_limit": 16, "generate": {"partition": "small"}, "judge": {"partition": "large"}}
+    cfg = workflow.write_config("arrays.yaml", run="arrays", shards=24, slurm=slurm, **SMALL)
+    since = last_job_id(cluster)
+    proc = workflow.run(
+        "--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster), timeout=1500
+    )
+    log = proc.stdout + proc.stderr
+    assert "job arrays: 24 generation jobs in arrays of up to 16 tasks" in log
+    calls = re.findall(r"sbatch call: (.+)", log)
+    generate = [c for c in calls if "rule_generate" in c]
+    judge = [c for c in calls if "rule_judge" in c]
+    assert len(generate) == 2 and len(judge) == 1, calls
+    assert sorted(re.search(r"--array=(\S+)", c).group(1) for c in generate) == ["1-16", "17-24"]
+    assert "--array" not in judge[0]
+    # The options are the preview's; the plugin adds --array and a little memory for the array's payload.
+    preview = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "plan", "--slurm", "--configfile", str(cfg)],
+        cwd=workflow.path,
+        env=slurm_env(cluster),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    promised = preview_options(preview)
+    assert sbatch_options(judge[0]) == promised["judge"]
+    for call in generate:
+        got = {o for o in sbatch_options(call) if not o.startswith(("--array", "--mem"))}
+        assert got == {o for o in promised["generate"] if not o.startswith("--mem")}
+        extra = int(re.search(r"--mem (\d+)", call).group(1)) - 1000
+        assert 1 <= extra <= 8, call
+
+    tasks = [j for j in jobs_of(cluster, since) if j["rule"] == "generate"]
+    assert len(tasks) == 24 and len({j["array_job"] for j in tasks}) == 2
+    assert {j["partition"] for j in tasks} == {"small"}
+    metas = workflow.metas("arrays")
+    assert len(metas) == 24 and sum(m["n_items"] for m in metas) == 44
+    for m in metas:
+        assert m["gpu_source"] == "slurm" and m["slurm_partition"] == "small" and m["slurm_array"]
+        assert re.fullmatch(r"[0-3]", m["cuda_visible_devices"]), m["cuda_visible_devices"]
+    # Every task on a GPU of its own: tasks that ran at the same time never shared one.
+    pairs = [(a, b) for i, a in enumerate(metas) for b in metas[i + 1 :] if overlapping(a, b)]
+    assert pairs, "no two tasks ran at the same time"
+    assert all(a["cuda_visible_devices"] != b["cuda_visible_devices"] for a, b in pairs)
+    judge_meta = json.loads((workflow.results("arrays") / "judge" / "demo-judge" / "raw.meta.json").read_text())
+    assert judge_meta["slurm_partition"] == "large" and judge_meta["slurm_array"] is None
+    assert judge_meta["cuda_visible_devices"] == "0,1,2,3"
+
+
+def write_numbers(path, n):
+    with open(path, "w") as fh:
+        for i in range(n):
+            q = {"id": f"q{i:05d}", "question": f"What is {i} + {i % 7}?", "answer": str(i + i % 7), "category": "sum"}
+            fh.write(json.dumps(q) + "\n")
+
+
+def test_requeued_array_task_resumes_from_its_checkpoint(cluster, workflow):
+    """`scontrol requeue` of a running generation task (as preemption does): SLURM runs it again,
+    it resumes, Snakemake sees no failure, and the merged generations equal an uninterrupted run's."""
+    from genjudge.item_store import count_keys
+
+    n = 1600
+    write_numbers(workflow.path / "numbers.jsonl", n)
+    kw = {
+        **SMALL,
+        "dataset": {"path": "numbers.jsonl"},
+        "shards": 2,
+        "generator": {"batch_size": 1, "max_new_tokens": 8},
+    }
+    cfg = workflow.write_config("requeue.yaml", run="requeue", slurm={"requeue": True}, **kw)
+    merged = "results/requeue/generations/demo-generator/numbers.parquet"
+    store = workflow.path / "results" / ".cache" / "generations"
+    since = last_job_id(cluster)
+    proc = start(workflow, cluster, cfg, merged)
+
+    def quarter_done():
+        assert proc.poll() is None, proc.communicate()[0][-4000:]
+        return store.exists() and count_keys(store) >= n // 4
+
+    wait_for(quarter_done, timeout=600, what="a quarter checkpointed")
+    running = [j for j in jobs_of(cluster, since) if j["rule"] == "generate" and j["state"] == "RUNNING"]
+    # The array's first task: the one every other task's Snakemake used to check (plugin issue #447).
+    first = min(running, key=lambda j: int(j["array_task"]))
+    task = f"{first['array_job']}_{first['array_task']}"  # the array job's own id would requeue every task
+    cluster.run("scontrol", "requeue", task)
+    # Once SLURM holds it back for its requeue delay (the first run has ended), it may start at once.
+    wait_for(
+        lambda: any(
+            j["id"] == first["id"] and j["state"] == "PENDING" and j["reason"] == "BeginTime"
+            for j in jobs_of(cluster, since)
+        )
+    )
+    cluster.run("scontrol", "update", f"JobId={task}", "StartTime=now")
+    out = proc.communicate(timeout=900)[0]
+    assert proc.returncode == 0, out[-4000:]
+    assert "Error in rule" not in out
+
+    tasks = [j for j in jobs_of(cluster, since) if j["rule"] == "generate"]
+    assert len(tasks) == 2 and len({j["array_job"] for j in tasks}) == 1  # no resubmission: no failed attempt
+    assert all(j["state"] == "COMPLETED" and j["time_limit"] == "00:10:00" and j["requeue"] == "1" for j in tasks)
+    assert sorted(j["restarts"] for j in tasks) == [0, 1]
+    metas = workflow.metas("requeue")
+    requeued = [m for m in metas if m["slurm_restarts"] == 1]
+    assert len(requeued) == 1
+    m = requeued[0]
+    assert m["resumed_items"] > 0 and m["computed_items"] > 0, m
+    assert m["resumed_items"] + m["computed_items"] == m["n_items"] == n // 2
+    assert count_keys(store) == n  # nothing computed twice
+
+    ref = workflow.write_config("ref.yaml", run="ref", cache_dir="results/.refcache", **kw)
+    workflow.run("results/ref/generations/demo-generator/numbers.parquet", "--cores", "2", "--configfile", ref)
+    got = pd.read_parquet(workflow.path / merged)
+    want = pd.read_parquet(workflow.results("ref") / "generations" / "demo-generator" / "numbers.parquet")
+    pd.testing.assert_frame_equal(got, want)

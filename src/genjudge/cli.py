@@ -33,6 +33,18 @@ def cmd_summary(args) -> int:
     return 0
 
 
+def cmd_shards(args) -> int:
+    from genjudge.shard_sizing import render, sizing
+
+    try:
+        frame = sizing(args.run_dir, args.max_load_share)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(render(frame, args.max_load_share)))
+    return 0
+
+
 def _held_since(holder: str) -> str:
     """`... since=2026-11-23T04:01:02 ...` -> the same with the lease's age appended."""
     import re
@@ -145,6 +157,18 @@ def main(argv=None) -> int:
     s = sub.add_parser("summary", help="print the headline numbers of a finished run")
     s.add_argument("run_dir", help="results/<run>")
     s.set_defaults(fn=cmd_summary)
+    sh = sub.add_parser(
+        "shards",
+        help="right-size generation shards: model load seconds against compute seconds per shard, from a run's metas",
+    )
+    sh.add_argument("run_dir", help="results/<run>")
+    sh.add_argument(
+        "--max-load-share",
+        type=float,
+        default=0.1,
+        help="the largest share of a job's time that loading the model may take (default 0.1)",
+    )
+    sh.set_defaults(fn=cmd_shards)
     g = sub.add_parser("gpus", help="show the GPU inventory the workflow uses and who holds each lease")
     g.add_argument(
         "--configfile",

@@ -53,7 +53,8 @@ def _coerce_value(value, sub: dict):
         parsed = yaml.safe_load(value)
     except yaml.YAMLError:
         return value
-    return parsed if _valid(parsed, sub) else value
+    # A typed reading that is still invalid (`0` below a minimum) is what the user meant: the error names it.
+    return parsed if _valid(parsed, sub) or not isinstance(parsed, str) else value
 
 
 def coerce(config: dict, sch: dict) -> dict:
@@ -225,6 +226,9 @@ def check(config: dict, data: bool = True) -> None:
         )
     load_plugins(config)
     exp = resolve(config)
+    from genjudge.job_resources import check_node_gpus
+
+    check_node_gpus(config, exp)
     for kind, entries in (("datasets", exp.datasets), ("generators", exp.generators), ("judges", exp.judges)):
         for name, section in entries.items():
             where = f"{kind}.{name}" if config.get(kind) else kind[:-1]

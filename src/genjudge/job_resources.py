@@ -28,7 +28,7 @@ def judge_layout(spec, config: dict, inventory: list, on_slurm: bool):
 
 
 def judge_gpus(spec, config: dict, inventory: list, on_slurm: bool) -> int:
-    """GPUs of one judge job. `all` is every GPU of the machine here (or of one node on SLURM),
+    """GPUs of one judge job. `all` is every GPU of the machine here (or of one judge node on SLURM),
     shared out among data-parallel judge shards; one each for `judge.parallel: replicas`."""
     return judge_layout(spec, config, inventory, on_slurm).gpus_per_job
 
@@ -56,14 +56,30 @@ def threads(config: dict, step: str, gpus: int) -> int:
     return res["cpus_per_gpu"] * gpus if gpus else res["cpus"]
 
 
-def slurm_setting(config: dict, key: str):
-    """A SLURM setting from config, else from $GENJUDGE_SLURM_<KEY>."""
-    return config["slurm"][key] or os.environ.get(f"GENJUDGE_SLURM_{key.upper()}") or None
+ROLES = ("generate", "judge")
 
 
-def slurm_resources(config: dict) -> dict:
-    """Cluster-specific resources for the SLURM executor plugin, only those that are set."""
-    return {res: slurm_setting(config, key) for key, res in SLURM_RESOURCES.items() if slurm_setting(config, key)}
+def slurm_setting(config: dict, key: str, role: str | None = None):
+    """A SLURM setting of one role (generate or judge), the most specific first:
+    `slurm.<role>.<key>`, $GENJUDGE_SLURM_<ROLE>_<KEY>, `slurm.<key>`, $GENJUDGE_SLURM_<KEY>."""
+    section = config["slurm"]
+    candidates = []
+    if role is not None:
+        candidates += [
+            (section.get(role) or {}).get(key),
+            os.environ.get(f"GENJUDGE_SLURM_{role.upper()}_{key.upper()}"),
+        ]
+    candidates += [section.get(key), os.environ.get(f"GENJUDGE_SLURM_{key.upper()}")]
+    value = next((v for v in candidates if v not in (None, "")), None)
+    if key == "gpus_per_node" and isinstance(value, str):
+        value = int(value)
+    return value
+
+
+def slurm_resources(config: dict, role: str | None = None) -> dict:
+    """Cluster-specific resources of one role's jobs for the SLURM executor plugin, only those set."""
+    values = {res: slurm_setting(config, key, role) for key, res in SLURM_RESOURCES.items()}
+    return {res: value for res, value in values.items() if value}
 
 
 def job_resources(config: dict, step: str, gpus: int, attempt: int = 1) -> dict:
@@ -73,8 +89,30 @@ def job_resources(config: dict, step: str, gpus: int, attempt: int = 1) -> dict:
         "cpus_per_gpu": config["resources"][step]["cpus_per_gpu"],
         "mem_mb": scaled(config, step, "mem_mb", attempt),
         "runtime": scaled(config, step, "runtime", attempt),
-        **slurm_resources(config),
+        **slurm_resources(config, step),
     }
     if step == "judge":
         out["nodes"] = 1
     return out
+
+
+def check_node_gpus(config: dict, exp) -> None:
+    """A job cannot have more GPUs than a node of its role has (`slurm.<role>.gpus_per_node` or
+    $GENJUDGE_SLURM_<ROLE>_GPUS_PER_NODE, where set): said while planning, not by a job that never starts."""
+    from genjudge.errors import InputError
+
+    def node(role):
+        value = (config["slurm"].get(role) or {}).get("gpus_per_node")
+        return value or int(os.environ.get(f"GENJUDGE_SLURM_{role.upper()}_GPUS_PER_NODE") or 0) or None
+
+    gen_node, judge_node = node("generate"), node("judge")
+    for name in exp.generators:
+        gpus = exp.gpus_per_job(name, config)
+        if gen_node and gpus > gen_node:
+            where = f"generators.{name}.gpus_per_job" if config.get("generators") else "gpus_per_job"
+            raise InputError(f"{where} = {gpus} is more than slurm.generate.gpus_per_node = {gen_node}")
+    for name, section in exp.judges.items():
+        gpus = section["gpus"]
+        if judge_node and gpus != "all" and gpus > judge_node:
+            where = f"judges.{name}.gpus" if config.get("judges") else "judge.gpus"
+            raise InputError(f"{where} = {gpus} is more than slurm.judge.gpus_per_node = {judge_node}")

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import pandas as pd
 
-from genjudge import atomic
+from genjudge import atomic, slurm_job
 
 SCHEMA_VERSION = 1
 
@@ -69,6 +69,9 @@ class JobMeta(_Record):
     hostname: str | None = None
     pid: int | None = None
     slurm_job_id: str | None = None
+    slurm_partition: str | None = None
+    slurm_array: str | None = None  # <array job id>_<task id> for a task of a job array
+    slurm_restarts: int = 0  # times SLURM requeued this job (preemption, scontrol requeue)
     python: str | None = None
     cuda_visible_devices: str | None = None
     gpu_source: str | None = None  # lease, slurm or none
@@ -97,6 +100,7 @@ class JobMeta(_Record):
             hostname=socket.gethostname(),
             pid=os.getpid(),
             slurm_job_id=os.environ.get("SLURM_JOB_ID"),
+            **slurm_job.job_info(),
             python=platform.python_version(),
             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
             gpu_source=lease.source,

@@ -2,7 +2,8 @@
 
 GPUs are declared in gres.conf and backed by placeholder character devices, so
 SLURM hands out real GPU indices and sets CUDA_VISIBLE_DEVICES per job, while
-the models themselves run on the CPU.
+the models themselves run on the CPU. Three partitions share the one node: `gpu`
+(the default), `small` and `large`, so jobs can be sent to a partition per role.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ MinJobAge=600
 KillWait=2
 NodeName={host} CPUs={cpus} RealMemory={mem} Gres=gpu:{gpus} State=UNKNOWN
 PartitionName=gpu Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+PartitionName=small Nodes={host} MaxTime=INFINITE State=UP OverSubscribe=NO
+PartitionName=large Nodes={host} MaxTime=INFINITE State=UP OverSubscribe=NO
 """
 )
 
@@ -128,7 +131,8 @@ class Cluster:
                 if p.poll() is not None:
                     raise ClusterError(f"{p.args[0]} exited with {p.returncode}:\n{self.logs()}")
             state = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True)
-            if state.returncode == 0 and state.stdout.strip() in ("idle", "mixed", "allocated"):
+            states = set(state.stdout.split())  # the node once per partition
+            if state.returncode == 0 and states and states <= {"idle", "mixed", "allocated"}:
                 return self
             time.sleep(0.5)
         raise ClusterError(f"SLURM node never became idle:\n{self.logs()}")

@@ -41,7 +41,9 @@ def per_shard_gpus(spec, config: dict, n_inventory: int, on_slurm: bool) -> int:
     SLURM) shared out among `judge.shards`."""
     if spec.gpus != "all":
         return int(spec.gpus)
-    node = config["slurm"]["gpus_per_node"] if on_slurm else n_inventory
+    from genjudge.job_resources import slurm_setting
+
+    node = slurm_setting(config, "gpus_per_node", "judge") if on_slurm else n_inventory
     return max(1, node // spec.shards) if node else 0
 
 

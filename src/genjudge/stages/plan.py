@@ -238,7 +238,8 @@ class _Resources(dict):
 
 def sbatch_preview(config: dict) -> list[str]:
     """The sbatch options each model job gets under the SLURM executor, built by the plugin's own
-    code from the resources the rules declare (first attempt); the light rules run locally."""
+    code from the resources the rules declare (first attempt), each role with its own `slurm.<role>`
+    settings; then how the generation jobs are submitted (arrays, requeue). The light rules run locally."""
     import shlex
     import shutil
     from types import SimpleNamespace
@@ -248,12 +249,18 @@ def sbatch_preview(config: dict) -> list[str]:
 
     from genjudge import job_resources as jr
     from genjudge.experiment import resolve
+    from genjudge.slurm_submission import decide
 
     exp = resolve(config)
+    jr.check_node_gpus(config, exp)
     jobs = []
+    n_generate = 0
+    gpu_counts = set()
     for name in exp.generators:
         gpus = jr.generate_gpus(exp, config, name, [], on_slurm=True)
+        gpu_counts.add(gpus)
         n = sum(exp.shards(d, config) for d in exp.datasets)
+        n_generate += n
         jobs.append(
             ("generate", name, n, jr.job_resources(config, "generate", gpus), jr.threads(config, "generate", gpus))
         )
@@ -262,6 +269,8 @@ def sbatch_preview(config: dict) -> list[str]:
         gpus = jr.judge_gpus(spec, config, [], on_slurm=True)
         n_jobs = jr.judge_jobs(spec, config, [], on_slurm=True)
         jobs.append(("judge", name, n_jobs, jr.job_resources(config, "judge", gpus), jr.threads(config, "judge", gpus)))
+    submission = decide(config, n_generate, None, gpu_counts=gpu_counts)
+    settings = SimpleNamespace(requeue=submission.requeue, no_requeue=False, qos=None, reservation=None)
     lines = []
     for rule, name, count, resources, threads in jobs:
         job = SimpleNamespace(resources=_Resources(resources), threads=threads, name=rule)
@@ -271,7 +280,10 @@ def sbatch_preview(config: dict) -> list[str]:
 
             from snakemake_executor_plugin_slurm.partitions import get_default_partition
 
-            partition = get_default_partition(job, logging.getLogger(__name__)) or None
+            try:
+                partition = get_default_partition(job, logging.getLogger(__name__)) or None
+            except Exception:  # noqa: BLE001 - sinfo without a reachable cluster: the preview names none
+                partition = None
         params = {
             "run_uuid": "RUN",
             "slurm_logfile": "LOG",
@@ -280,6 +292,13 @@ def sbatch_preview(config: dict) -> list[str]:
             "account": f" -A {shlex.quote(str(account))}" if account else "",
             "partition": f" -p {shlex.quote(str(partition))}" if partition else "",
         }
-        call = get_submit_command(job, params) + set_gres_string(job)
+        call = get_submit_command(job, params, settings=settings) + set_gres_string(job)
         lines.append(f"{rule} ({name}, {count} job(s)): {' '.join(_BOOKKEEPING.sub('', call).split())}")
-    return lines
+    # How the jobs go out: what the plugin adds on top (--array=..., a little more --mem for an array's payload).
+    extra = [*submission.notes]
+    if submission.array_jobs:
+        extra.append(
+            f"arrays need jobs: >= {n_generate} in the profile or on the command line (each array task counts "
+            "as one of Snakemake's jobs); the plugin adds --array=<first>-<last> and 1 MB or more to --mem"
+        )
+    return lines + [f"  {note}" for note in extra]

@@ -1,0 +1,81 @@
+"""How big a generation shard should be: model load seconds against compute seconds, from the meta
+files of a finished run (`genjudge shards results/<run>`).
+
+Every generation job loads its model once; a shard whose compute time is small next to that load
+time spends the cluster's GPU hours loading. From the measured load time and compute time per
+item, the largest shard count that keeps loading under a share of each job (10% by default) is
+the number of items divided by the items a job needs to earn its load.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from genjudge.records import GenerateMeta
+
+
+def shard_table(run_dir) -> pd.DataFrame:
+    """One row per generation shard of the run: items, load and compute seconds."""
+    rows = []
+    for path in sorted(Path(run_dir).glob("generations/*/*/*.meta.json")):
+        m = GenerateMeta.read(path)
+        rows.append(
+            {
+                "generator": m.generator,
+                "dataset": m.dataset,
+                "shard": m.shard,
+                "n_items": m.n_items,
+                "computed_items": m.computed_items,
+                "load_seconds": m.load_seconds,
+                "generate_seconds": m.generate_seconds,
+                "partition": m.slurm_partition,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def sizing(run_dir, max_load_share: float = 0.1) -> pd.DataFrame:
+    """Per generator and dataset: shards, median items, load and compute seconds per shard, the
+    share of load in the jobs' time, and the most shards that keep loading under `max_load_share`."""
+    table = shard_table(run_dir)
+    if table.empty:
+        raise FileNotFoundError(f"{run_dir}: no generation meta files (generations/*/*/*.meta.json)")
+    out = []
+    for (generator, dataset), g in table.groupby(["generator", "dataset"], sort=True):
+        computed = g[g.computed_items > 0]
+        per_item = (computed.generate_seconds.sum() / computed.computed_items.sum()) if len(computed) else math.nan
+        load = g.load_seconds.median()
+        n_items = int(g.n_items.sum())
+        # Items a job needs so that load <= share of (load + compute).
+        need = load * (1 - max_load_share) / max_load_share / per_item if per_item and per_item > 0 else math.nan
+        most = max(1, min(n_items, math.floor(n_items / need))) if not math.isnan(need) and need > 0 else None
+        total = g.load_seconds.sum() + g.generate_seconds.sum()
+        out.append(
+            {
+                "generator": generator,
+                "dataset": dataset,
+                "shards": len(g),
+                "items_per_shard": float(g.n_items.median()),
+                "load_s": round(float(load), 3),
+                "compute_s": round(float(g.generate_seconds.median()), 3),
+                "load_share": round(float(g.load_seconds.sum() / total), 3) if total else math.nan,
+                "compute_s_per_item": round(float(per_item), 5),
+                "max_shards": most,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def render(frame: pd.DataFrame, max_load_share: float = 0.1) -> list[str]:
+    cols = list(frame.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, row in frame.iterrows():
+        lines.append("| " + " | ".join("" if v is None else str(v) for v in row.tolist()) + " |")
+    lines.append(
+        f"max_shards: the most shards that keep model loading under {max_load_share:.0%} of each generation job "
+        "(median load seconds against compute seconds per item; a job's scheduling and start-up come on top)"
+    )
+    return lines

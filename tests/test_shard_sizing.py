@@ -1,0 +1,51 @@
+"""`genjudge shards`: right-sizing generation shards from the load and compute seconds in the metas."""
+
+import subprocess
+import sys
+
+from genjudge.records import GenerateMeta
+from genjudge.shard_sizing import sizing
+
+
+def write_metas(run_dir, generator, n_shards, items, load, per_item, resumed=0):
+    for i in range(n_shards):
+        path = run_dir / "generations" / generator / "questions" / f"{i}.meta.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        computed = items - resumed
+        GenerateMeta(
+            generator=generator,
+            dataset="questions",
+            shard=i,
+            n_items=items,
+            resumed_items=resumed,
+            computed_items=computed,
+            load_seconds=load,
+            generate_seconds=computed * per_item,
+            slurm_partition="small",
+        ).write(path)
+
+
+def test_load_against_compute_gives_the_most_shards_worth_their_load(tmp_path):
+    write_metas(tmp_path, "big", 10, 1000, load=1.0, per_item=0.1)  # 10,000 items, 90 items earn a load
+    write_metas(tmp_path, "tiny", 8, 125, load=10.0, per_item=0.01)  # loading dwarfs 1.25 s of compute
+    frame = sizing(tmp_path).set_index("generator")
+    assert frame.loc["big", "shards"] == 10 and frame.loc["big", "load_s"] == 1.0
+    assert frame.loc["big", "compute_s"] == 100.0 and frame.loc["big", "load_share"] == round(10 / 1010, 3)
+    assert frame.loc["big", "max_shards"] == 111  # 10,000 / (1 s * 9 / 0.1 s)
+    assert frame.loc["tiny", "load_share"] == round(80 / 90, 3) and frame.loc["tiny", "max_shards"] == 1
+
+    out = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "shards", str(tmp_path), "--max-load-share", "0.5"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "| big | questions | 10 | 1000.0 | 1.0 | 100.0 | 0.01 | 0.1 | 1000 |" in out
+    assert "under 50% of each generation job" in out
+
+
+def test_a_run_without_metas_is_an_error(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "shards", str(tmp_path)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and "no generation meta files" in proc.stderr
