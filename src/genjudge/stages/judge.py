@@ -19,6 +19,7 @@ from genjudge.item_store import ItemStore
 from genjudge.judging import modes
 from genjudge.judging.templates import load_template
 from genjudge.records import JudgeMeta, JudgeRecord, read_judge_records, write_judge_records
+from genjudge.samples import answers_by_row, with_sample
 from genjudge.sharding import shard_bounds
 from genjudge.specs import JudgeSpec
 
@@ -75,8 +76,7 @@ def run_judge(
         cell = cells[i]
         opponent = None
         if cell.opponent:
-            other = pd.read_parquet(generations[(cell.opponent, cell.dataset)], columns=["id", "output"])
-            opponent = dict(zip(other["id"], other["output"]))
+            opponent = answers_by_row(pd.read_parquet(generations[(cell.opponent, cell.dataset)]))
         reqs = mode.requests(part, spec, template, opponent, (answers or {}).get(cell.dataset))
         requests += reqs
         owners += [cell] * len(reqs)
@@ -117,6 +117,7 @@ def run_judge(
             id=r.id,
             order=r.order,
             decided_by=r.decided_by,
+            sample=r.sample,
         )
         counts = per_cell.setdefault(cell.key, {"requests": 0, "resumed": 0, "computed": 0})
         counts["requests"] += 1
@@ -157,7 +158,7 @@ def run_judge(
 def merge_judge_shards(raw_paths, meta_paths, out_path, meta_out_path) -> None:
     """Concatenate data-parallel judge shards; the combined meta lists each shard's."""
     raw = pd.concat([read_judge_records(p) for p in raw_paths], ignore_index=True)
-    if raw[["generator", "dataset", "opponent", "id", "order"]].astype(str).duplicated().any():
-        raise ValueError("judge shards overlap: a (cell, id, order) appears twice")
+    if with_sample(raw)[["generator", "dataset", "opponent", "id", "sample", "order"]].astype(str).duplicated().any():
+        raise ValueError("judge shards overlap: a (cell, id, sample, order) appears twice")
     write_judge_records(out_path, raw)
     JudgeMeta.merged([JudgeMeta.read(p) for p in meta_paths]).write(meta_out_path)

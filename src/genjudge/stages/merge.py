@@ -1,10 +1,11 @@
-"""Merge generation shards: every input id exactly once, or a loud failure."""
+"""Merge generation shards: every input id exactly once per sample, or a loud failure."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from genjudge import atomic
+from genjudge.samples import ROW_KEY, with_sample
 
 
 class MergeError(Exception):
@@ -17,12 +18,18 @@ def merge_generations(items: pd.DataFrame, shard_paths: list[str]) -> pd.DataFra
         df = pd.read_parquet(path)
         df.insert(1, "shard", shard)
         frames.append(df)
-    gens = pd.concat(frames, ignore_index=True)
+    gens = with_sample(pd.concat(frames, ignore_index=True))
 
-    dup = gens["id"][gens["id"].duplicated(keep=False)]
-    if len(dup):
-        where = gens[gens["id"].isin(dup)].groupby("id")["shard"].apply(list).head(10).to_dict()
+    twice = gens.duplicated(ROW_KEY, keep=False)
+    if twice.any():
+        dup = gens["id"][twice]
+        where = gens[twice].groupby(ROW_KEY)["shard"].apply(list).head(10).to_dict()
         raise MergeError(f"{dup.nunique()} id(s) appear more than once across shards, e.g. {where}")
+    per_id = gens.groupby("id")["sample"].agg(lambda s: tuple(sorted(s)))
+    full = tuple(range(max(map(len, per_id), default=0)))
+    uneven = per_id[per_id.map(lambda t: t != full)]
+    if len(uneven):
+        raise MergeError(f"{len(uneven)} id(s) lack some of the samples {list(full)}, e.g. {dict(uneven.head(5))}")
     expected = set(items["id"])
     got = set(gens["id"])
     missing = sorted(expected - got)
@@ -32,7 +39,7 @@ def merge_generations(items: pd.DataFrame, shard_paths: list[str]) -> pd.DataFra
             f"shards do not match the dataset: {len(missing)} missing id(s) {missing[:10]}, "
             f"{len(extra)} unexpected id(s) {extra[:10]}"
         )
-    merged = items.merge(gens, on="id", how="left", validate="one_to_one")
+    merged = items.merge(gens, on="id", how="left", validate="one_to_many")
     return merged
 
 

@@ -16,6 +16,7 @@ RAW_NEEDED = [
     "dataset",
     "opponent",
     "id",
+    "sample",
     "order",
     "decided_by",
     "judge_output",

@@ -19,6 +19,7 @@ from genjudge.judging.extraction import check_answer
 from genjudge.judging.stats import mean_interval, rate
 from genjudge.judging.templates import render
 from genjudge.judging.verdicts import Verdict, compile_pattern, parse_verdict
+from genjudge.samples import ROW_KEY, with_sample
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class JudgeRequest:
     order: int  # 0; pairwise: 0 = candidate shown as A, 1 = candidate shown as B
     decided_by: str  # "judge" or "rule"
     text: str | None
+    sample: int = 0  # which of the item's samples (generator.n_samples) the answer is
 
 
 def pct(x) -> str:
@@ -77,8 +79,9 @@ class JudgeMode:
         other side's answers; `answer` is the dataset's extraction before exact match (the cascade)."""
         out = []
         for row in gens.itertuples():
+            sample = getattr(row, "sample", 0)
             if spec.cascade and check_answer(row.output, row.reference, answer).match:
-                out.append(JudgeRequest(row.id, 0, "rule", None))
+                out.append(JudgeRequest(row.id, 0, "rule", None, sample))
             else:
                 out.append(
                     JudgeRequest(
@@ -86,6 +89,7 @@ class JudgeMode:
                         0,
                         "judge",
                         render(template, question=row.prompt, reference=row.reference, candidate=row.output),
+                        sample,
                     )
                 )
         return out
@@ -167,8 +171,9 @@ def truncated(v: Verdict, finish_reason) -> Verdict:
 
 
 def orders(raw: pd.DataFrame, df: pd.DataFrame, order: int) -> pd.DataFrame:
-    """The raw judge rows of one order, aligned with df's ids; every id must be there."""
-    rows = raw[raw["order"] == order].set_index("id").reindex(df["id"])
+    """The raw judge rows of one order, aligned with df's rows (id + sample); every row must be there."""
+    raw, df = with_sample(raw), with_sample(df)
+    rows = raw[raw["order"] == order].set_index(ROW_KEY).reindex(pd.MultiIndex.from_frame(df[ROW_KEY]))
     if rows["decided_by"].isna().any():
         missing = df["id"][rows["decided_by"].isna().to_numpy()].tolist()
         raise ValueError(f"judge outputs missing for {len(missing)} item(s), e.g. {missing[:5]}")

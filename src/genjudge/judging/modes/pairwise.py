@@ -12,6 +12,7 @@ from genjudge.errors import InputError
 from genjudge.judging.modes.base import JudgeMode, JudgeRequest, orders, pct, rate_text, register, share, truncated
 from genjudge.judging.stats import rate
 from genjudge.judging.templates import render
+from genjudge.samples import answer_for, answers_by_row
 
 # Verdicts from the candidate's side, per order.
 OUTCOME = {0: {"a": "win", "b": "loss", "tie": "tie"}, 1: {"a": "loss", "b": "win", "tie": "tie"}}
@@ -19,12 +20,13 @@ OUTCOMES = ("win", "tie", "loss")
 
 
 def load_baseline(path, ids) -> dict:
+    """(id, sample) -> the baseline file's answer."""
     try:
-        base = pd.read_parquet(path, columns=["id", "output"])
+        base = pd.read_parquet(path)
     except FileNotFoundError:
         raise InputError(f"judge.baseline: {path!r} not found") from None
-    answers = dict(zip(base["id"], base["output"]))
-    missing = [i for i in ids if i not in answers]
+    answers = answers_by_row(base)
+    missing = [i for i in ids if (i, 0) not in answers]
     if missing:
         raise InputError(f"judge.baseline: {path} has no answer for {len(missing)} id(s), e.g. {missing[:5]}")
     return answers
@@ -40,14 +42,16 @@ class Pairwise(JudgeMode):
     requests_per_item = 2
 
     def requests(self, gens, spec, template, opponent=None, answer=None):
-        """`opponent`: the other generator's answers by id; None: those of the outside `judge.baseline` file."""
+        """`opponent`: the other generator's answers by (id, sample); None: those of the outside
+        `judge.baseline` file. Sample s meets the opponent's sample s, or its only answer."""
         baseline = opponent if opponent is not None else load_baseline(spec.baseline, gens["id"].tolist())
-        missing = [i for i in gens["id"] if i not in baseline]
+        missing = [i for i in gens["id"] if (i, 0) not in baseline]
         if missing:
             raise InputError(f"the opponent has no answer for {len(missing)} id(s), e.g. {missing[:5]}")
         out = []
         for row in gens.itertuples():
-            pair = (row.output, baseline[row.id])
+            sample = getattr(row, "sample", 0)
+            pair = (row.output, answer_for(baseline, row.id, sample))
             for order, (a, b) in enumerate((pair, pair[::-1])):
                 out.append(
                     JudgeRequest(
@@ -55,6 +59,7 @@ class Pairwise(JudgeMode):
                         order,
                         "judge",
                         render(template, question=row.prompt, reference=row.reference, answer_a=a, answer_b=b),
+                        sample,
                     )
                 )
         return out
