@@ -144,6 +144,11 @@ class JudgeMode:
 
         return "result", cell
 
+    def over_samples(self, df: pd.DataFrame) -> dict:
+        """Measures over an item's several samples (generator.n_samples), item by item
+        (judging/sampling_stats.py); none by default."""
+        return {}
+
     def across_cells(self, df: pd.DataFrame, seed: int = 0) -> dict:
         """Measures over all of a judge's cells at once (pairwise: strengths of every generator)."""
         return {}

@@ -123,6 +123,11 @@ class Pairwise(JudgeMode):
             out[str(dataset)] = bradley_terry_intervals(groups, seed=seed)
         return {"bradley_terry": out}
 
+    def over_samples(self, df):
+        from genjudge.judging.sampling_stats import pairwise_measures
+
+        return pairwise_measures(df, OUTCOMES)
+
     def leaderboard(self, s: dict) -> dict:
         return {k: s[k] for k in (*OUTCOMES, "position_consistency")}
 
