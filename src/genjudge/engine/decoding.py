@@ -164,13 +164,18 @@ class Generator:
             [prompt] * batch_size, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
         )
         enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}
+        kwargs = {"do_sample": False}
+        if self.params.do_sample:  # the sampler's buffers count too (one vocabulary-sized row per sequence)
+            from genjudge.engine.sampling import seeded_sampling_kwargs
+
+            kwargs = seeded_sampling_kwargs(self.model, self.params.temperature, self.params.top_p, [0] * batch_size)
         with torch.inference_mode():
             self.model.generate(
                 **enc,
                 max_new_tokens=self.params.max_new_tokens,
                 min_new_tokens=self.params.max_new_tokens,
-                do_sample=False,
                 pad_token_id=self.tok.pad_token_id,
+                **kwargs,
             )
 
     def _eos_ids(self) -> set[int]:

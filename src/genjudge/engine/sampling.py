@@ -86,15 +86,14 @@ class PerRowSampler:
             raise ValueError(f"{scores.shape[0]} rows of scores for {len(self.seeds)} seeds")
         if self.generators is None:
             self.generators = [torch.Generator(device=scores.device).manual_seed(s) for s in self.seeds]
-        vocab = scores.shape[-1]
-        # One draw per row per step, in float32 whatever the model's dtype: the noise never depends on the batch.
-        u = torch.stack(
-            [torch.rand(vocab, generator=g, device=scores.device, dtype=torch.float32) for g in self.generators]
-        )
-        gumbel = -torch.log(-torch.log(u))  # u in [0, 1): u == 0 gives -inf, never chosen
-        choice = (scores.float() + gumbel).argmax(dim=-1, keepdim=True)
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(1, choice, 0.0)
+        # One vocabulary-sized draw per row per step, in float32 whatever the model's dtype, each row
+        # from its own generator: the noise never depends on the batch. In place: one buffer, no temporaries.
+        noise = torch.empty(scores.shape, dtype=torch.float32, device=scores.device)
+        for row, g in zip(noise, self.generators):
+            row.uniform_(generator=g)
+        noise.log_().neg_().log_().neg_()  # Gumbel: -log(-log u); u == 0 gives -inf, never chosen
+        choice = noise.add_(scores).argmax(dim=-1, keepdim=True)
+        return noise.fill_(float("-inf")).scatter_(1, choice, 0.0)
 
 
 def seeded_sampling_kwargs(model, temperature: float, top_p: float, seeds: list[int]) -> dict:
