@@ -142,6 +142,23 @@ def test_per_row_sampler_draws_from_the_softmax_of_the_scores():
     assert torch.allclose(freq, want, atol=0.02), (freq, want)
 
 
+def test_per_row_sampler_draws_do_not_depend_on_the_other_rows():
+    from genjudge.engine.sampling import PerRowSampler
+
+    torch.manual_seed(1)
+    scores = torch.randn(4, 50)
+    scores[0, 10:] = float("-inf")  # rows keep different numbers of tokens (as after top-k / top-p)
+    scores[2, ::2] = float("-inf")
+    seeds = [11, 22, 33, 44]
+    together, alone = PerRowSampler(seeds), [PerRowSampler([s]) for s in seeds]
+    for _ in range(20):  # steps: each row's generator advances by its own draws only
+        picked = together(None, scores).argmax(dim=1)
+        assert picked.tolist() == [a(None, scores[i : i + 1]).argmax(dim=1).item() for i, a in enumerate(alone)]
+        assert picked[0] < 10 and picked[2] % 2 == 1
+    reordered = PerRowSampler(seeds[::-1])(None, scores.flip(0)).argmax(dim=1).flip(0)
+    assert reordered.tolist() == PerRowSampler(seeds)(None, scores).argmax(dim=1).tolist()
+
+
 @pytest.fixture(scope="module")
 def demo_generator(built_models):
     from transformers import AutoModelForCausalLM

@@ -9,8 +9,9 @@ index, and the draw happens inside transformers' loop: `generate` runs greedy
 order) and last `PerRowSampler`. That processor draws one token per row by the
 Gumbel-max trick over the processed scores (argmax of scores + Gumbel noise is an
 exact sample from their softmax) and leaves only that token finite, so greedy
-selection picks it. Each row consumes exactly one draw of vocabulary-size noise
-per step from its own generator, so its tokens depend on its own prompt and seed
+selection picks it. Each step, a row draws one uniform per token its warpers
+kept (top-k, top-p), in token order, from its own generator; how many it draws
+depends on its own scores only, so its tokens depend on its own prompt and seed
 only: the same whatever the batch, shard, batch size, resume point or
 out-of-memory backoff, given the same logits (same device type and dtype).
 """
@@ -86,14 +87,22 @@ class PerRowSampler:
             raise ValueError(f"{scores.shape[0]} rows of scores for {len(self.seeds)} seeds")
         if self.generators is None:
             self.generators = [torch.Generator(device=scores.device).manual_seed(s) for s in self.seeds]
-        # One vocabulary-sized draw per row per step, in float32 whatever the model's dtype, each row
-        # from its own generator: the noise never depends on the batch. In place: one buffer, no temporaries.
-        noise = torch.empty(scores.shape, dtype=torch.float32, device=scores.device)
-        for row, g in zip(noise, self.generators):
-            row.uniform_(generator=g)
-        noise.log_().neg_().log_().neg_()  # Gumbel: -log(-log u); u == 0 gives -inf, never chosen
-        choice = noise.add_(scores).argmax(dim=-1, keepdim=True)
-        return noise.fill_(float("-inf")).scatter_(1, choice, 0.0)
+        # Row i draws one uniform per token its warpers left (top-k/top-p), in token order, from its own
+        # generator: how many depends on its own scores only, so its noise never depends on the batch.
+        kept = scores != float("-inf")
+        counts = kept.sum(dim=1).tolist()
+        u = torch.cat(
+            [
+                torch.rand(n, generator=g, device=scores.device, dtype=torch.float32)
+                for n, g in zip(counts, self.generators)
+            ]
+        )
+        gumbel = u.log_().neg_().log_().neg_()  # -log(-log u); u == 0 gives -inf, never chosen
+        # scores[kept] lists row 0's kept tokens in token order, then row 1's...: the order the draws were made in.
+        race = torch.full(scores.shape, float("-inf"), dtype=torch.float32, device=scores.device)
+        race.masked_scatter_(kept, gumbel.add_(scores[kept].float()))
+        choice = race.argmax(dim=-1, keepdim=True)
+        return race.fill_(float("-inf")).scatter_(1, choice, 0.0)
 
 
 def seeded_sampling_kwargs(model, temperature: float, top_p: float, seeds: list[int]) -> dict:
