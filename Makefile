@@ -39,6 +39,7 @@ bench: setup
 	$(BIN)/python bench/run_bench.py
 	$(BIN)/python bench/scale_bench.py
 	$(BIN)/python bench/store_bench.py
+	$(BIN)/python bench/sampling_bench.py
 
 # Retrain the committed demo checkpoints (deterministic, a few minutes on CPU).
 demo-models: setup
