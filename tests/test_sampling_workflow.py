@@ -77,3 +77,41 @@ def test_n_samples_without_sampling_is_refused(workflow):
     out = workflow.run("--cores", "1", "--configfile", cfg, "-n", check=False)
     assert out.returncode != 0
     assert "generator.n_samples = 2 needs generator.do_sample: true" in out.stdout + out.stderr
+
+
+def test_pairwise_samples_meet_the_opponents_sample_of_the_same_index(workflow):
+    from judges import constant_judge
+
+    from genjudge.judging import modes
+    from genjudge.judging.templates import load_template, render
+
+    constant_judge(workflow.path / "models" / "first-position-judge", "pairwise", "VERDICT: A")
+    cfg = workflow.write_config(
+        shards=2,
+        generator={**SAMPLED, "n_samples": 2, "max_new_tokens": 8},
+        generators={"hot": {"temperature": 1.5}, "warm": {"temperature": 1.2}},
+        judge={
+            "model": "models/first-position-judge",
+            "mode": "pairwise",
+            "max_new_tokens": 8,
+            "template": None,
+            "baseline": "warm",
+        },
+    )
+    workflow.run("--cores", "2", "--configfile", cfg)
+    res = workflow.results()
+    hot = pd.read_parquet(res / "generations/hot/questions.parquet").set_index(["id", "sample"])
+    warm = pd.read_parquet(res / "generations/warm/questions.parquet").set_index(["id", "sample"])["output"]
+    raw = pd.read_parquet(res / "judge/first-position-judge/raw.parquet")
+    assert len(raw) == 44 * 2 * 2 and sorted(raw["sample"].unique()) == [0, 1]
+    template = load_template(workflow.path / "config/templates/pairwise.txt", modes.get("pairwise"))
+    for r in raw.itertuples():
+        row = hot.loc[(r.id, r.sample)]
+        pair = (row["output"], warm[(r.id, r.sample)])
+        a, b = pair if r.order == 0 else pair[::-1]
+        shown = render(template, question=row["prompt"], reference=row["reference"], answer_a=a, answer_b=b)
+        assert shown in r.judge_prompt, (r.id, r.sample, r.order)
+    s = json.loads((res / "report/summary.json").read_text())
+    assert s["samples"]["n_items"] == 44 and s["samples"]["n_samples"] == 2
+    assert s["samples"]["tie_over_items"]["value"] == 1.0  # a first-position judge: every order flips
+    assert s["samples"]["win_over_items"]["n"] == 44
