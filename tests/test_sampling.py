@@ -217,3 +217,34 @@ def test_warpers_match_what_generate_applies_when_sampling(demo_generator):
     assert torch.equal(torch.isinf(scores), torch.isinf(out.scores[0]))
     finite = ~torch.isinf(scores)
     assert torch.allclose(scores[finite], out.scores[0][finite], atol=1e-4)
+
+
+@pytest.mark.parametrize("n_samples", [1, 3])
+def test_plan_counts_every_sample_as_a_sequence(tmp_path, n_samples):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"question": f"q {i}?", "answer": str(i)}) + "\n" for i in range(100)))
+    cfg = {
+        "run": "p",
+        "dataset": {"path": str(data), "fields": {"id": None, "category": None}},
+        "generator": {
+            "model": str(ROOT / "tests/data/llama-3.1-70b-config"),
+            "do_sample": True,
+            "n_samples": n_samples,
+        },
+        "judge": {"model": str(ROOT / "tests/data/llama-3.1-70b-config"), "quantization": "4bit"},
+        "shards": 2,
+    }
+    (tmp_path / "c.yaml").write_text(json.dumps(cfg))
+    out = {}
+    for role in ("generator", "judge"):
+        cmd = [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(tmp_path / "c.yaml")]
+        out[role] = subprocess.run(
+            [*cmd, "--gpus", "4x80GiB", "--role", role], capture_output=True, text=True, check=True
+        ).stdout
+    assert f"({50 * n_samples} items per job" in out["generator"]  # 100 items in 2 shards, k samples each
+    assert f"({100 * n_samples} items per job" in out["judge"]
