@@ -17,12 +17,14 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
 
+# The demo with its "human" labels (config/demo/labels.yaml): the summary shows the judge's agreement with them.
 run: setup
-	$(BIN)/snakemake $(SNAKEMAKE_ARGS)
+	$(BIN)/snakemake --configfile config/demo.yaml config/demo/labels.yaml $(SNAKEMAKE_ARGS)
 	@$(BIN)/genjudge summary results/$$($(BIN)/python -c "import yaml;print(yaml.safe_load(open('config/demo.yaml'))['run'])")
 
 test: lint
 	bash tests/slurm/install.sh
+	bash tests/browser/install.sh
 	$(BIN)/python -m pytest -ra
 
 test-fast: setup

@@ -1,10 +1,16 @@
 """Scale: a synthetic dataset (default 1,000,000 items) in 1,000 shards with pre-generated answers
 (no model). Measures planning (`snakemake -n` of the whole DAG) and the light steps (split, merge,
-parse, report), each in a process of its own: wall time and peak memory (max RSS).
+parse, report with report.html), each in a process of its own: wall time and peak memory (max RSS).
 
     python bench/scale_bench.py [--items 1000000] [--shards 1000] [--out bench/scale_results.json]
 
 Targets: planning under 60 s, each step under 2 GB.
+
+    python bench/scale_bench.py --report-only [--html-items 100000] [--repeats 5]
+
+times the report step alone on 100,000 items, with report.html and its plots against without them
+(summary.json, report.md, per_category.csv only), alternating, each in a process of its own.
+Target: under 10 s and 1 GB with the HTML.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,15 +45,15 @@ if step == "split":
               "auto", f"{wd}/items.parquet", f"{wd}/shards", shards)
 elif step == "fake-generate":  # stands in for the model: every other answer right
     from genjudge.records import GenerateMeta
-    for i in range(shards):
+    for i in range(shards):  # as if on 4 GPUs, one shard after another on each: 0.3 s load, 0.6 s generating
         s = pd.read_json(f"{wd}/shards/{i}.jsonl", lines=True, dtype={"id": str, "reference": str})
         out = pd.DataFrame({"id": s["id"], "prompt_sent": s["prompt"],
                             "output": [r if j % 2 else "wrong" for j, r in enumerate(s["reference"])],
                             "n_prompt_tokens": 10, "n_generated_tokens": 3, "finish_reason": "eos", "key": s["id"]})
         out.to_parquet(f"{wd}/generations/gen/data/{i}.parquet", index=False)
-        GenerateMeta(generator="gen", dataset="data", shard=i, n_items=len(s), hostname="h", generate_seconds=1.0,
-                     computed_items=len(s), started_at=0.0, finished_at=1.0, model_fingerprint="x"
-                     ).write(f"{wd}/generations/gen/data/{i}.meta.json")
+        GenerateMeta(generator="gen", dataset="data", shard=i, n_items=len(s), hostname="h", generate_seconds=0.6,
+                     load_seconds=0.3, computed_items=len(s), started_at=float(i // 4), finished_at=i // 4 + 0.95,
+                     gpus=[str(i % 4)], model_fingerprint="x").write(f"{wd}/generations/gen/data/{i}.meta.json")
 elif step == "merge":
     from genjudge.stages.merge import run_merge
     run_merge(f"{wd}/items.parquet", [f"{wd}/generations/gen/data/{i}.parquet" for i in range(shards)],
@@ -61,16 +68,20 @@ elif step == "fake-judge":
                         "p_correct": float("nan"), "judge_n_prompt_tokens": 1, "judge_n_generated_tokens": 1,
                         "judge_finish_reason": "eos", "judge_key": g["id"]})
     write_judge_records(f"{wd}/raw.parquet", raw)
-    JudgeMeta(judge_seconds=1, computed_items=n, model_fingerprint="y", started_at=0.0, finished_at=1.0
+    end = (shards + 3) // 4 + 2.0
+    JudgeMeta(judge_seconds=8, load_seconds=2, computed_items=n, model_fingerprint="y", started_at=end, hostname="h",
+              finished_at=end + 10.5, gpus=["0", "1", "2", "3"], cells={"gen/data": {"n_items": n, "resumed": 0, "computed": n}}
               ).write(f"{wd}/raw.meta.json")
 elif step == "parse":
     from genjudge.stages.parse import run_parse
     run_parse([Cell("gen", "data")], gens, f"{wd}/raw.parquet", f"{wd}/judgments.parquet", "reference", None, "judge")
-elif step == "report":
+elif step in ("report", "report-no-html"):
     from genjudge.stages.report import run_report
+    html = (f"{wd}/report.html", f"{wd}/plots") if step == "report" else (None, None)
     s = run_report(cfg, {"judge": f"{wd}/judgments.parquet"},
                    [f"{wd}/generations/gen/data/{i}.meta.json" for i in range(shards)], {"judge": f"{wd}/raw.meta.json"},
-                   f"{wd}/summary.json", f"{wd}/report.md", f"{wd}/provenance.json", wd, f"{wd}/per_category.csv")
+                   f"{wd}/summary.json", f"{wd}/report.md", f"{wd}/provenance.json", wd, f"{wd}/per_category.csv",
+                   *html)
     assert s.n_items == n and abs(s.accuracy - 0.5) < 0.01, (s.n_items, s.accuracy)
 """
 
@@ -102,16 +113,20 @@ def write_dataset(path: Path, n: int) -> None:
             )
 
 
+def prepare(wd: Path, n: int) -> None:
+    for part in ("Snakefile", "rules", "scripts", "config", "profiles", "report", "models"):
+        src = ROOT / part
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, wd / part)
+    (wd / "shards").mkdir()
+    (wd / "generations" / GEN / DS).mkdir(parents=True)
+    write_dataset(wd / "data.jsonl", n)
+
+
 def measure(n: int, shards: int, planning: bool = True) -> dict:
     """Planning and the light steps on n synthetic items in `shards` shards."""
     with tempfile.TemporaryDirectory() as tmp:
         wd = Path(tmp)
-        for part in ("Snakefile", "rules", "scripts", "config", "profiles", "report", "models"):
-            src = ROOT / part
-            (shutil.copytree if src.is_dir() else shutil.copy2)(src, wd / part)
-        (wd / "shards").mkdir()
-        (wd / "generations" / GEN / DS).mkdir(parents=True)
-        write_dataset(wd / "data.jsonl", n)
+        prepare(wd, n)
         results = {"n_items": n, "shards": shards, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count()}
         if planning:  # the whole DAG (split, shards x generate, merge, judge, parse, report), dry-run
             results["planning"] = timed(
@@ -135,12 +150,60 @@ def measure(n: int, shards: int, planning: bool = True) -> dict:
     return results
 
 
+def median_spread(xs: list[float]) -> dict:
+    xs = sorted(xs)
+    return {"median": round(statistics.median(xs), 2), "min": round(xs[0], 2), "max": round(xs[-1], 2), "runs": xs}
+
+
+def measure_report(n: int, shards: int, repeats: int) -> dict:
+    """The report step with report.html against without, `repeats` times each, alternating."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wd = Path(tmp)
+        prepare(wd, n)
+        for step in ("split", "fake-generate", "merge", "fake-judge", "parse"):
+            timed([sys.executable, "-c", STEP, step, str(wd), str(n), str(shards)], wd)
+        runs: dict[str, list[dict]] = {"report-no-html": [], "report": []}
+        for _ in range(repeats):
+            for step in runs:
+                runs[step].append(timed([sys.executable, "-c", STEP, step, str(wd), str(n), str(shards)], wd))
+        html_bytes = (wd / "report.html").stat().st_size
+        n_plots = len(list((wd / "plots").glob("*.png")))
+    out = {"n_items": n, "shards": shards, "repeats": repeats, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    for step, rs in runs.items():
+        out[step] = {
+            "seconds": median_spread([r["seconds"] for r in rs]),
+            "peak_rss_mb": median_spread([r["peak_rss_mb"] or 0.0 for r in rs]),
+        }
+    out["html_over_no_html"] = round(out["report"]["seconds"]["median"] / out["report-no-html"]["seconds"]["median"], 2)
+    out["report_html_bytes"], out["plots"] = html_bytes, n_plots
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--items", type=int, default=1_000_000)
     ap.add_argument("--shards", type=int, default=1_000)
     ap.add_argument("--out", default=str(ROOT / "bench" / "scale_results.json"))
+    ap.add_argument("--report-only", action="store_true", help="only the report step, with and without report.html")
+    ap.add_argument("--html-items", type=int, default=100_000)
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
+    if args.report_only:
+        r = measure_report(args.html_items, args.shards, args.repeats)
+        out = Path(args.out).with_name("report_results.json") if args.out == ap.get_default("out") else Path(args.out)
+        out.write_text(json.dumps(r, indent=2) + "\n")
+        print(f"report step, {args.html_items:,} items, {args.shards:,} shards, median of {args.repeats} (min-max):")
+        for step in ("report-no-html", "report"):
+            t, m = r[step]["seconds"], r[step]["peak_rss_mb"]
+            print(
+                f"  {step:15} {t['median']:6.2f} s ({t['min']}-{t['max']}), peak {m['median']:.0f} MB ({m['min']:.0f}-{m['max']:.0f})"
+            )
+        print(
+            f"  with report.html / without: {r['html_over_no_html']}x; report.html {r['report_html_bytes']:,} bytes, {r['plots']} plots"
+        )
+        print("  target: report with report.html under 10 s and 1024 MB")
+        print(f"written to {out}")
+        return 0
     results = measure(args.items, args.shards)
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     print(f"{args.items:,} items, {args.shards:,} shards")

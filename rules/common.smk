@@ -8,6 +8,7 @@ from genjudge import config as wfconfig, job_resources
 from genjudge.errors import InputError
 from genjudge.gpu_lease import resolve_inventory
 from genjudge.judging import modes
+from genjudge.judging.template_rules import template_paths
 from genjudge.modelref import fingerprint
 from genjudge.experiment import judge_inputs, resolve
 from genjudge.specs import GeneratorSpec, JudgeSpec
@@ -56,7 +57,9 @@ def judge_cells(judge):
 
 
 def judge_template(wildcards):
-    return wfconfig.judge_template({**config, "judge": EXP.judges[wildcards.judge]})
+    """Every template the judge may use (judge.template and the per-category/turn ones)."""
+    section = EXP.judges[wildcards.judge]
+    return template_paths(wfconfig.judge_template({**config, "judge": section}), section["templates"])
 
 
 def judge_baseline(wildcards):
@@ -239,6 +242,11 @@ def judge_cpus(wildcards):
 
 def slurm_resources():
     return job_resources.slurm_resources(config)
+
+
+def label_files():
+    """The judges' human-labels files: the report reads them (a change re-reports, never re-judges)."""
+    return sorted({j["labels"]["path"] for j in EXP.judges.values() if j["labels"]["path"]})
 
 
 def final_outputs():

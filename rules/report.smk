@@ -3,6 +3,7 @@ rule report:
         judgments=all_judgments().values(),
         gen_meta=all_generation_metas(),
         judge_meta=all_judge_metas().values(),
+        labels=label_files(),
     output:
         summary=report(
             f"{RESULTS}/report/summary.json",
@@ -23,6 +24,19 @@ rule report:
             labels={"run": RUN, "file": "per_category.csv"},
         ),
         provenance=f"{RESULTS}/report/provenance.json",
+        html=report(
+            f"{RESULTS}/report/report.html",
+            caption="../report/report_html.rst",
+            category="Results",
+            labels={"run": RUN, "file": "report.html"},
+        ),
+        plots=report(
+            directory(f"{RESULTS}/report/plots"),
+            patterns=["{name}.png"],
+            caption="../report/plots.rst",
+            category="Plots",
+            labels={"run": RUN, "plot": "{name}"},
+        ),
     log:
         f"{LOGS}/report.log",
     params:

@@ -16,7 +16,7 @@ with job_log(sm.log[0], "judge") as stream:
         slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
         label=f"{cfg['run']}/judge/{w.judge}/{w.jshard}",
     ) as lease:
-        from genjudge.config import load_plugins
+        from genjudge.config import judge_template, load_plugins
         from genjudge.engine.threads import set_threads
         from genjudge.experiment import judge_inputs, resolve
         from genjudge.specs import JudgeSpec
@@ -31,7 +31,7 @@ with job_log(sm.log[0], "judge") as stream:
             out_path=sm.output.raw,
             meta_path=sm.output.meta,
             spec=JudgeSpec.from_config(exp.judges[w.judge]),
-            template_path=sm.input.template,
+            template_path=judge_template({**cfg, "judge": exp.judges[w.judge]}),
             store_dir=f"{cfg['cache_dir']}/judge",
             run=cfg["run"],
             lease=lease,

@@ -1,4 +1,5 @@
-"""Write summary.json, report.md and per_category.csv for every cell of the run (rule report)."""
+"""Write summary.json, report.md, per_category.csv and report.html (with its plots) for every cell of the run
+(rule report)."""
 
 from genjudge.config import load_plugins
 from genjudge.job_log import job_log
@@ -17,4 +18,6 @@ with job_log(sm.log[0], "report"):
         sm.output.provenance,
         sm.params.workflow_dir,
         sm.output.categories,
+        sm.output.html,
+        sm.output.plots,
     )

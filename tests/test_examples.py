@@ -3,6 +3,7 @@
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -15,6 +16,7 @@ CFG70 = ROOT / "tests" / "data" / "llama-3.1-70b-config"
 def stand_in_models(workflow, cfg):
     """Hub ids as local directories holding only config.json (nothing is downloaded)."""
     names = [cfg["judge"]["model"]] + [g["model"] for g in cfg.get("generators", {}).values()]
+    names += [cfg["generator"]["model"]] if cfg["generator"].get("model") else []
     for name in names:
         (workflow.path / name).mkdir(parents=True, exist_ok=True)
         shutil.copy(CFG70 / "config.json", workflow.path / name / "config.json")
@@ -43,3 +45,150 @@ def test_gsm8k_example_plans_with_extraction_and_one_judge_load(workflow):
     out = workflow.run("-n", "--configfile", path, "--quiet", "rules").stdout
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
     assert jobs["generate"] == "16" and jobs["judge"] == "1" and jobs["merge"] == "2"
+
+
+def plan(workflow, cfg, name) -> dict:
+    """Dry-run an example's config (models stood in, lock dir of the test) and count the jobs."""
+    stand_in_models(workflow, cfg)
+    cfg["lock_dir"] = str(workflow.lock_dir)
+    path = workflow.path / "config" / f"{name}-fixture.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = workflow.run("-n", "--configfile", path, "--quiet", "rules").stdout
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+
+
+CATEGORIES = ["writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"]
+REFERENCED = {"math", "reasoning", "coding"}
+
+
+def mt_bench_fixture(path):
+    """FastChat's question.jsonl with the GPT-4 references joined in: two turns, a list of two
+    references for math, reasoning and coding only."""
+    rows = []
+    for i, cat in enumerate(CATEGORIES * 2):
+        row = {"question_id": 81 + i, "category": cat, "turns": [f"{cat} question {i}?", f"Follow-up {i}?"]}
+        if cat in REFERENCED:
+            row["reference"] = [f"ref {i}.1", f"ref {i}.2"]
+        rows.append(row)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def test_mt_bench_single_example_plans_and_picks_fastchat_templates_per_category_and_turn(workflow):
+    from genjudge.conversation import expand_turns, with_history
+    from genjudge.dataset import load_items
+    from genjudge.judging import modes
+    from genjudge.judging.template_rules import Templates
+    from genjudge.specs import spec_for
+
+    cfg = yaml.safe_load((ROOT / "config/examples/mt_bench_single.yaml").read_text())
+    data = workflow.path / cfg["dataset"]["path"]
+    mt_bench_fixture(data)
+    jobs = plan(workflow, cfg, "mt-single")
+    assert jobs["generate"] == "4" and jobs["merge"] == "1" and jobs["judge"] == "1"
+
+    # The templates each (category, turn) gets, filled as FastChat fills them.
+    items = load_items(data, cfg["dataset"]["fields"])
+    rows = expand_turns(items)
+    rows["output"] = [f"answer {i}.{t}" for i, t in zip(rows["id"], rows["turn"])]
+    rows = with_history(rows)
+    score = modes.get("score")
+    j = cfg["judge"]
+    templates = Templates(ROOT / j["template"], j["templates"], score)
+    spec = spec_for("judge", model="x", mode="score", verdict_pattern=j["verdict_pattern"])
+    texts = {}
+    for row in rows.itertuples():
+        path = templates.path_for(row.category, row.turn)
+        if (row.category, row.turn) not in texts:  # the first item of each category
+            texts[(row.category, row.turn)] = score.requests(rows.loc[[row.Index]], spec, templates.texts[path])[0]
+    name = {k: Path(templates.path_for(*k)).name for k in texts}
+    assert name[("math", 1)] == "single-math-v1.txt" and name[("coding", 2)] == "single-math-v1-multi-turn.txt"
+    assert name[("writing", 1)] == "single-v1.txt" and name[("stem", 2)] == "single-v1-multi-turn.txt"
+    math2 = texts[("math", 2)].text  # item 84: math, the fourth question
+    for part in ("### User:\nmath question 3?", "### Assistant A:\nanswer 84.1", "### User:\nFollow-up 3?"):
+        assert part in math2
+    assert "### Reference answer:\nref 3.1" in math2 and "### Reference answer:\nref 3.2" in math2
+    assert "### Assistant A:\nanswer 84.2" in math2 and "{" not in math2
+    # FastChat's ratings parse with decimals; one off the scale is unparsed with the reason.
+    rx = score.compile(j["verdict_pattern"])
+    options = {"score_range": j["score_range"]}
+    assert score.parse_text("Fine overall. Rating: [[7.5]]", rx, True, options).verdict == "7.5"
+    assert score.parse_text("Rating: [[37]]", rx, True, options).reason == "score 37 outside 1-10"
+
+
+def test_mt_bench_pairwise_example_plans_both_generators_and_swaps_whole_conversations(workflow):
+    from genjudge.conversation import expand_turns, with_history
+    from genjudge.dataset import load_items
+    from genjudge.judging import modes
+    from genjudge.judging.template_rules import Templates
+    from genjudge.specs import spec_for
+
+    cfg = yaml.safe_load((ROOT / "config/examples/mt_bench_pairwise.yaml").read_text())
+    data = workflow.path / cfg["dataset"]["path"]
+    mt_bench_fixture(data)
+    jobs = plan(workflow, cfg, "mt-pair")
+    assert jobs["generate"] == "8" and jobs["merge"] == "2" and jobs["judge"] == "1"
+
+    rows = with_history(expand_turns(load_items(data, cfg["dataset"]["fields"])).assign(output="mine"))
+    opponent = {(i, t): f"theirs {i}.{t}" for i, t in zip(rows["id"], rows["turn"])}
+    pair = modes.get("pairwise")
+    j = cfg["judge"]
+    templates = Templates(ROOT / j["template"], j["templates"], pair)
+    writing2 = rows[(rows["category"] == "writing") & (rows["turn"] == 2)].head(1)
+    text = templates.texts[templates.path_for("writing", 2)]
+    first, second = pair.requests(writing2, spec_for("judge", model="x", mode="pairwise"), text, opponent)
+    assert "### Assistant A:\nmine" in first.text and "### Assistant B:\ntheirs 81.1" in first.text
+    assert "### Assistant A:\ntheirs 81.1" in second.text and "### Assistant B:\nmine" in second.text
+    assert (first.turn, second.turn) == (2, 2)
+    rx = pair.compile(j["verdict_pattern"])
+    assert pair.parse_text("Both fine. [[C]]", rx, True).verdict == "tie"
+
+
+def test_alpaca_eval_example_plans_against_a_baseline_built_from_published_outputs(workflow):
+    from genjudge.cli import main
+
+    cfg = yaml.safe_load((ROOT / "config/examples/alpaca_eval.yaml").read_text())
+    data = workflow.path / cfg["dataset"]["path"]
+    data.parent.mkdir(parents=True, exist_ok=True)
+    sets = ["helpful_base", "koala", "oasst", "selfinstruct", "vicuna"]
+    rows = [
+        {
+            "instruction": f"Write a haiku about {i}.",
+            "output": f"baseline {i}",
+            "generator": "gpt4",
+            "dataset": sets[i % 5],
+        }
+        for i in range(20)
+    ]
+    data.write_text(json.dumps(rows, indent=2))  # a JSON array, as alpaca_eval.json is
+    cfg_path = workflow.path / "config" / "alpaca-src.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    baseline = workflow.path / cfg["judge"]["baseline"]
+    argv = ["baseline", "--configfile", str(cfg_path), "--directory", str(workflow.path), str(data), str(baseline)]
+    assert main(argv) == 0
+    import pandas as pd
+
+    from genjudge.dataset import load_items
+
+    base = pd.read_parquet(baseline)
+    items = load_items(data, {"id": None, "prompt": "instruction", "reference": None, "category": "dataset"})
+    assert base["id"].tolist() == items["id"].tolist() and base["output"].tolist()[3] == "baseline 3"
+    cfg["dataset"]["path"], cfg["judge"]["baseline"] = str(data), str(baseline)
+    jobs = plan(workflow, cfg, "alpaca")
+    assert jobs["generate"] == "4" and jobs["judge"] == "1"
+
+
+def test_truthfulqa_example_plans_from_the_csv(workflow):
+    cfg = yaml.safe_load((ROOT / "config/examples/truthfulqa.yaml").read_text())
+    data = workflow.path / cfg["dataset"]["path"]
+    data.parent.mkdir(parents=True, exist_ok=True)
+    header = "Type,Category,Question,Best Answer,Correct Answers,Incorrect Answers,Source\n"
+    body = "".join(
+        f'Adversarial,Misconceptions,"What happens if you do thing {i}, really?",Nothing in particular happens,'
+        f'"Nothing happens; It is fine","You die; You get lucky",https://example.org/{i}\n'
+        for i in range(12)
+    )
+    data.write_text(header + body)
+    jobs = plan(workflow, cfg, "truthfulqa")
+    assert jobs["generate"] == "4" and jobs["judge"] == "1"

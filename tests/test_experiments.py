@@ -125,6 +125,14 @@ def test_pairwise_all_judges_every_pair_in_both_orders_in_one_load(workflow):
     assert all(r["tie"]["value"] == 1.0 and r["position_consistency"]["value"] == 0.0 for r in s["leaderboard"])
     bt = s["across_cells"]["first-judge"]["bradley_terry"]["small"]
     assert set(bt) == {"demo", "terse", "plain"} and all(abs(v["strength"]) < 1e-6 for v in bt.values())
+    # Its bias, measured: every pair flips when swapped, the first position wins every single judgment.
+    b = s["validity"]["judges"]["first-judge"]["bias"]
+    assert b["flip_rate"]["value"] == 1.0 and b["flip_rate"]["n"] == 3 * SMALL
+    assert b["first_position_win_rate"]["value"] == 1.0 and b["first_position_win_rate"]["n"] == 6 * SMALL
+    judged = pd.read_parquet(res / "judgments" / "first-judge.parquet")
+    terse = pd.read_parquet(res / "generations" / "terse" / "small.parquet").set_index("id")["output"]
+    vs_terse = judged[(judged["generator"] == "demo") & (judged["opponent"] == "terse")]
+    assert vs_terse["opponent_output"].tolist() == terse[vs_terse["id"]].tolist()
 
 
 def base(**kw):

@@ -77,6 +77,11 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
     assert meta["n_requests"] == 88  # every pair judged in both orders
     md = (workflow.results("pw") / "report" / "report.md").read_text()
     assert "| position consistency | 0.0%" in md
+    b = s["validity"]["judges"]["first-position-judge"]["bias"]
+    assert b["flip_rate"] == {"value": 1.0, "ci95": b["flip_rate"]["ci95"], "n": 44}
+    assert b["first_position_win_rate"]["value"] == 1.0 and b["first_position_win_rate"]["n"] == 88
+    assert b["prefer_longer"]["n"] == 0  # the baseline file's answers are there; every verdict is a tie
+    assert "| first-position-judge | 100.0% [" in md
     # The headline command knows every mode.
     out = subprocess.run(
         [sys.executable, "-m", "genjudge.cli", "summary", str(workflow.results("pw"))],

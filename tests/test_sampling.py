@@ -248,3 +248,61 @@ def test_plan_counts_every_sample_as_a_sequence(tmp_path, n_samples):
         ).stdout
     assert f"({50 * n_samples} items per job" in out["generator"]  # 100 items in 2 shards, k samples each
     assert f"({100 * n_samples} items per job" in out["judge"]
+
+
+def test_each_sample_of_a_conversation_follows_its_own_earlier_answers(tmp_path):
+    """Samples and turns compose: sample s's turn 2 is sent with sample s's own turn-1 answer."""
+    import io
+
+    from conftest import ROOT
+    from test_conversations import FIELDS, MT, write_jsonl
+
+    from genjudge.dataset import load_items
+    from genjudge.gpu_lease import Lease
+    from genjudge.shard_files import write_shard
+    from genjudge.specs import spec_for
+    from genjudge.stages.generate import run_generate
+    from genjudge.stages.merge import merge_generations
+
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    write_shard(tmp_path / "0.jsonl", items)
+    spec = spec_for(
+        "generator",
+        model=str(ROOT / "models" / "demo-generator"),
+        max_new_tokens=6,
+        batch_size=4,
+        do_sample=True,
+        temperature=1.5,
+        n_samples=3,
+    )
+    kw = dict(shard=0, shard_path=tmp_path / "0.jsonl", spec=spec, run="t", lease=Lease([], "none"))
+
+    def run(name):
+        meta = run_generate(
+            **kw,
+            out_path=tmp_path / f"{name}.parquet",
+            meta_path=tmp_path / f"{name}.meta.json",
+            store_dir=tmp_path / "store",
+            log_stream=io.StringIO(),
+        )
+        return pd.read_parquet(tmp_path / f"{name}.parquet"), meta
+
+    out, meta = run("out")
+    assert len(out) == 3 * 5 and meta.computed_items == 15 and meta.n_samples == 3
+    assert list(zip(out["id"], out["sample"], out["turn"]))[:4] == [
+        ("81", 0, 1),
+        ("81", 0, 2),
+        ("81", 1, 1),
+        ("81", 1, 2),
+    ]
+    by = out.set_index(["id", "sample", "turn"])
+    for item in ("81", "82"):
+        for s in range(3):
+            sent = by.loc[(item, s, 2), "prompt_sent"]
+            assert f"<|assistant|>\n{by.loc[(item, s, 1), 'output']}" in sent
+    # Some item's samples answered turn 1 differently, so the check above tells their histories apart.
+    assert out[out["turn"] == 1].groupby("id")["output"].nunique().max() > 1
+    merged = merge_generations(items, [str(tmp_path / "out.parquet")])
+    assert len(merged) == 15 and not merged.duplicated(["id", "turn", "sample"]).any()
+    again, meta2 = run("again")  # resumed per (item, sample, turn)
+    assert meta2.computed_items == 0 and again["output"].tolist() == out["output"].tolist()

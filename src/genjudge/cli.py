@@ -21,6 +21,10 @@ def cmd_summary(args) -> int:
         from genjudge.stages.report import leaderboard_markdown
 
         print("\n".join(leaderboard_markdown(s.leaderboard)))
+        from genjudge.stages.validity import headline
+
+        for k, v in headline(s.validity):
+            print(f"  {k}: {v}")
         return 0
     rows = headline_rows(s)
     width = max(len(k) for k, _ in rows)
@@ -114,6 +118,27 @@ def cmd_train_demo(args) -> int:
     return 0
 
 
+def cmd_baseline(args) -> int:
+    """Another model's published answers as the generations file `judge.baseline` names."""
+    from genjudge import config as wfconfig
+    from genjudge.baseline import build_baseline
+    from genjudge.errors import InputError
+    from genjudge.experiment import resolve
+
+    try:
+        config = wfconfig.load(args.configfile, args.config, args.directory)
+        datasets = resolve(config, check_pairs=False).datasets  # the baseline file is what this writes
+        name = args.dataset or next(iter(datasets))
+        if name not in datasets:
+            raise InputError(f"--dataset: {name!r} is not one of the run's datasets {list(datasets)}")
+        out = build_baseline(datasets[name], args.answers, args.field, args.out)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{len(out)} baseline answers from {args.answers} (field {args.field!r}) -> {args.out}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="genjudge", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -190,6 +215,19 @@ def main(argv=None) -> int:
         "submitted; the profile's own flags, such as --slurm-requeue, come on top)",
     )
     pl.set_defaults(fn=cmd_plan)
+    b = sub.add_parser(
+        "baseline",
+        help="write another model's published answers (e.g. AlpacaEval's) as a pairwise baseline file, "
+        "with the ids the run gives its items",
+    )
+    b.add_argument("answers", help="the answers file, read with the run's dataset settings (fields, format)")
+    b.add_argument("out", help="the parquet file judge.baseline names")
+    b.add_argument("--field", default="output", help="the field holding each answer (default: output)")
+    b.add_argument("--dataset", help="whose settings to read it with (default: the run's first dataset)")
+    b.add_argument("--configfile", action="append", default=[], help="the run's config file(s)")
+    b.add_argument("--config", nargs="*", action="extend", default=[], metavar="KEY=VALUE", help="overrides")
+    b.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
+    b.set_defaults(fn=cmd_baseline)
     t = sub.add_parser("train-demo", help="train one of the demo models (deterministic, CPU)")
     t.add_argument("name", choices=["demo-generator", "demo-judge"], help="which demo model")
     t.add_argument("out", help="output directory (must not exist)")

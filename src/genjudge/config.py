@@ -176,12 +176,36 @@ def check_not_demo_template(template: str, model: str) -> None:
         )
 
 
+def check_references(config: dict, exp, with_reference: dict) -> None:
+    """A judge that grades against references, on a dataset where no item has one, could only
+    grade against "(none)": refused while planning. (Items of a dataset where only some lack
+    one are reported as "no reference", not judged.)"""
+    from genjudge.judging import modes
+
+    for jname, section in exp.judges.items():
+        if not modes.get(section["mode"]).needs_reference:
+            continue
+        for dataset in dict.fromkeys(c.dataset for c in exp.cells(jname)):
+            if with_reference[dataset]:
+                continue
+            field = exp.datasets[dataset]["fields"].get("reference")
+            where = f"datasets.{dataset}" if config.get("datasets") else "dataset"
+            why = f"no item has a value in its field {field!r}" if field else "dataset.fields.reference is null"
+            raise InputError(
+                f"{where}: judge mode {section['mode']!r} grades against a reference answer, and {why} "
+                f"({exp.datasets[dataset]['path']}); set {where}.fields.reference to the field holding the "
+                "answers, or use judge.mode score (no reference needed)"
+            )
+
+
 def check(config: dict, data: bool = True) -> None:
     """Everything that can be wrong before a job starts or a model loads; raises InputError
     naming the key, file, line and field. `data=False` skips reading the datasets."""
+    from genjudge.conversation import any_reference
     from genjudge.dataset import load_items
     from genjudge.experiment import resolve
     from genjudge.judging import modes
+    from genjudge.judging.template_rules import template_paths
     from genjudge.judging.templates import load_template
     from genjudge.modelref import check_model
     from genjudge.sharding import shard_bounds
@@ -223,12 +247,19 @@ def check(config: dict, data: bool = True) -> None:
                 f"{where}.n_samples = {section['n_samples']} needs {where.split('.')[0]}.do_sample: true "
                 "(greedy samples would all be the same text)"
             )
+    from genjudge.judging.panels import resolve_panels
+    from genjudge.labels import check_config_labels
+
+    resolve_panels(config, exp)
     if data:
-        n_items = {}
+        n_items, ids, with_reference = {}, {}, {}
         for name, section in exp.datasets.items():
             ds = DatasetSpec.from_config(section)
-            n_items[name] = len(load_items(ds.path, ds.fields, ds.format, ds.hf))
+            items = load_items(ds.path, ds.fields, ds.format, ds.hf)
+            ids[name] = set(items["id"])
+            n_items[name], with_reference[name] = len(items), any_reference(items)
             shard_bounds(n_items[name], exp.shards(name, config))
+        check_references(config, exp, with_reference)
         for name, section in exp.judges.items():
             graded = sum(n_items[c.dataset] * exp.generators[c.generator]["n_samples"] for c in exp.cells(name))
             if section["shards"] > graded:
@@ -237,6 +268,7 @@ def check(config: dict, data: bool = True) -> None:
                     f"{where}.shards = {section['shards']} is more than the {graded} answers it "
                     f"grades; use shards <= {graded}"
                 )
+        check_config_labels(config, exp, ids)
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
             role = f"{kind}s.{name}" if config.get(f"{kind}s") else kind
@@ -244,9 +276,9 @@ def check(config: dict, data: bool = True) -> None:
     for section in exp.judges.values():
         spec = JudgeSpec.from_config(section)
         mode = modes.get(spec.mode)
-        template = judge_template({**config, "judge": section})
-        check_not_demo_template(template, spec.model)
-        load_template(template, mode)
+        for template in template_paths(judge_template({**config, "judge": section}), spec.templates):
+            check_not_demo_template(template, spec.model)
+            load_template(template, mode)
         if spec.verdict_pattern:
             try:
                 mode.compile(spec.verdict_pattern)

@@ -15,6 +15,10 @@ conversation in `messages`, as a JSON string of `[{"role": ..., "content": ...},
 `prompt` then holds the content of the last user message, the question as a
 reader (and a judge template) sees it.
 
+A prompt field holding a list of texts (MT-bench's `turns`) makes the item a multi-turn
+conversation, kept in `turns` (`genjudge.conversation`); a reference field holding a list
+gives each turn its own reference. `prompt` and `reference` are then turn 1's.
+
 Every problem with the input is an InputError naming the file, the line, item
 or row, and the field.
 """
@@ -34,7 +38,7 @@ import pandas as pd
 
 from genjudge.errors import InputError
 
-ITEM_COLUMNS = ["id", "prompt", "reference", "category", "messages"]
+ITEM_COLUMNS = ["id", "prompt", "reference", "category", "messages", "turns"]
 
 FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
 
@@ -363,6 +367,29 @@ def _messages(value, where: str, field: str) -> list[dict] | None:
     return messages
 
 
+def _user_turns(value, where: str, field: str) -> list[str] | None:
+    """A list of user turns (texts), or None when `value` is not a list of texts."""
+    value = _plain(value)
+    if not (isinstance(value, list) and value and all(isinstance(t, str) for t in value)):
+        return None
+    for k, t in enumerate(value, start=1):
+        if not t.strip():
+            raise InputError(f"{where}: field {field!r}, turn {k} is empty")
+    return value
+
+
+def _turn_references(obj, name, n: int, where: str) -> list[str | None]:
+    """Per-turn references of an n-turn item: a list field gives one per turn (null or empty:
+    none), a single value is turn 1's."""
+    value = _plain(_lookup(obj, name)) if name else None
+    if isinstance(value, list):
+        if len(value) > n:
+            raise InputError(f"{where}: field {name!r} holds {len(value)} references for {n} turns")
+        refs = [None if _is_null(v) or _as_text(v) == "" else _as_text(v) for v in value]
+        return refs + [None] * (n - len(refs))
+    return [_optional_text(obj, name)] + [None] * (n - 1)
+
+
 def is_missing(value) -> bool:
     """True for None and the NaN that pandas uses for a missing string."""
     return value is None or (isinstance(value, float) and math.isnan(value))
@@ -392,12 +419,18 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
     for pos, obj in rows:
         where = f"{source}, {pos}"
         parts = []
-        messages = None
+        messages = turns = None
         for name in prompt_fields:
             value = _lookup(obj, name)
             if value is _MISSING and len(prompt_fields) == 1:
                 raise InputError(f"{where}: missing required field {name!r} (the prompt)")
             found = _messages(value, where, name)
+            questions = _user_turns(value, where, name) if len(prompt_fields) == 1 else None
+            if questions is not None:
+                refs = _turn_references(obj, fields.get("reference"), len(questions), where)
+                if len(questions) > 1:
+                    turns = [{"question": q, "reference": r} for q, r in zip(questions, refs)]
+                value = questions[0]
             if found is not None:
                 if len(prompt_fields) > 1:
                     raise InputError(
@@ -413,7 +446,7 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
             raise InputError(f"{where}: {what}the prompt field {' + '.join(map(repr, prompt_fields))} is empty")
         prompt = "\n\n".join(parts)
 
-        reference = _optional_text(obj, fields.get("reference"))
+        reference = turns[0]["reference"] if turns else _optional_text(obj, fields.get("reference"))
         category = _optional_text(obj, fields.get("category"))
 
         if fields.get("id"):
@@ -426,7 +459,9 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
             item_id = _as_text(value)
         else:
             # A chat item is its whole conversation: the same question after other few-shot turns differs.
-            item_id = stable_id(prompt if messages is None else json.dumps(messages), reference)
+            # A multi-turn item is all its turns.
+            content = json.dumps(turns) if turns else prompt if messages is None else json.dumps(messages)
+            item_id = stable_id(content, reference)
         if item_id in seen:
             raise InputError(
                 f"{where}: duplicate id {item_id!r} (field {fields.get('id') or '<derived from content>'!r}), "
@@ -440,9 +475,11 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
                 "reference": reference,
                 "category": category,
                 "messages": json.dumps(messages, ensure_ascii=False) if messages else None,
+                "turns": json.dumps(turns, ensure_ascii=False) if turns else None,
             }
         )
     table = pd.DataFrame(items, columns=ITEM_COLUMNS)
     # None (not NaN) for an item without messages, so shard files write null.
     table["messages"] = pd.Series([item["messages"] for item in items], dtype=object)
+    table["turns"] = pd.Series([item["turns"] for item in items], dtype=object)
     return table

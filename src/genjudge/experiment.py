@@ -125,9 +125,10 @@ def judge_inputs(exp: Experiment, judge: str, results: str) -> dict:
     return paths
 
 
-def resolve(config: dict, schema: dict | None = None) -> Experiment:
+def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) -> Experiment:
     """The named entries, each the section's settings with the entry's over them; validated.
-    Loads the config's plugins first: judges may use their modes."""
+    Loads the config's plugins first: judges may use their modes. `check_pairs=False` skips the
+    pairwise judges' baseline checks (for writing the baseline file itself)."""
     from snakemake.utils import update_config
 
     from genjudge.config import coerce, load_plugins
@@ -160,7 +161,8 @@ def resolve(config: dict, schema: dict | None = None) -> Experiment:
             resolved[str(name)] = merged
         parts[map_key] = resolved
     exp = Experiment(**parts)
-    _check_pairs(exp)
+    if check_pairs:
+        _check_pairs(exp)
     return exp
 
 

@@ -212,6 +212,7 @@ class JudgeRecord:
     id: str
     order: int
     decided_by: str
+    turn: int = 1  # the conversation's turn graded
     judge_prompt: str | None = None
     judge_output: str | None = None
     p_correct: float | None = None
@@ -276,6 +277,7 @@ class RunSummary(_Record):
     leaderboard: list = field(default_factory=list)  # one row per (generator, dataset, judge[, opponent])
     cells: dict = field(default_factory=dict)  # several cells: each cell's own summary, by its key
     across_cells: dict = field(default_factory=dict)  # judge -> measures over all its cells (e.g. strengths)
+    validity: dict = field(default_factory=dict)  # agreement with human labels, bias diagnostics, panels
     metrics: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

@@ -1,15 +1,15 @@
 """The sample axis: with `generator.n_samples: k` every item has rows for samples 0..k-1.
 
-A generation, a judge record and a judgment are keyed by `ROW_KEY` (id + sample);
-files written before samples existed (or an outside baseline) have one answer per id,
-which is sample 0.
+A generation, a judge record and a judgment are keyed by `ROW_KEY` (id, turn, sample:
+a sample is a conversation of its own, each of its turns a row); files written before
+samples existed (or an outside baseline) have one answer per (id, turn), which is sample 0.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-ROW_KEY = ["id", "sample"]
+ROW_KEY = ["id", "turn", "sample"]
 
 
 def with_sample(df: pd.DataFrame) -> pd.DataFrame:
@@ -22,12 +22,34 @@ def with_sample(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def answers_by_row(df: pd.DataFrame) -> dict:
-    """(id, sample) -> output of a generations frame."""
-    df = with_sample(df)
-    return dict(zip(zip(df["id"], df["sample"]), df["output"]))
+    """(id, turn, sample) -> output of a generations frame (turn 1, sample 0 where it has no such column)."""
+    turns = df["turn"].astype(int) if "turn" in df else [1] * len(df)
+    samples = df["sample"].astype(int) if "sample" in df else [0] * len(df)
+    return dict(zip(zip(df["id"], turns, samples), df["output"]))
 
 
-def answer_for(answers: dict, item_id, sample: int):
-    """The answer an opponent gave for this (id, sample): its own sample of that index, else its only one."""
-    got = answers.get((item_id, sample))
-    return got if got is not None or (item_id, sample) in answers else answers.get((item_id, 0))
+class SampleView:
+    """An opponent's answers by (id, turn) as sample `sample` sees them: the opponent's own sample
+    of that index, else its sample 0 (an opponent with one sample, or an outside baseline)."""
+
+    _NONE = object()
+
+    def __init__(self, answers: dict, sample: int):
+        self.answers, self.sample = answers, int(sample)
+
+    def get(self, key, default=None):
+        item_id, turn = key
+        for s in (self.sample, 0):
+            got = self.answers.get((item_id, int(turn), s), self._NONE)
+            if got is not self._NONE:
+                return got
+        return default
+
+    def __contains__(self, key) -> bool:
+        return self.get(key, self._NONE) is not self._NONE
+
+    def __getitem__(self, key):
+        got = self.get(key, self._NONE)
+        if got is self._NONE:
+            raise KeyError(key)
+        return got

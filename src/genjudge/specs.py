@@ -120,6 +120,7 @@ class JudgeSpec(ModelSpec):
     # cascade decides which items reach the judge, not what the judge says about one.
     mode: str = _job()
     template: str | None = _job()
+    templates: list = _job()  # templates by category and turn (judging.template_rules)
     cascade: bool = _job()
     baseline: str | None = _job()
     pairs: str = _job()

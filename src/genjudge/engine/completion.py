@@ -74,6 +74,8 @@ class PromptSet:
         self.fp = fingerprint(spec.model, spec.revision)
         self.suffix = suffix  # appended after the chat template (logprob: the verdict marker)
         self.setup_seconds = time.monotonic() - t0
+        self.model = None  # loaded by the first completion with something to compute
+        self.info: dict = {}
 
     def render(self, texts: list[str], conversations: list | None = None) -> list[str]:
         """Prompts as sent; `conversations[i]`, when not None, is item i's list of chat messages."""
@@ -82,6 +84,23 @@ class PromptSet:
             render_prompt(self.tok, t, self.spec.system_prompt, self.chat, conv) + self.suffix
             for t, conv in zip(texts, conversations)
         ]
+
+    def load(self, seq_len: int):
+        """The model, loaded on first use and kept for later completions (the turns of a
+        conversation): (model, info, seconds this call spent loading)."""
+        if self.model is None:
+            from genjudge.engine.devices import torch_device_info
+            from genjudge.engine.loading import load_causal_lm
+            from genjudge.engine.memory_plan import job_plan, refuse_quantized_offload, render
+
+            t0 = time.monotonic()
+            mplan = job_plan(self.spec, self.spec.batch_size, seq_len, self.kind)
+            log.info("memory plan:\n%s", render(mplan) if "error" not in mplan else mplan["error"])
+            refuse_quantized_offload(mplan)
+            self.model, placement = load_causal_lm(self.spec)
+            self.info = {"placement": placement, "device": torch_device_info(), "memory_plan": mplan}
+            return self.model, self.info, time.monotonic() - t0
+        return self.model, self.info, 0.0
 
     def key(self, prompt: str, sample: int | None = None) -> str:
         """Everything that decides this item's result: the spec's item fields, the model's files, the prompt,
@@ -133,26 +152,25 @@ def complete(
         sum(k in done for k in keys),
         len(todo),
     )
-    t0 = time.monotonic()
+    # The tokenizer's time is paid once per PromptSet, however many completions it makes.
     load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, None, {}, []
+    pset.setup_seconds = 0.0
     if todo:
-        from genjudge.engine.devices import torch_device_info
-        from genjudge.engine.loading import load_causal_lm
-        from genjudge.engine.memory_plan import job_plan, refuse_quantized_offload, render
+        from genjudge.engine.context import check_context
+        from genjudge.engine.decoding import token_lengths
 
+        todo_prompts = [prompts[i] for i in todo]
+        lengths = token_lengths(pset.tok, todo_prompts, add_special_tokens=not pset.chat)
+        # Before the weights load: a prompt that cannot fit stops the job, naming the item.
+        new_tokens = 1 if scorer is not None else pset.params.max_new_tokens  # logprob: one forward pass
+        check_context(pset.spec, lengths, [ids[i] for i in todo], desc, new_tokens)
         longest = max(len(p) for p in prompts)  # characters: an upper bound on tokens
-        mplan = job_plan(pset.spec, pset.spec.batch_size, longest + pset.params.max_new_tokens, pset.kind)
-        log.info("memory plan:\n%s", render(mplan) if "error" not in mplan else mplan["error"])
-        refuse_quantized_offload(mplan)
-        model, placement = load_causal_lm(pset.spec)
-        load_seconds += time.monotonic() - t0
-        info = {"placement": placement, "device": torch_device_info(), "memory_plan": mplan}
+        model, info, seconds = pset.load(longest + pset.params.max_new_tokens)
+        load_seconds += seconds
         if scorer is None:
             gen = Generator(model, pset.tok, pset.params, add_special_tokens=not pset.chat)
         else:
             gen = scorer(model, pset.tok, add_special_tokens=not pset.chat)
-        todo_prompts = [prompts[i] for i in todo]
-        lengths = gen.token_lengths(todo_prompts)
         batch_size = resolve_batch_size(pset.spec, model, gen, todo_prompts, lengths)
         bar = Throughput(len(todo), desc, log_stream)
 
@@ -197,6 +215,28 @@ def complete(
         info,
         sum(r["n_generated_tokens"] for r in new),
         {keys[i] for i in todo},
+    )
+
+
+def combined(cs: list[Completion]) -> Completion:
+    """Several completions of one PromptSet (a conversation's turns) as one, for the job's meta."""
+    if len(cs) == 1:
+        return cs[0]
+    first = cs[0]
+    return Completion(
+        [p for c in cs for p in c.prompts],
+        [k for c in cs for k in c.keys],
+        [r for c in cs for r in c.results],
+        sum(c.resumed for c in cs),
+        sum(c.computed for c in cs),
+        first.model_fingerprint,
+        first.chat_template,
+        sum(c.load_seconds for c in cs),
+        sum(c.compute_seconds for c in cs),
+        max((c.batch_size for c in cs if c.batch_size), default=None),
+        next((c.info for c in cs if c.info), {}),
+        sum(c.computed_tokens for c in cs),
+        set().union(*(c.computed_keys for c in cs)),
     )
 
 

@@ -77,10 +77,15 @@ def majority_vote(votes: list[str | None], verdicts: list[str | None], correct: 
     return answer, top / sum(counted.values()), judged
 
 
+def _unit(df: pd.DataFrame) -> list[str]:
+    """What one item is: its id, or (id, turn) where conversations have several turns graded."""
+    return ["id", "turn"] if "turn" in df and df["turn"].nunique() > 1 else ["id"]
+
+
 def _items(df: pd.DataFrame):
-    """(id, that item's rows in sample order), items in first-seen order."""
+    """(item, that item's rows in sample order), items in first-seen order."""
     df = df.sort_values(["sample"], kind="stable")
-    return df.groupby("id", sort=False)
+    return df.groupby(_unit(df), sort=False)
 
 
 def _unanimity(items) -> dict:
@@ -90,7 +95,7 @@ def _unanimity(items) -> dict:
 
 
 def common(df: pd.DataFrame) -> dict:
-    return {"n_items": int(df["id"].nunique()), "n_samples": int(df["sample"].nunique())}
+    return {"n_items": int(len(df[_unit(df)].drop_duplicates())), "n_samples": int(df["sample"].nunique())}
 
 
 def reference_measures(df: pd.DataFrame, correct: str = "correct") -> dict:

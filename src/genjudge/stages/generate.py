@@ -1,5 +1,5 @@
-"""One generation job: a shard of items in, one output row per item and sample out
-(`generator.n_samples`, default 1; rows are keyed by id + sample)."""
+"""One generation job: a shard of items in, one output row per item, sample and turn out
+(`generator.n_samples`, default 1: rows are keyed by id + sample + turn)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import json
 import pandas as pd
 
 from genjudge import atomic
+from genjudge.conversation import history_messages, item_turns
 from genjudge.dataset import is_missing
-from genjudge.engine.completion import PromptSet, complete, completion_meta
+from genjudge.engine.completion import PromptSet, combined, complete, completion_meta
 from genjudge.item_store import ItemStore
 from genjudge.records import GenerateMeta
 from genjudge.shard_files import read_shard
@@ -18,6 +19,7 @@ from genjudge.specs import GeneratorSpec
 OUTPUT_COLUMNS = [
     "id",
     "sample",
+    "turn",
     "prompt_sent",
     "output",
     "n_prompt_tokens",
@@ -47,43 +49,59 @@ def run_generate(
     items = read_shard(shard_path)
     pset = PromptSet(spec, kind="generate")
     store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
-    k = int(spec.n_samples)
-    # Sample-major within the item: item i's samples 0..k-1 are rows i*k .. i*k+k-1.
-    ids = [i for i in items["id"].tolist() for _ in range(k)]
-    samples = list(range(k)) * len(items)
-    texts = [t for t in items["prompt"].tolist() for _ in range(k)]
-    conversations = [None if is_missing(m) else json.loads(m) for m in items["messages"] for _ in range(k)]
-    c = complete(
-        pset,
-        texts,
-        ids,
-        store,
-        f"shard {shard}",
-        log_stream,
-        conversations=conversations,
-        samples=samples if spec.do_sample else None,
-    )
-
-    out = pd.DataFrame(
-        [
-            {
-                "id": i,
-                "sample": s,
-                "prompt_sent": p,
-                "output": r["output"],
-                "n_prompt_tokens": int(r["n_prompt_tokens"]),
-                "n_generated_tokens": int(r["n_generated_tokens"]),
-                "finish_reason": r["finish_reason"],
-                "key": k,
-            }
-            for i, s, p, r, k in zip(ids, samples, c.prompts, c.results, c.keys)
-        ],
-        columns=OUTPUT_COLUMNS,
-    )
+    turns = [item_turns(p, r, t) for p, r, t in zip(items["prompt"], items["reference"], items["turns"])]
+    chats = [None if is_missing(m) else json.loads(m) for m in items["messages"]]
+    n = int(spec.n_samples)
+    # Each (item, sample) is a conversation of its own: sample s's turn k follows its own answers.
+    threads = [(i, s) for i in range(len(items)) for s in range(n)]
+    rows, completions = [], []
+    answers: dict = {t: [] for t in threads}
+    # Turn k needs each item's answers to turns 1..k-1: the turns run in order, one completion
+    # each (one model load), every (item, sample, turn) its own cached record.
+    most = max((len(t) for t in turns), default=1)
+    for k in range(1, most + 1):
+        idx = [(i, s) for i, s in threads if len(turns[i]) >= k]
+        questions = [[q["question"] for q in turns[i][:k]] for i, _ in idx]
+        conversations = [
+            chats[i] if k == 1 else history_messages(q, answers[(i, s)]) for (i, s), q in zip(idx, questions)
+        ]
+        ids = [items["id"].iloc[i] for i, _ in idx]
+        samples = [s for _, s in idx]
+        desc = f"shard {shard}" if most == 1 else f"shard {shard}, turn {k}"
+        c = complete(
+            pset,
+            [q[-1] for q in questions],
+            ids,
+            store,
+            desc,
+            log_stream,
+            conversations=conversations,
+            samples=samples if spec.do_sample else None,
+        )
+        completions.append(c)
+        for (i, s), item_id, p, r, key in zip(idx, ids, c.prompts, c.results, c.keys):
+            answers[(i, s)].append(r["output"])
+            rows.append(
+                {
+                    "id": item_id,
+                    "sample": s,
+                    "turn": k,
+                    "prompt_sent": p,
+                    "output": r["output"],
+                    "n_prompt_tokens": int(r["n_prompt_tokens"]),
+                    "n_generated_tokens": int(r["n_generated_tokens"]),
+                    "finish_reason": r["finish_reason"],
+                    "key": key,
+                    "_order": (i, s, k),
+                }
+            )
+    rows.sort(key=lambda row: row.pop("_order"))  # item order, then sample, then turn
+    c = combined(completions)
+    out = pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
     atomic.write_parquet(out_path, out)
     meta.update(
-        n_items=len(out),  # rows: items x samples
-        n_samples=k,
+        n_items=len(out),  # rows: items x samples x turns
+        n_samples=n,
         n_generated_tokens=int(out["n_generated_tokens"].sum()),
         **completion_meta(c, "generate_seconds"),
     )

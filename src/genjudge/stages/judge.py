@@ -9,17 +9,17 @@ as sent (which holds the answer): adding a generator judges only its answers.
 
 from __future__ import annotations
 
-import hashlib
-
 import pandas as pd
 
+from genjudge.conversation import with_history
 from genjudge.engine.completion import PromptSet, complete, completion_meta
 from genjudge.experiment import Cell, cell_generations
 from genjudge.item_store import ItemStore
 from genjudge.judging import modes
-from genjudge.judging.templates import load_template
+from genjudge.judging.modes.pairwise import answers_by_turn
+from genjudge.judging.template_rules import Templates
 from genjudge.records import JudgeMeta, JudgeRecord, read_judge_records, write_judge_records
-from genjudge.samples import answers_by_row, with_sample
+from genjudge.samples import with_sample
 from genjudge.sharding import shard_bounds
 from genjudge.specs import JudgeSpec
 
@@ -28,7 +28,8 @@ def cell_items(cells: list[Cell], generations: dict) -> pd.DataFrame:
     """Every (cell, item) the judge grades, in cell order; `generations` maps (generator, dataset) to a path."""
     frames = []
     for i, (_cell, gens) in enumerate(cell_generations(cells, generations)):
-        g = gens.copy()
+        # Each row's conversation up to its turn, before judge shards split an item's turns apart.
+        g = with_history(gens)
         g.insert(0, "cell", i)
         frames.append(g)
     return pd.concat(frames, ignore_index=True)
@@ -55,7 +56,8 @@ def run_judge(
     n_shards: int = 1,
     answers: dict | None = None,
 ) -> JudgeMeta:
-    """`answers` maps a dataset to its extraction methods before exact match (for the cascade)."""
+    """`answers` maps a dataset to its extraction methods before exact match (for the cascade);
+    `template_path` is the template of every item no rule of `spec.templates` chooses one for."""
     mode = modes.get(spec.mode)
     meta = JudgeMeta.start(
         lease,
@@ -70,16 +72,18 @@ def run_judge(
         device_map=spec.device_map,
     )
     items = shard_slice(cell_items(cells, generations), shard, n_shards)
-    template = load_template(template_path, mode)
+    templates = Templates(template_path, spec.templates, mode)
     requests, owners = [], []
     for i, part in items.groupby("cell", sort=True):
         cell = cells[i]
-        opponent = None
-        if cell.opponent:
-            opponent = answers_by_row(pd.read_parquet(generations[(cell.opponent, cell.dataset)]))
-        reqs = mode.requests(part, spec, template, opponent, (answers or {}).get(cell.dataset))
-        requests += reqs
-        owners += [cell] * len(reqs)
+        opponent = answers_by_turn(generations[(cell.opponent, cell.dataset)]) if cell.opponent else None
+        turns = part["turn"] if "turn" in part else [1] * len(part)
+        chosen = [templates.path_for(c, t) for c, t in zip(part["category"], turns)]
+        for path in dict.fromkeys(chosen):  # each template's items in one call, in order of first use
+            sub = part[[c == path for c in chosen]]
+            reqs = mode.requests(sub, spec, templates.texts[path], opponent, (answers or {}).get(cell.dataset))
+            requests += reqs
+            owners += [cell] * len(reqs)
     to_judge = [j for j, r in enumerate(requests) if r.decided_by == "judge"]
 
     scorer, suffix, kind = None, "", "judge"
@@ -117,6 +121,7 @@ def run_judge(
             id=r.id,
             order=r.order,
             decided_by=r.decided_by,
+            turn=r.turn,
             sample=r.sample,
         )
         counts = per_cell.setdefault(cell.key, {"requests": 0, "resumed": 0, "computed": 0})
@@ -145,9 +150,9 @@ def run_judge(
     meta.update(
         n_items=len(items),
         n_requests=len(requests),
-        n_decided_by_rule=len(requests) - len(to_judge),
+        n_decided_by_rule=sum(r.decided_by == "rule" for r in requests),
         template=str(template_path),
-        template_hash=hashlib.sha256(template.encode()).hexdigest()[:16],
+        template_hash=templates.digest(),
         model_loads=1 if c.computed else 0,
         cells=per_cell,
         **completion_meta(c, "judge_seconds"),
@@ -158,7 +163,8 @@ def run_judge(
 def merge_judge_shards(raw_paths, meta_paths, out_path, meta_out_path) -> None:
     """Concatenate data-parallel judge shards; the combined meta lists each shard's."""
     raw = pd.concat([read_judge_records(p) for p in raw_paths], ignore_index=True)
-    if with_sample(raw)[["generator", "dataset", "opponent", "id", "sample", "order"]].astype(str).duplicated().any():
-        raise ValueError("judge shards overlap: a (cell, id, sample, order) appears twice")
+    keys = ["generator", "dataset", "opponent", "id", "turn", "sample", "order"]
+    if with_sample(raw)[keys].astype(str).duplicated().any():
+        raise ValueError("judge shards overlap: a (cell, id, turn, sample, order) appears twice")
     write_judge_records(out_path, raw)
     JudgeMeta.merged([JudgeMeta.read(p) for p in meta_paths]).write(meta_out_path)

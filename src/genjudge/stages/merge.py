@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from genjudge import atomic
-from genjudge.samples import ROW_KEY, with_sample
+from genjudge.conversation import TURN_KEYS, expand_turns
+from genjudge.samples import with_sample
 
 
 class MergeError(Exception):
@@ -13,34 +14,52 @@ class MergeError(Exception):
 
 
 def merge_generations(items: pd.DataFrame, shard_paths: list[str]) -> pd.DataFrame:
+    """The items, one row per turn (`prompt` and `reference` that turn's), with their answers."""
     frames = []
     for shard, path in enumerate(shard_paths):
         df = pd.read_parquet(path)
+        if "turn" not in df:  # written before conversations had turns: single-turn answers
+            df.insert(1, "turn", 1)
         df.insert(1, "shard", shard)
         frames.append(df)
-    gens = with_sample(pd.concat(frames, ignore_index=True))
+    gens = pd.concat(frames, ignore_index=True)
+    keys = [k for k in (*TURN_KEYS, "sample") if k in gens]
 
-    twice = gens.duplicated(ROW_KEY, keep=False)
-    if twice.any():
-        dup = gens["id"][twice]
-        where = gens[twice].groupby(ROW_KEY)["shard"].apply(list).head(10).to_dict()
-        raise MergeError(f"{dup.nunique()} id(s) appear more than once across shards, e.g. {where}")
-    per_id = gens.groupby("id")["sample"].agg(lambda s: tuple(sorted(s)))
-    full = tuple(range(max(map(len, per_id), default=0)))
-    uneven = per_id[per_id.map(lambda t: t != full)]
-    if len(uneven):
-        raise MergeError(f"{len(uneven)} id(s) lack some of the samples {list(full)}, e.g. {dict(uneven.head(5))}")
-    expected = set(items["id"])
-    got = set(gens["id"])
-    missing = sorted(expected - got)
-    extra = sorted(got - expected)
-    if missing or extra:
+    dup = gens[gens[keys].duplicated(keep=False)]
+    if len(dup):
+        # Name the ids alone where every row is turn 1 (and no samples are drawn).
+        shown = ["id"] if keys == TURN_KEYS and (gens["turn"] == 1).all() else keys
+        where = dup.groupby(shown)["shard"].apply(list).head(10).to_dict()
+        what = "id(s)" if shown == ["id"] else f"({', '.join(keys)}) key(s)"
         raise MergeError(
-            f"shards do not match the dataset: {len(missing)} missing id(s) {missing[:10]}, "
-            f"{len(extra)} unexpected id(s) {extra[:10]}"
+            f"{len(dup[shown].drop_duplicates())} {what} appear more than once across shards, e.g. {where}"
         )
-    merged = items.merge(gens, on="id", how="left", validate="one_to_many")
-    return merged
+    if "sample" in gens:  # generator.n_samples: every (id, turn) has samples 0..k-1
+        per_row = gens.groupby(TURN_KEYS)["sample"].agg(lambda s: tuple(sorted(s)))
+        full = tuple(range(max(map(len, per_row), default=0)))
+        uneven = per_row[per_row.map(lambda t: t != full)]
+        if len(uneven):
+            raise MergeError(
+                f"{len(uneven)} (id, turn) row(s) lack some of the samples {list(full)}, e.g. {dict(uneven.head(5))}"
+            )
+    rows = expand_turns(items)
+    expected = set(rows[TURN_KEYS].itertuples(index=False, name=None))
+    got = set(gens[TURN_KEYS].itertuples(index=False, name=None))
+    missing = sorted(expected - got, key=str)
+    extra = sorted(got - expected, key=str)
+    if missing or extra:
+        single = rows["turn"].max() == 1
+
+        def show(pairs):
+            return [p[0] if single else p for p in pairs[:10]]
+
+        what = "id(s)" if single else "(id, turn) pair(s)"
+        raise MergeError(
+            f"shards do not match the dataset: {len(missing)} missing {what} {show(missing)}, "
+            f"{len(extra)} unexpected {what} {show(extra)}"
+        )
+    merged = rows.merge(gens, on=TURN_KEYS, how="left", validate="one_to_one" if len(keys) == 2 else "one_to_many")
+    return with_sample(merged)
 
 
 def check_one_model(meta_paths) -> None:

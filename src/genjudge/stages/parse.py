@@ -9,6 +9,7 @@ from genjudge.experiment import Cell, cell_generations, of_cell
 from genjudge.judging import modes
 from genjudge.judging.extraction import check_answer
 from genjudge.records import read_judge_records
+from genjudge.samples import SampleView, answers_by_row
 
 # What parsing needs from the raw judge rows: not the prompts, which are most of their bytes.
 RAW_NEEDED = [
@@ -16,6 +17,7 @@ RAW_NEEDED = [
     "dataset",
     "opponent",
     "id",
+    "turn",
     "sample",
     "order",
     "decided_by",
@@ -55,7 +57,12 @@ def run_parse(
     answers: dict | None = None,
     options: dict | None = None,
 ) -> pd.DataFrame:
-    raw = read_judge_records(raw_path, RAW_NEEDED)
+    import pyarrow.parquet as pq
+
+    present = set(pq.read_schema(raw_path).names)
+    raw = read_judge_records(raw_path, [c for c in RAW_NEEDED if c in present])
+    if "turn" not in raw:  # judged before conversations had turns: every row is turn 1
+        raw["turn"] = 1
     frames = []
     for cell, gens in cell_generations(cells, generations):
         df = parse_judgments(gens, of_cell(raw, cell), mode, pattern, (answers or {}).get(cell.dataset), options)
@@ -63,6 +70,13 @@ def run_parse(
         df.insert(1, "generator", cell.generator)
         df.insert(2, "dataset", cell.dataset)
         df.insert(3, "opponent", cell.opponent)
+        if cell.opponent:  # the other side's answer, for the length-bias diagnostics
+            theirs = answers_by_row(pd.read_parquet(generations[(cell.opponent, cell.dataset)]))
+            turns = df["turn"] if "turn" in df else [1] * len(df)
+            # Sample s met the opponent's sample s, or its only one (as in the judge's requests).
+            df["opponent_output"] = [
+                SampleView(theirs, s).get((i, t)) for i, t, s in zip(df["id"], turns, df["sample"])
+            ]
         frames.append(df)
     out = pd.concat(frames, ignore_index=True)
     atomic.write_parquet(out_path, out)

@@ -31,7 +31,11 @@ def prompt_tokens(config: dict, role: str) -> tuple[int, str]:
     questions = items["prompt"].str.len()
     if role == "generator":
         chars = int(questions.max())
-        return math.ceil(chars / CHARS_PER_TOKEN), f"longest prompt of {ds['path']}, ~{CHARS_PER_TOKEN} chars/token"
+        how = f"longest prompt of {ds['path']}, ~{CHARS_PER_TOKEN} chars/token"
+        last = conversation_tokens(items, config["generator"]["max_new_tokens"])
+        if last and last[0] > math.ceil(chars / CHARS_PER_TOKEN):
+            return last[0], f"{how}: the last turn of a {last[1]}-turn conversation, earlier answers at max_new_tokens"
+        return math.ceil(chars / CHARS_PER_TOKEN), how
     path = Path(judge_template(config))
     template = (path if path.exists() else WORKFLOW_DIR / path).read_text(encoding="utf-8")
     refs = items["reference"].fillna("").str.len()
@@ -42,6 +46,20 @@ def prompt_tokens(config: dict, role: str) -> tuple[int, str]:
         f"template + longest question and reference (~{CHARS_PER_TOKEN} chars/token) + an answer of "
         f"generator.max_new_tokens={answer}",
     )
+
+
+def conversation_tokens(items, max_new_tokens: int) -> tuple[int, int] | None:
+    """The longest last-turn prompt of the multi-turn items (every question and earlier answers
+    at full length), in estimated tokens, with its turn count; None without conversations."""
+    import json
+
+    longest = None
+    for turns in items["turns"].dropna():
+        questions = [t["question"] for t in json.loads(turns)]
+        tokens = math.ceil(sum(map(len, questions)) / CHARS_PER_TOKEN) + (len(questions) - 1) * max_new_tokens
+        if longest is None or tokens > longest[0]:
+            longest = (tokens, len(questions))
+    return longest
 
 
 def judge_gpus_per_job(config: dict, n_gpus: int) -> int:

@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from genjudge import atomic
+from genjudge.conversation import per_turn, turn_table
 from genjudge.experiment import of_cell
 from genjudge.judging import modes, sampling_stats
 from genjudge.judging.extraction import NO_ANSWER
@@ -14,6 +15,7 @@ from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.stats import rate
 from genjudge.provenance import provenance
 from genjudge.records import GenerateMeta, JudgeMeta, RunSummary
+from genjudge.stages.validity import headline as validity_headline
 
 
 def parse_options(judge: dict) -> dict:
@@ -92,7 +94,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         shards=shards,
         generator=generator,
         judge=judge,
-        metrics={**metrics, **extra},
+        metrics={**metrics, **extra, **({"per_turn": turns} if (turns := per_turn(df, mode)) else {})},
     )
 
 
@@ -104,6 +106,7 @@ def headline_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("judged (parsed verdicts)", str(s.n_judged)),
         ("unparsed", f"{s.n_unparsed} ({pct(s.unparsed_rate)})"),
         *modes.get(s.mode).headline(flat),
+        *validity_headline(s.validity),
         (
             "normalised exact match",
             rate_text(s.exact_match)
@@ -169,6 +172,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         "from every rate and mean, never counted as wrong.",
         "",
     ]
+    out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
     out += sampling_stats.markdown(s.metrics.get("samples"))
     out += ["## By category", "", *_category_table(s), ""]
     if s.unparsed_reasons:
@@ -404,14 +408,18 @@ def run_report(
     provenance_path,
     workflow_dir,
     categories_path,
+    html_path=None,
+    plots_dir=None,
 ) -> RunSummary:
     from genjudge.experiment import resolve
+    from genjudge.stages.validity import summarise_validity, with_validity
 
     exp = resolve(config)
     judgments = {j: read_judgments(p) for j, p in judgments_paths.items()}
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
     run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)
+    run.validity = summarise_validity(exp, config, judgments)
     atomic.write_json(provenance_path, provenance(config, exp, gen_metas, judge_metas, workflow_dir))
     run.write(summary_path)
     n_examples = int(config["report"]["n_examples"])
@@ -420,6 +428,7 @@ def run_report(
         text = render_markdown(s, df, n_examples)
     else:
         text = render_experiment(run, cells, n_examples)
+    text = with_validity(text, run.validity)
     atomic.write_text(md_path, text)
     frames = []
     for s, _ in cells.values():
@@ -430,4 +439,10 @@ def run_report(
         frames.append(f)
     with atomic.atomic_path(categories_path) as tmp:
         pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
+    if html_path:
+        from genjudge.report_html import write_html_report
+
+        with open(provenance_path, encoding="utf-8") as fh:
+            prov = json.load(fh)
+        write_html_report(config, run, cells, gen_metas, judge_metas, prov, html_path, plots_dir)
     return run

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from genjudge.conversation import placeholders, reference_turns
+from genjudge.dataset import is_missing
 from genjudge.errors import InputError
 from genjudge.judging.extraction import check_answer
 from genjudge.judging.stats import mean_interval, rate
-from genjudge.judging.templates import render
+from genjudge.judging.templates import render_request
 from genjudge.judging.verdicts import Verdict, compile_pattern, parse_verdict
 from genjudge.samples import ROW_KEY, with_sample
 
@@ -28,9 +30,30 @@ class JudgeRequest:
 
     id: str
     order: int  # 0; pairwise: 0 = candidate shown as A, 1 = candidate shown as B
-    decided_by: str  # "judge" or "rule"
+    decided_by: str  # "judge", "rule", or "no reference" (the template needs one the item lacks)
     text: str | None
+    turn: int = 1  # the conversation's turn graded (1 for a single-turn item)
     sample: int = 0  # which of the item's samples (generator.n_samples) the answer is
+
+
+NO_REFERENCE = "no reference"
+
+
+def row_history(row) -> list[dict]:
+    """Turns 1..k of a judged row's conversation ({question, answer, reference}); a frame
+    without the `history` column (`conversation.with_history`) is single-turn."""
+    history = getattr(row, "history", None)
+    if isinstance(history, list):
+        return history
+    return [{"question": row.prompt, "answer": row.output, "reference": row.reference}]
+
+
+def lacks_reference(history: list[dict], needs_reference: bool, ref_turns: set) -> bool:
+    """A request the judge cannot grade as asked: the mode grades against the turn's reference
+    and it has none, or the template shows a turn's reference ({ref_answer_j}) that is missing."""
+    if needs_reference and is_missing(history[-1]["reference"]):
+        return True
+    return any(j <= len(history) and is_missing(history[j - 1]["reference"]) for j in ref_turns)
 
 
 def pct(x) -> str:
@@ -54,6 +77,7 @@ class JudgeMode:
     logprob_labels: tuple[str, ...] | None = None  # labels scored after `marker:` by `verdict: logprob`
     rule_verdict: str | None = None  # `cascade: true`: the verdict of an exact match, decided without the judge
     needs_baseline = False
+    needs_reference = False  # grades against the reference: an item without one is "no reference"
     requests_per_item = 1  # judge calls per answer (pairwise: both orders)
 
     # --- configuration ---
@@ -75,23 +99,29 @@ class JudgeMode:
     def requests(
         self, gens: pd.DataFrame, spec, template: str, opponent: dict | None = None, answer: dict | None = None
     ) -> list[JudgeRequest]:
-        """The judge calls for one generator's answers (`gens`); `opponent` (pairwise) maps ids to the
+        """The judge calls for one generator's answers (`gens`); `opponent` (pairwise) maps (id, turn) to the
         other side's answers; `answer` is the dataset's extraction before exact match (the cascade)."""
         out = []
+        ref_turns = reference_turns(template)
         for row in gens.itertuples():
-            sample = getattr(row, "sample", 0)
+            turn, sample = int(getattr(row, "turn", 1)), int(getattr(row, "sample", 0))
+            history = row_history(row)
             if spec.cascade and check_answer(row.output, row.reference, answer).match:
-                out.append(JudgeRequest(row.id, 0, "rule", None, sample))
+                out.append(JudgeRequest(row.id, 0, "rule", None, turn, sample))
+            elif lacks_reference(history, self.needs_reference, ref_turns):
+                out.append(JudgeRequest(row.id, 0, NO_REFERENCE, None, turn, sample))
             else:
-                out.append(
-                    JudgeRequest(
-                        row.id,
-                        0,
-                        "judge",
-                        render(template, question=row.prompt, reference=row.reference, candidate=row.output),
-                        sample,
-                    )
+                text = render_request(
+                    template,
+                    f"item {row.id!r}" + (f", turn {turn}" if turn > 1 or len(history) > 1 else ""),
+                    question=row.prompt,
+                    reference=row.reference,
+                    candidate=row.output,
+                    answer=row.output,
+                    turn=turn,
+                    **placeholders(history),
                 )
+                out.append(JudgeRequest(row.id, 0, "judge", text, turn, sample))
         return out
 
     # --- parsing ---
@@ -114,7 +144,11 @@ class JudgeMode:
         df["p_correct"] = first["p_correct"].to_numpy()
         finish = first["judge_finish_reason"].to_numpy() if "judge_finish_reason" in first else [None] * len(df)
         parsed = [
-            None if d == "rule" else truncated(self.parse_text(t, rx, bool(pattern), options), f)
+            None
+            if d == "rule"
+            else Verdict(None, NO_REFERENCE, 0)
+            if d == NO_REFERENCE
+            else truncated(self.parse_text(t, rx, bool(pattern), options), f)
             for d, t, f in zip(df["decided_by"], df["judge_output"], finish)
         ]
         df["verdict"] = [self.rule_verdict if p is None else p.verdict for p in parsed]
@@ -176,12 +210,17 @@ def truncated(v: Verdict, finish_reason) -> Verdict:
 
 
 def orders(raw: pd.DataFrame, df: pd.DataFrame, order: int) -> pd.DataFrame:
-    """The raw judge rows of one order, aligned with df's rows (id + sample); every row must be there."""
-    raw, df = with_sample(raw), with_sample(df)
-    rows = raw[raw["order"] == order].set_index(ROW_KEY).reindex(pd.MultiIndex.from_frame(df[ROW_KEY]))
+    """The raw judge rows of one order, aligned with df's (id, turn, sample) rows; every one must be there."""
+    df = with_sample(df if "turn" in df else df.assign(turn=1))
+    raw = with_sample(raw if "turn" in raw else raw.assign(turn=1))
+    keys = ROW_KEY
+    rows = raw[raw["order"] == order].set_index(keys)
+    rows = rows.reindex(pd.MultiIndex.from_frame(df[keys]))
     if rows["decided_by"].isna().any():
-        missing = df["id"][rows["decided_by"].isna().to_numpy()].tolist()
-        raise ValueError(f"judge outputs missing for {len(missing)} item(s), e.g. {missing[:5]}")
+        missing = df[keys][rows["decided_by"].isna().to_numpy()]
+        single = (missing["turn"] == 1).all() and (missing["sample"] == 0).all()
+        shown = missing["id"].tolist() if single else missing.values.tolist()
+        raise ValueError(f"judge outputs missing for {len(missing)} item(s), e.g. {shown[:5]}")
     return rows
 
 

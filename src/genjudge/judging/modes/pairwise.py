@@ -8,27 +8,49 @@ from __future__ import annotations
 
 import pandas as pd
 
+from genjudge.conversation import placeholders, reference_turns, swapped
 from genjudge.errors import InputError
-from genjudge.judging.modes.base import JudgeMode, JudgeRequest, orders, pct, rate_text, register, share, truncated
+from genjudge.judging.modes.base import (
+    NO_REFERENCE,
+    JudgeMode,
+    JudgeRequest,
+    lacks_reference,
+    orders,
+    pct,
+    rate_text,
+    register,
+    row_history,
+    share,
+    truncated,
+)
 from genjudge.judging.stats import rate
-from genjudge.judging.templates import render
-from genjudge.samples import answer_for, answers_by_row
+from genjudge.judging.templates import render_request
+from genjudge.samples import SampleView, answers_by_row
 
 # Verdicts from the candidate's side, per order.
 OUTCOME = {0: {"a": "win", "b": "loss", "tie": "tie"}, 1: {"a": "loss", "b": "win", "tie": "tie"}}
 OUTCOMES = ("win", "tie", "loss")
 
 
-def load_baseline(path, ids) -> dict:
-    """(id, sample) -> the baseline file's answer."""
+def answers_by_turn(path) -> dict:
+    """A generations file's answers by (id, turn, sample); a file without turns is turn 1, without samples sample 0."""
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    df = pd.read_parquet(path, columns=[c for c in ("id", "turn", "sample", "output") if c in names])
+    return answers_by_row(df)
+
+
+def load_baseline(path, keys) -> dict:
+    """The outside baseline's answers by (id, turn, sample); every (id, turn) of `keys` must have one."""
     try:
-        base = pd.read_parquet(path)
+        answers = answers_by_turn(path)
     except FileNotFoundError:
         raise InputError(f"judge.baseline: {path!r} not found") from None
-    answers = answers_by_row(base)
-    missing = [i for i in ids if (i, 0) not in answers]
+    missing = [k for k in keys if k not in SampleView(answers, 0)]
     if missing:
-        raise InputError(f"judge.baseline: {path} has no answer for {len(missing)} id(s), e.g. {missing[:5]}")
+        shown = [k[0] if k[1] == 1 else k for k in missing[:5]]
+        raise InputError(f"judge.baseline: {path} has no answer for {len(missing)} id(s), e.g. {shown}")
     return answers
 
 
@@ -36,32 +58,44 @@ class Pairwise(JudgeMode):
     name = "pairwise"
     placeholders = frozenset({"question", "reference", "answer_a", "answer_b"})
     pattern = r"VERDICT:\s*\**\s*\[{0,2}(A|B|TIE)\]{0,2}(?![A-Za-z])"
-    labels = {"A": "a", "B": "b", "TIE": "tie"}
+    labels = {"A": "a", "B": "b", "TIE": "tie", "C": "tie"}  # C: FastChat's [[C]] for a tie
     marker = "VERDICT"
     needs_baseline = True
     requests_per_item = 2
 
     def requests(self, gens, spec, template, opponent=None, answer=None):
-        """`opponent`: the other generator's answers by (id, sample); None: those of the outside
-        `judge.baseline` file. Sample s meets the opponent's sample s, or its only answer."""
-        baseline = opponent if opponent is not None else load_baseline(spec.baseline, gens["id"].tolist())
-        missing = [i for i in gens["id"] if (i, 0) not in baseline]
+        """`opponent`: the other generator's answers by (id, turn, sample); None: those of the outside
+        `judge.baseline` file. Sample s meets the opponent's sample s, or its only one."""
+        turns = gens["turn"].astype(int).tolist() if "turn" in gens else [1] * len(gens)
+        samples = gens["sample"].astype(int).tolist() if "sample" in gens else [0] * len(gens)
+        keys = list(zip(gens["id"], turns))
+        baseline = opponent if opponent is not None else load_baseline(spec.baseline, keys)
+        missing = [k for k, s in zip(keys, samples) if k not in SampleView(baseline, s)]
         if missing:
-            raise InputError(f"the opponent has no answer for {len(missing)} id(s), e.g. {missing[:5]}")
+            shown = [k[0] if k[1] == 1 else k for k in missing[:5]]
+            raise InputError(f"the opponent has no answer for {len(missing)} id(s), e.g. {shown}")
+        ref_turns = reference_turns(template)
         out = []
-        for row in gens.itertuples():
-            sample = getattr(row, "sample", 0)
-            pair = (row.output, answer_for(baseline, row.id, sample))
+        for row, turn, sample in zip(gens.itertuples(), turns, samples):
+            theirs = SampleView(baseline, sample)
+            history = row_history(row)
+            if lacks_reference(history, self.needs_reference, ref_turns):
+                out += [JudgeRequest(row.id, order, NO_REFERENCE, None, turn, sample) for order in (0, 1)]
+                continue
+            values = placeholders(history, theirs, row.id)
+            pair = (row.output, theirs[(row.id, turn)])
             for order, (a, b) in enumerate((pair, pair[::-1])):
-                out.append(
-                    JudgeRequest(
-                        row.id,
-                        order,
-                        "judge",
-                        render(template, question=row.prompt, reference=row.reference, answer_a=a, answer_b=b),
-                        sample,
-                    )
+                text = render_request(
+                    template,
+                    f"item {row.id!r}" + (f", turn {turn}" if turn > 1 or len(history) > 1 else ""),
+                    question=row.prompt,
+                    reference=row.reference,
+                    answer_a=a,
+                    answer_b=b,
+                    turn=turn,
+                    **(values if order == 0 else swapped(values)),
                 )
+                out.append(JudgeRequest(row.id, order, "judge", text, turn, sample))
         return out
 
     def parse(self, df, raw, pattern, options=None):
@@ -74,7 +108,14 @@ class Pairwise(JudgeMode):
         verdicts, reasons, o0s, o1s, consistent = [], [], [], [], []
         f0 = first["judge_finish_reason"] if "judge_finish_reason" in first else [None] * len(df)
         f1 = second["judge_finish_reason"] if "judge_finish_reason" in second else [None] * len(df)
-        for t0, t1, e0, e1 in zip(df["judge_output"], df["judge_output_swapped"], f0, f1):
+        for d, t0, t1, e0, e1 in zip(df["decided_by"], df["judge_output"], df["judge_output_swapped"], f0, f1):
+            if d == NO_REFERENCE:
+                verdicts.append(None)
+                reasons.append(NO_REFERENCE)
+                o0s.append(None)
+                o1s.append(None)
+                consistent.append(None)
+                continue
             p0 = truncated(self.parse_text(t0, rx, bool(pattern)), e0)
             p1 = truncated(self.parse_text(t1, rx, bool(pattern)), e1)
             o0 = OUTCOME[0].get(p0.verdict) if p0.verdict else None

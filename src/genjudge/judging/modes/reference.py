@@ -15,6 +15,7 @@ class Reference(JudgeMode):
     marker = "VERDICT"
     logprob_labels = ("CORRECT", "INCORRECT")
     rule_verdict = "correct"
+    needs_reference = True  # an item without a reference is "no reference", never graded against "(none)"
 
     def metrics(self, g: pd.DataFrame) -> dict:
         parsed = g[g["verdict"].notna()]

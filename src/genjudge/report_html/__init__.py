@@ -1,0 +1,41 @@
+"""The run's HTML report: one self-contained page with plots, a GPU timeline, throughput and provenance.
+
+`write_html_report` is called by the report stage after summary.json is written; `timeline` is the
+pure-data time line of the jobs, `plots` draws the figures, `page` assembles the page.
+"""
+
+from __future__ import annotations
+
+from genjudge.report_html.page import Cell, Page, Plot, write
+
+
+def inventory_lanes(config: dict, gen_metas, judge_metas: dict) -> list[str] | None:
+    """The configured GPUs of a local run (a list of ids or a count, limited by CUDA_VISIBLE_DEVICES as
+    the jobs' leases were), so that a GPU no job used still gets its (idle) lane. None for `auto`
+    (only the GPUs jobs held are known without asking nvidia-smi) and for SLURM jobs (ids per node)."""
+    inv = config.get("gpu_inventory")
+    metas = [*gen_metas, *(m for jm in judge_metas.values() for m in jm.jobs())]
+    if isinstance(inv, bool) or not isinstance(inv, int | list) or any(m.gpu_source == "slurm" for m in metas):
+        return None
+    from genjudge.gpu_lease import resolve_inventory
+
+    return resolve_inventory(inv)
+
+
+def write_html_report(
+    config: dict, run_summary, cells: dict, gen_metas, judge_metas: dict, provenance: dict, html_path, plots_dir
+) -> list[Plot]:
+    """`cells`: {key: (cell RunSummary, its judgments frame)} as the report stage builds them."""
+    page = Page(
+        run_summary.to_dict(),
+        [Cell(k, s, df) for k, (s, df) in cells.items()],
+        gen_metas,
+        judge_metas,
+        provenance,
+        inventory_lanes(config, gen_metas, judge_metas),
+    )
+    page.n_examples = int(config.get("report", {}).get("n_examples", 3))
+    return write(page, html_path, plots_dir)
+
+
+__all__ = ["Cell", "Page", "Plot", "inventory_lanes", "write_html_report"]

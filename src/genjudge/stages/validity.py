@@ -1,0 +1,231 @@
+"""The report's "Can I trust the judge?" section: agreement with human labels, bias diagnostics,
+self-preference warnings and panels of judges, all from the stored judgments (no model loaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from genjudge import labels as human
+from genjudge.judging import agreement, bias, modes
+from genjudge.judging.modes.base import pct, rate_text
+from genjudge.judging.panels import panel_judgments, panel_summary, resolve_panels
+
+
+def _where(exp, judge: str) -> str:
+    return f"judges.{judge}.labels" if len(exp.judges) > 1 else "judge.labels"
+
+
+def _ids_by_dataset(df: pd.DataFrame) -> dict:
+    return {str(d): set(g["id"]) for d, g in df.groupby("dataset")}
+
+
+def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
+    """Agreement of a judge's (or panel's) verdicts with the human labels of `section`, over the
+    labelled items; labelled items left unparsed are counted apart, never as disagreement."""
+    labels = human.read_labels(section, mode)
+    source = str(section["path"])
+    generators = set(df["generator"]) | set(df["opponent"].dropna())
+    human.check_ids(labels, _ids_by_dataset(df), generators, source, where, mode)
+    joined = human.join(df, labels, mode, source, where)
+    parsed = joined[joined["verdict"].notna()]
+    k = human.kind(mode)
+    out = {
+        "labels": source,
+        "kind": k,
+        "n_items": len(df),
+        "n_labelled": len(joined),
+        "n_judged": len(parsed),
+        "n_unparsed": len(joined) - len(parsed),
+    }
+    if k == "score":
+        scores = pd.to_numeric(parsed["verdict"], errors="coerce")
+        out.update(agreement.agreement(list(parsed["human"].astype(float)), list(scores), kappa=False))
+        out["correlation"] = agreement.correlations(scores, parsed["human"].astype(float))
+        out["confusion"] = agreement.confusion([f"{x:g}" for x in parsed["human"]], [f"{x:g}" for x in scores])
+    else:
+        out.update(agreement.agreement(list(parsed["human"]), list(parsed["verdict"])))
+    return out
+
+
+def _with_baseline_answers(df: pd.DataFrame, judge: dict) -> pd.DataFrame:
+    """Pairwise against an outside baseline file: its answers for the length diagnostics."""
+    base = judge.get("baseline")
+    if "opponent_output" in df or not base or not Path(base).is_file():
+        return df
+    other = pd.read_parquet(base, columns=["id", "output"])
+    return df.assign(opponent_output=df["id"].map(dict(zip(other["id"], other["output"]))))
+
+
+def summarise_validity(exp, config: dict, judgments: dict) -> dict:
+    out: dict = {
+        "length_measure": bias.LENGTH_MEASURE,
+        "self_preference": bias.self_preference(exp.generators, exp.judges),
+        "judges": {},
+        "panels": {},
+    }
+    for judge, df in judgments.items():
+        section = exp.judges[judge]
+        mode = modes.get(section["mode"])
+        if mode.needs_baseline:
+            df = _with_baseline_answers(df, section)
+        entry = {"mode": mode.name, "bias": bias.diagnostics(df, mode)}
+        lab = section.get("labels") or {}
+        if lab.get("path"):
+            entry["human"] = label_agreement(df, lab, mode, _where(exp, judge))
+        out["judges"][judge] = entry
+    for name, panel in resolve_panels(config, exp).items():
+        pdf = panel_judgments(panel, judgments)
+        s = panel_summary(panel, pdf)
+        sections = [exp.judges[j].get("labels") or {} for j in panel["judges"]]
+        if sections[0].get("path") and all(x == sections[0] for x in sections):
+            s["human"] = label_agreement(pdf, sections[0], modes.get(panel["mode"]), f"panels.{name}")
+        out["panels"][name] = s
+    return out
+
+
+def _kappa(x) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _corr(c: dict | None, key: str) -> str:
+    return "n/a" if not c or c.get(key) is None else f"{c[key]:+.2f}"
+
+
+def headline(v: dict) -> list[tuple[str, str]]:
+    """Rows for `genjudge summary`: each judge's and panel's agreement with the human labels."""
+    rows = []
+    for kind, entries in (("judge", v.get("judges", {})), ("panel", v.get("panels", {}))):
+        for name, e in entries.items():
+            h = e.get("human")
+            if not h:
+                continue
+            value = f"{rate_text(h['agreement'])} over {h['n_judged']} labelled items"
+            if h.get("cohen_kappa") is not None or h["kind"] != "score":
+                value += f", Cohen's kappa {_kappa(h.get('cohen_kappa'))}"
+            if h.get("correlation"):
+                value += f", Spearman {_corr(h['correlation'], 'spearman')}"
+            if h["n_unparsed"]:
+                value += f" ({h['n_unparsed']} labelled items unparsed, not counted)"
+            rows.append((f"agreement with human labels ({kind} {name})", value))
+    return rows
+
+
+def _confusion(c: dict) -> list[str]:
+    cols = sorted({j for r in c.values() for j in r})
+    out = ["| human \\ judge | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    out += [f"| {h} | " + " | ".join(str(r.get(j, 0)) for j in cols) + " |" for h, r in c.items()]
+    return out
+
+
+def render(v: dict) -> list[str]:
+    """Markdown lines of the section."""
+    out = ["## Can I trust the judge?", ""]
+    for w in v.get("self_preference", []):
+        out += [f"> **Self-preference warning:** {w}.", ""]
+    labelled = [
+        (k, n, e["human"])
+        for k, es in (("judge", v["judges"]), ("panel", v["panels"]))
+        for n, e in es.items()
+        if e.get("human")
+    ]
+    if labelled:
+        out += [
+            "### Agreement with human labels",
+            "",
+            "| | labelled items | judged | unparsed (not counted) | agreement | Cohen's kappa | Spearman | Pearson |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for k, n, h in labelled:
+            c = h.get("correlation")
+            out.append(
+                f"| {k} {n} | {h['n_labelled']} of {h['n_items']} ({pct(h['n_labelled'] / h['n_items'])}) | "
+                f"{h['n_judged']} | {h['n_unparsed']} | {rate_text(h['agreement'])} | "
+                f"{_kappa(h.get('cohen_kappa')) if 'cohen_kappa' in h else '-'} | "
+                f"{_corr(c, 'spearman') if c else '-'} | {_corr(c, 'pearson') if c else '-'} |"
+            )
+        out += [
+            "",
+            "Over the items with a label; labelled items whose verdict was unparsed (for a panel: no judge parsed, "
+            "or no majority) are counted apart, never as disagreement. Agreement has a 95% Wilson interval.",
+            "",
+        ]
+        for k, n, h in labelled:
+            if not h["confusion"]:
+                continue
+            out += [
+                f"Confusion matrix, {k} {n} (rows: human labels, columns: verdicts):",
+                "",
+                *_confusion(h["confusion"]),
+                "",
+            ]
+    bias_rows = [(n, e["bias"]) for n, e in v["judges"].items() if e["bias"]]
+    if bias_rows:
+        out += ["### Bias diagnostics", ""]
+        pw = [(n, b) for n, b in bias_rows if "flip_rate" in b]
+        single = [(n, b) for n, b in bias_rows if "length_correlation" in b]
+        if pw:
+            out += [
+                "| judge | flip rate when swapped | first position wins | P(prefer longer) |",
+                "|---|---|---|---|",
+            ]
+            out += [
+                f"| {n} | {rate_text(b['flip_rate'])} | {rate_text(b['first_position_win_rate'])} | "
+                f"{rate_text(b['prefer_longer']) if 'prefer_longer' in b else 'n/a'} |"
+                for n, b in pw
+            ]
+            out += [
+                "",
+                "Flip rate: pairs whose outcome changes when the answers swap places. First position: over every "
+                "single judgment that named a winner, the share won by the answer shown first (50% is none). "
+                "P(prefer longer): over decided pairs of answers of different lengths.",
+                "",
+            ]
+        if single:
+            out += ["| judge | Pearson (verdict, length) | Spearman | n |", "|---|---|---|---|"]
+            out += [
+                f"| {n} | {_corr(b['length_correlation'], 'pearson')} | {_corr(b['length_correlation'], 'spearman')} "
+                f"| {b['length_correlation']['n']} |"
+                for n, b in single
+            ]
+            out += ["", "Verdicts as numbers: scores as given; correct 1, partial 0.5, incorrect 0.", ""]
+        out += [f"Length: {v['length_measure']}.", ""]
+    if v["panels"]:
+        out += ["### Panels of judges", ""]
+        for name, p in v["panels"].items():
+            ij = p["inter_judge"]
+            measures = ", ".join(
+                f"{k} {rate_text(m) if m.get('kind') != 'mean' else _mean(m)}" for k, m in p["measures"].items()
+            )
+            per_item = ", ".join(f"{k} judges: {c}" for k, c in p["parsed_votes_per_item"].items())
+            out += [
+                f"**{name}** ({p['rule']} of {', '.join(p['judges'])}; mode {p['mode']}): {measures or 'n/a'}.",
+                "",
+                f"- items: {p['n_items']}; decided: {p['n_decided']}; no majority: {p['no_majority']}"
+                + f" (counted as {p['no_majority_is']})"
+                + f"; no judge parsed: {p['none_parsed']}",
+                f"- judges parsed per item: {per_item}",
+                f"- Fleiss' kappa {_kappa(ij['fleiss_kappa'])} over the {ij['n_all_parsed']} items every judge parsed; "
+                "Cohen's kappa "
+                + ", ".join(f"{pair} {_kappa(x['cohen_kappa'])} (n {x['n']})" for pair, x in ij["pairs"].items()),
+                "",
+            ]
+        out += ["An unparsed vote is never a vote; a panel's majority is a strict majority of the parsed votes.", ""]
+    return out
+
+
+def _mean(m: dict) -> str:
+    return "n/a" if m.get("value") is None else f"{m['value']:.2f}"
+
+
+def with_validity(text: str, v: dict) -> str:
+    """The report with the section after its headline (or leaderboard and strengths), before the details."""
+    if not v:
+        return text
+    lines = text.splitlines()
+    heads = [
+        i for i, line in enumerate(lines) if line.startswith("## ") and line not in ("## Leaderboard", "## Headline")
+    ]
+    at = heads[0] if heads else len(lines)
+    return "\n".join([*lines[:at], *render(v), *lines[at:]])

@@ -1,0 +1,296 @@
+"""Multi-turn conversations (MT-bench's `turns`): generated turn by turn with the generator's own
+answers as history, stored and cached per turn, judged per turn, reported per turn."""
+
+import io
+import json
+import re
+
+import pandas as pd
+import pytest
+from judges import ROOT
+
+from genjudge.conversation import expand_turns
+from genjudge.dataset import load_items
+from genjudge.errors import InputError
+from genjudge.gpu_lease import Lease
+from genjudge.records import GenerateMeta
+from genjudge.shard_files import write_shard
+from genjudge.specs import spec_for
+from genjudge.stages.generate import run_generate
+from genjudge.stages.merge import MergeError, merge_generations
+
+MT = [
+    {
+        "question_id": 81,
+        "category": "math",
+        "turns": ["What is 2 + 3?", "Now multiply that by 4."],
+        "reference": ["5", "20"],
+    },
+    {"question_id": 82, "category": "writing", "turns": ["What is the capital of France?", "And of Peru?"]},
+    {"question_id": 83, "category": "writing", "turns": ["Count the letters in cat."]},
+]
+FIELDS = {"id": "question_id", "prompt": "turns", "reference": "reference", "category": "category"}
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_list_of_turns_is_a_multi_turn_item_with_per_turn_references(tmp_path):
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    assert items["prompt"].tolist() == ["What is 2 + 3?", "What is the capital of France?", "Count the letters in cat."]
+    assert items["reference"][0] == "5" and pd.isna(items["reference"][1])
+    assert json.loads(items["turns"][0]) == [
+        {"question": "What is 2 + 3?", "reference": "5"},
+        {"question": "Now multiply that by 4.", "reference": "20"},
+    ]
+    assert items["turns"][2] is None  # one turn is a single-turn item
+    rows = expand_turns(items)
+    refs = [None if pd.isna(r) else r for r in rows["reference"]]
+    assert list(zip(rows["id"], rows["turn"], rows["prompt"], refs)) == [
+        ("81", 1, "What is 2 + 3?", "5"),
+        ("81", 2, "Now multiply that by 4.", "20"),
+        ("82", 1, "What is the capital of France?", None),
+        ("82", 2, "And of Peru?", None),
+        ("83", 1, "Count the letters in cat.", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    "row,message",
+    [
+        ({"question_id": 1, "turns": ["a", " "]}, "line 1: field 'turns', turn 2 is empty"),
+        ({"question_id": 1, "turns": ["a", "b"], "reference": ["x", "y", "z"]}, "3 references for 2 turns"),
+    ],
+)
+def test_bad_turns_are_named(tmp_path, row, message):
+    with pytest.raises(InputError, match=message):
+        load_items(write_jsonl(tmp_path / "q.jsonl", [row]), FIELDS)
+
+
+def generate(tmp_path, items, store="store", name="out"):
+    write_shard(tmp_path / "0.jsonl", items)
+    spec = spec_for("generator", model=str(ROOT / "models" / "demo-generator"), max_new_tokens=6, batch_size=4)
+    meta = run_generate(
+        shard=0,
+        shard_path=tmp_path / "0.jsonl",
+        out_path=tmp_path / f"{name}.parquet",
+        meta_path=tmp_path / f"{name}.meta.json",
+        spec=spec,
+        store_dir=tmp_path / store,
+        run="t",
+        lease=Lease([], "none"),
+        log_stream=io.StringIO(),
+    )
+    return pd.read_parquet(tmp_path / f"{name}.parquet"), meta
+
+
+def test_two_turn_items_give_one_generation_per_turn_with_turn_one_in_the_turn_two_prompt(tmp_path):
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    out, meta = generate(tmp_path, items)
+    assert list(zip(out["id"], out["turn"])) == [("81", 1), ("81", 2), ("82", 1), ("82", 2), ("83", 1)]
+    by = out.set_index(["id", "turn"])
+    for item in ("81", "82"):
+        first, second = by.loc[(item, 1)], by.loc[(item, 2)]
+        assert first["output"].strip(), "the demo generator answers turn 1"
+        # Turn 2 is sent as the chat so far: question 1, the generator's own answer, question 2.
+        sent = second["prompt_sent"]
+        q1, q2 = (t["question"] for t in json.loads(items.set_index("id").loc[item, "turns"]))
+        at = [sent.index(f"<|user|>\n{q1}"), sent.index(f"<|assistant|>\n{first['output']}"), sent.index(q2)]
+        assert at == sorted(at) and sent.endswith("<|assistant|>\n")
+        assert first["output"] not in first["prompt_sent"]
+    assert meta.computed_items == 5 and meta.resumed_items == 0 and meta.n_items == 5
+    assert GenerateMeta.read(tmp_path / "out.meta.json").computed_items == 5
+
+    # Merged: one row per (id, turn) with that turn's question and reference.
+    merged = merge_generations(items, [str(tmp_path / "out.parquet")])
+    row = merged.set_index(["id", "turn"]).loc[("81", 2)]
+    assert row["prompt"] == "Now multiply that by 4." and row["reference"] == "20"
+
+    # Rerun: every (item, turn) comes from the cache.
+    again, meta2 = generate(tmp_path, items, name="again")
+    assert meta2.computed_items == 0 and meta2.resumed_items == 5
+    assert again["output"].tolist() == out["output"].tolist()
+
+
+def test_turns_resume_one_at_a_time(tmp_path):
+    """A store holding turn 1 only (the first turns generated as single-turn prompts) computes
+    only the second turns."""
+    multi = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    first = load_items(write_jsonl(tmp_path / "q1.jsonl", MT), {**FIELDS, "prompt": "turns.0"})
+    one, _ = generate(tmp_path, first, name="first")
+    out, meta = generate(tmp_path, multi)
+    assert meta.resumed_items == 3 and meta.computed_items == 2
+    assert out[out["turn"] == 1]["output"].tolist() == one["output"].tolist()
+
+
+def test_merge_names_a_missing_turn(tmp_path):
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    pd.DataFrame({"id": ["81", "82", "82", "83"], "turn": [1, 1, 2, 1], "output": "o"}).to_parquet(tmp_path / "0.pq")
+    with pytest.raises(MergeError, match=r"1 missing \(id, turn\) pair\(s\) \[\('81', 2\)\]"):
+        merge_generations(items, [str(tmp_path / "0.pq")])
+
+
+def test_context_overflow_stops_the_job_before_loading_naming_the_item(tmp_path):
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    write_shard(tmp_path / "0.jsonl", items)
+    # The demo generator's context is 2048 tokens (max_position_embeddings).
+    spec = spec_for("generator", model=str(ROOT / "models" / "demo-generator"), max_new_tokens=2040, batch_size=4)
+    with pytest.raises(InputError) as err:
+        run_generate(
+            shard=0,
+            shard_path=tmp_path / "0.jsonl",
+            out_path=tmp_path / "out.parquet",
+            meta_path=tmp_path / "out.meta.json",
+            spec=spec,
+            store_dir=tmp_path / "store",
+            run="t",
+            lease=Lease([], "none"),
+            log_stream=io.StringIO(),
+        )
+    msg = str(err.value)
+    n = int(re.search(r"the prompt as sent is (\d+) tokens", msg).group(1))
+    assert n + 2040 > 2048 and f"{n + 2040} tokens, more than" in msg and "context of 2048" in msg
+    assert re.search(r"item '8[123]'", msg) and "max_position_embeddings" in msg
+    assert not (tmp_path / "out.parquet").exists() and not (tmp_path / "store").exists()
+
+
+TURN2 = """Question 1: {question_1}
+Answer 1: {answer_1}
+Question 2: {question_2}
+Reference 2: {ref_answer_2}
+Candidate 2: {answer_2}
+VERDICT:"""
+
+
+@pytest.mark.workflow
+def test_a_multi_turn_run_is_judged_and_reported_per_turn(workflow):
+    data = workflow.path / "mt.jsonl"
+    write_jsonl(
+        data,
+        [
+            MT[0],
+            {"question_id": 84, "category": "math", "turns": ["What is 1 + 1?", "Add 3."], "reference": ["2", "5"]},
+            MT[1],  # no reference: judged by no one in reference mode
+            {"question_id": 85, "category": "math", "turns": ["What is 6 - 2?"], "reference": ["4"]},
+        ],
+    )
+    (workflow.path / "config" / "turn2.txt").write_text(TURN2)
+    cfg = workflow.write_config(
+        "mt.yaml",
+        run="mt",
+        shards=2,
+        dataset={"path": str(data), "fields": FIELDS},
+        generator={"max_new_tokens": 8},
+        judge={"max_new_tokens": 6, "templates": [{"turns": [2], "template": "config/turn2.txt"}]},
+    )
+    workflow.run("--cores", "2", "--configfile", cfg)
+    res = workflow.results("mt")
+    gens = pd.read_parquet(res / "generations" / "demo-generator" / "mt.parquet").set_index(["id", "turn"])
+    assert sorted(gens.index) == [("81", 1), ("81", 2), ("82", 1), ("82", 2), ("84", 1), ("84", 2), ("85", 1)]
+    raw = pd.read_parquet(res / "judge" / "demo-judge" / "raw.parquet").set_index(["id", "turn"])
+    for item in ("81", "84"):
+        prompt = raw.loc[(item, 2), "judge_prompt"]
+        q1, a1, a2 = gens.loc[(item, 1), "prompt"], gens.loc[(item, 1), "output"], gens.loc[(item, 2), "output"]
+        assert f"Question 1: {q1}\nAnswer 1: {a1}\n" in prompt and f"Candidate 2: {a2}\n" in prompt
+        assert f"Reference 2: {gens.loc[(item, 2), 'reference']}" in prompt
+        assert "Question 1" not in raw.loc[(item, 1), "judge_prompt"]  # turn 1: the run's own template
+    judged = pd.read_parquet(res / "judgments" / "demo-judge.parquet").set_index(["id", "turn"])
+    assert judged.loc[("82", 1), "decided_by"] == "no reference" == judged.loc[("82", 2), "unparsed_reason"]
+    assert pd.isna(raw.loc[("82", 2), "judge_prompt"])  # never sent to the judge
+    summary = json.loads((res / "report" / "summary.json").read_text())
+    assert summary["n_items"] == 7 and summary["unparsed_reasons"]["no reference"] == 2
+    turns = summary["per_turn"]
+    assert {t: c["n_items"] for t, c in turns.items()} == {"1": 4, "2": 3}
+    assert turns["2"]["n_judged"] + turns["2"]["n_unparsed"] == 3
+    report = (res / "report" / "report.md").read_text()
+    assert "## By turn" in report and "| 2 | 3 |" in report
+
+
+@pytest.mark.workflow
+def test_reference_mode_without_any_reference_is_refused_while_planning(workflow):
+    data = workflow.path / "noref.jsonl"
+    write_jsonl(data, [{"question_id": i, "turns": [f"q{i}", "more"], "answer": ""} for i in range(4)])
+    cfg = workflow.write_config(
+        "noref.yaml", run="noref", dataset={"path": str(data), "fields": {**FIELDS, "reference": "answer"}}
+    )
+    proc = workflow.run("-n", "--configfile", cfg, check=False)
+    assert proc.returncode != 0
+    assert (
+        "judge mode 'reference' grades against a reference answer, and no item has a value in its field 'answer'"
+        in (proc.stderr + proc.stdout)
+    )
+    assert not workflow.results("noref").exists()
+
+
+def test_a_template_sees_only_the_turns_up_to_its_own(tmp_path):
+    from genjudge.conversation import with_history
+    from genjudge.judging import modes
+    from genjudge.judging.templates import load_template
+
+    score = modes.get("score")
+    later = tmp_path / "later.txt"
+    later.write_text("{question_1} {answer_2} SCORE:")
+    text = load_template(later, score)  # a valid template, for turn 2
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    rows = with_history(expand_turns(items).assign(output="o"))
+    spec = spec_for("judge", model="x", mode="score")
+    two = score.requests(rows[(rows["id"] == "81") & (rows["turn"] == 2)], spec, text)
+    assert two[0].text == "What is 2 + 3? o SCORE:" and two[0].turn == 2
+    with pytest.raises(InputError, match=r"item '81': the judge template uses \{answer_2\}.*turn 1 sees turns 1..1"):
+        score.requests(rows[(rows["id"] == "81") & (rows["turn"] == 1)], spec, text)
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text("{answer_a_1} {answer_2x}")
+    with pytest.raises(InputError, match=r"unknown placeholder\(s\) \['answer_2x', 'answer_a_1'\]"):
+        load_template(wrong, score)
+
+
+def test_reference_mode_leaves_items_without_a_reference_to_no_one(tmp_path):
+    from genjudge.conversation import with_history
+    from genjudge.judging import modes
+
+    ref = modes.get("reference")
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    rows = with_history(expand_turns(items).assign(output="5"))
+    spec = spec_for("judge", model="x", mode="reference")
+    reqs = ref.requests(rows, spec, "{question} {reference} {candidate}")
+    decided = {(r.id, r.turn): r.decided_by for r in reqs}
+    assert decided == {
+        ("81", 1): "judge",
+        ("81", 2): "judge",
+        ("82", 1): "no reference",
+        ("82", 2): "no reference",
+        ("83", 1): "no reference",
+    }
+    assert all("(none)" not in r.text for r in reqs if r.text)
+
+
+def test_turns_from_parquet_lists(tmp_path):
+    pd.DataFrame(
+        {"question_id": [81, 82], "turns": [["a?", "b?"], ["c?", "d?"]], "reference": [["1", "2"], None]}
+    ).to_parquet(tmp_path / "q.parquet")
+    items = load_items(tmp_path / "q.parquet", {"id": "question_id", "prompt": "turns", "reference": "reference"})
+    rows = expand_turns(items)
+    assert list(zip(rows["id"], rows["turn"], rows["prompt"])) == [
+        ("81", 1, "a?"),
+        ("81", 2, "b?"),
+        ("82", 1, "c?"),
+        ("82", 2, "d?"),
+    ]
+    assert rows["reference"].tolist()[:2] == ["1", "2"] and rows["reference"][2:].isna().all()
+
+
+def test_the_plan_sizes_a_conversation_by_its_last_turn(tmp_path):
+    from genjudge.config import defaults
+    from genjudge.stages.plan import prompt_tokens
+
+    long_turns = [{"question_id": 1, "turns": ["x" * 400, "y" * 400, "z" * 40]}]
+    cfg = defaults(
+        dataset={"path": str(write_jsonl(tmp_path / "q.jsonl", long_turns)), "fields": FIELDS},
+        generator={"model": "m", "max_new_tokens": 100},
+    )
+    tokens, how = prompt_tokens(cfg, "generator")
+    assert tokens == 210 + 2 * 100 and "last turn of a 3-turn conversation" in how
+    cfg["dataset"]["fields"] = {**FIELDS, "prompt": "turns.0"}
+    assert prompt_tokens(cfg, "generator")[0] == 100  # one turn: its own length

@@ -1,0 +1,170 @@
+"""report.html for score and pairwise judges over several generators (judgments made up here, no
+models): the heat map, the score distribution, the win / tie / loss bars and the strengths are drawn,
+decode as images, and an unknown summary field still shows."""
+
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from genjudge.config import defaults
+from genjudge.experiment import resolve
+from genjudge.records import GenerateMeta, JudgeMeta
+from genjudge.report_html import Cell, Page, write
+from genjudge.stages.report import summarise_experiment
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "browser"))
+import chromium  # noqa: E402
+
+GENS = ["alpha", "beta", "gamma"]
+CATS = ["arithmetic", "capitals", "counting"]
+
+
+def frame(rng, n, generator, dataset, opponent=None):
+    return pd.DataFrame(
+        {
+            "generator": generator,
+            "dataset": dataset,
+            "opponent": opponent,
+            "id": [f"q{i}" for i in range(n)],
+            "category": [CATS[i % 3] for i in range(n)],
+            "prompt": "q",
+            "reference": "r",
+            "output": "o",
+            "exact_match": rng.random(n) < 0.5,
+            "decided_by": "judge",
+            "judge_output": "SCORE: 7",
+            "p_correct": np.nan,
+        }
+    )
+
+
+def score_judgments(rng, n=60):
+    parts = []
+    for g in GENS:
+        df = frame(rng, n, g, "data")
+        scores = rng.integers(1, 11, n).astype(float)
+        df["verdict"] = [f"{s:g}" for s in scores]
+        df.loc[:2, "verdict"] = None  # three unparsed, one of them truncated
+        df["unparsed_reason"] = None
+        df.loc[:1, "unparsed_reason"] = "no SCORE: line"
+        df.loc[2, "unparsed_reason"] = "truncated: the judge reached max_new_tokens before its verdict"
+        df["score"] = pd.to_numeric(df["verdict"], errors="coerce")
+        parts.append(df)
+    return pd.concat(parts, ignore_index=True)
+
+
+def pairwise_judgments(rng, n=60):
+    parts = []
+    for i, g in enumerate(GENS):
+        for o in GENS[i + 1 :]:
+            df = frame(rng, n, g, "data", o)
+            df["verdict"] = rng.choice(["win", "tie", "loss"], n, p=[0.5, 0.2, 0.3])
+            df["unparsed_reason"] = None
+            df["position_consistent"] = df["verdict"] != "tie"
+            parts.append(df)
+    return pd.concat(parts, ignore_index=True)
+
+
+def metas():
+    gen = [
+        GenerateMeta(generator=g, dataset="data", shard=0, gpus=[str(i)], started_at=100.0, finished_at=110.0 + i)
+        for i, g in enumerate(GENS)
+    ]
+    judges = {
+        j: JudgeMeta(gpus=["0", "1", "2"], started_at=115.0 + 10 * k, finished_at=124.0 + 10 * k, cells={})
+        for k, j in enumerate(("scorer", "pairs"))
+    }
+    return gen, judges
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    cfg = defaults(
+        run="modes",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={g: {} for g in GENS},
+        datasets={"data": {}},
+        judge={"model": "j"},
+        judges={"scorer": {"mode": "score"}, "pairs": {"mode": "pairwise", "pairs": "all"}},
+    )
+    exp = resolve(cfg)
+    gen_metas, judge_metas = metas()
+    judgments = {"scorer": score_judgments(rng), "pairs": pairwise_judgments(rng)}
+    run, cells = summarise_experiment(exp, cfg, judgments, gen_metas, judge_metas)
+    summary = run.to_dict()
+    summary["judge_bias"] = {"position": {"value": 0.1, "ci95": [0.05, 0.2], "n": 180}, "verbosity": 0.03}
+    # Agreement with human labels as summary.json holds it: {human label: {judge label: count}}.
+    summary["validity"] = {
+        "judges": {
+            "scorer": {
+                "human": {
+                    "labels": "labels.jsonl",
+                    "n_labelled": 30,
+                    "n_unparsed": 1,
+                    "agreement": {"value": 0.6, "ci95": [0.4, 0.75], "n": 29},
+                    "confusion": {"7": {"7": 10, "8": 4}, "8": {"7": 3, "8": 7}, "9": {"9": 5}},
+                }
+            },
+            "pairs": {"bias": {}},
+        }
+    }
+    page = Page(summary, [Cell(k, s, df) for k, (s, df) in cells.items()], gen_metas, judge_metas, {}, ["0", "1", "2"])
+    out = tmp_path_factory.mktemp("modes")
+    write(page, out / "report.html", out / "plots")
+    return out
+
+
+def test_every_mode_plot_is_drawn_and_decodes(rendered):
+    names = sorted(p.stem for p in (rendered / "plots").glob("*.png"))
+    assert names == sorted(
+        [
+            "leaderboard",
+            "per_category",
+            "score_distribution",
+            "outcomes",
+            "strengths",
+            "judge_vs_human",
+            "unparsed_reasons",
+            "gpu_timeline",
+        ]
+    )
+    for p in (rendered / "plots").glob("*.png"):
+        with Image.open(p) as im:
+            im.verify()
+    page = (rendered / "report.html").read_text()
+    # Several generators: the categories are a heat map (generator x category), one panel per judge.
+    assert "measure of each generator in each category" in page
+    # An unknown field of summary.json is shown rather than dropped.
+    assert "judge bias" in page and "10.0% [5.0, 20.0]" in page
+    assert "truncated" in page and "no SCORE: line" in page
+    assert "<td>judge scorer</td><td>labels.jsonl</td><td>30</td><td>1</td><td>60.0% [40.0, 75.0]</td>" in page
+
+
+def test_chromium_loads_every_plot_of_the_modes_page(rendered, tmp_path):
+    reason = chromium.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    state = chromium.probe(rendered / "report.html", tmp_path)
+    assert len(state["images"]) == 8
+    assert all(i["complete"] and i["width"] > 300 and i["height"] > 100 for i in state["images"]), state["images"]
+
+
+def test_an_interval_bound_rounded_past_its_value_still_draws():
+    from genjudge.report_html import plots
+
+    row = {"generator": "g", "dataset": "d", "judge": "j", "opponent": "", "measure": "accuracy", "mean": False}
+    frame = pd.DataFrame(
+        [
+            {**row, "category": "a", "value": 1.0, "low": 0.8, "high": 1.0 - 1e-16, "n": 9},
+            {**row, "category": "b", "value": 0.5, "low": 0.5 + 1e-16, "high": 0.7, "n": 9},
+        ]
+    ).assign(em_value=[0.5, 1.0], em_low=[0.5 + 1e-16, 0.7], em_high=[0.6, 1.0 - 1e-16])
+    assert plots.png(plots.category_intervals(frame))[:4] == b"\x89PNG"
+    rows = [{**row, "mode": "reference", "accuracy": {"value": 1.0, "ci95": [0.8, 1.0 - 1e-16], "n": 9}}]
+    assert plots.png(plots.leaderboard(rows, ["accuracy"], lambda mode: True))[:4] == b"\x89PNG"

@@ -1,0 +1,158 @@
+"""Can the judge be trusted, through the real snakemake command line: human labels, a panel of
+three demo judges, a judge whose votes are all unparsed, and panel rules changed without a judge."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.workflow
+
+LABELS = "config/demo/labels.jsonl"
+
+
+def plan(workflow, cfg):
+    out = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+
+
+def labels_file(workflow, name, drop: int, unknown: bool):
+    rows = [json.loads(line) for line in (workflow.path / LABELS).read_text().splitlines()]
+    rows = rows[drop:]  # the first `drop` items are left unlabelled
+    if unknown:
+        rows.append({"id": "no-such-question", "label": "correct"})
+    (workflow.path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return name
+
+
+def panel_config(workflow, labels, lenient_pattern="(CORRECT)", rule="majority"):
+    return workflow.write_config(
+        "panel.yaml",
+        run="panel",
+        shards=2,
+        generator={"max_new_tokens": 8},
+        judge={"max_new_tokens": 12, "labels": {"path": labels}},
+        judges={
+            "demo": {},
+            # the demo judge with the mode's own template, which it was not trained on
+            "plain": {"template": None},
+            # deliberately weak: "(CORRECT)" also matches inside INCORRECT, so it says correct to nearly all
+            "lenient": {"verdict_pattern": lenient_pattern},
+        },
+        panels={"trio": {"judges": ["demo", "plain", "lenient"], "rule": rule}},
+    )
+
+
+def expected_panel(votes: pd.DataFrame, rule: str) -> list:
+    out = []
+    for row in votes.itertuples(index=False):
+        parsed = [v for v in row if isinstance(v, str)]
+        top = max(set(parsed), key=parsed.count) if parsed else None
+        need = len(parsed) if rule == "unanimous" else len(parsed) // 2 + 1
+        out.append(top if parsed and parsed.count(top) >= need else None)
+    return out
+
+
+def judge_files(workflow):
+    res = workflow.results("panel")
+    return {p: p.read_bytes() for p in sorted((res / "judge").rglob("*")) if p.is_file()}
+
+
+def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
+    # Labels with an id the dataset does not have: refused while planning, naming it.
+    bad = panel_config(workflow, labels_file(workflow, "bad_labels.jsonl", drop=4, unknown=True))
+    proc = workflow.run("-n", "--configfile", bad, check=False)
+    assert proc.returncode != 0
+    assert "judges.demo.labels: bad_labels.jsonl labels 1 id(s) not in the dataset questions: 'no-such-question'" in (
+        proc.stdout + proc.stderr
+    )
+    assert not workflow.results("panel").exists()
+
+    # 4 of the 44 ids (9%) unlabelled: it runs, over the 40 labelled.
+    cfg = panel_config(workflow, labels_file(workflow, "labels.jsonl", drop=4, unknown=False))
+    assert plan(workflow, cfg)["judge"] == "3"  # one job per judge
+    workflow.run("--cores", "2", "--configfile", cfg)
+    res = workflow.results("panel")
+    s = json.loads((res / "report" / "summary.json").read_text())
+    v = s["validity"]
+    demo = v["judges"]["demo"]["human"]
+    assert (demo["n_items"], demo["n_labelled"]) == (44, 40)
+    assert demo["n_judged"] + demo["n_unparsed"] == 40 and demo["agreement"]["n"] == demo["n_judged"]
+    judged = {
+        j: pd.read_parquet(res / "judgments" / f"{j}.parquet").set_index("id") for j in ("demo", "plain", "lenient")
+    }
+    truth = pd.read_json(workflow.path / "labels.jsonl", lines=True).set_index("id")["label"]
+    d = judged["demo"].loc[truth.index]
+    d = d[d["verdict"].notna()]
+    assert demo["agreement"]["value"] == pytest.approx((d["verdict"] == truth[d.index]).mean())
+    assert sum(sum(r.values()) for r in demo["confusion"].values()) == demo["n_judged"]
+    assert "cohen_kappa" in demo and demo["cohen_kappa"] is not None
+    assert "length_correlation" in v["judges"]["demo"]["bias"]
+    # The demo generator and judge are one family (both model_type llama, both named demo-*).
+    assert v["self_preference"] == [
+        "judges demo, lenient, plain (models/demo-judge) and generator demo-generator (models/demo-generator) are "
+        "of one family (model_type llama, name 'demo'): judges tend to prefer answers of their own family"
+    ]
+
+    trio = v["panels"]["trio"]
+    votes = pd.DataFrame({j: judged[j]["verdict"] for j in ("demo", "plain", "lenient")})
+    panel = pd.Series(expected_panel(votes, "majority"), index=votes.index)
+    assert trio["n_items"] == 44 and trio["n_decided"] == int(panel.notna().sum())
+    parsed_per_item = votes.notna().sum(axis=1).value_counts()
+    assert trio["parsed_votes_per_item"] == {str(k): int(n) for k, n in sorted(parsed_per_item.items())}
+    md = (res / "report" / "report.md").read_text()
+    assert "## Can I trust the judge?" in md and "**trio** (majority of demo, plain, lenient" in md
+    out = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "summary", str(res)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "agreement with human labels (judge demo)" in out and "agreement with human labels (panel trio)" in out
+
+    # One judge's votes all unparsed (a pattern that never matches): only that judge re-parses, and the
+    # panel decides by strict majority of the two parsed votes, never counting the unparsed one.
+    before = judge_files(workflow)
+    never = panel_config(workflow, "labels.jsonl", lenient_pattern="NEVER-(X)")
+    assert plan(workflow, never) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
+    workflow.run("--cores", "2", "--configfile", never)
+    assert judge_files(workflow) == before
+    s = json.loads((res / "report" / "summary.json").read_text())
+    trio = s["validity"]["panels"]["trio"]
+    lenient = s["validity"]["judges"]["lenient"]["human"]
+    assert (lenient["n_labelled"], lenient["n_unparsed"], lenient["n_judged"]) == (40, 40, 0)
+    assert lenient["agreement"]["value"] is None  # unparsed is never disagreement
+    votes["lenient"] = None
+    panel = pd.Series(expected_panel(votes, "majority"), index=votes.index)
+    two = votes[["demo", "plain"]]
+    disagree = int((two.notna().all(axis=1) & (two["demo"] != two["plain"])).sum())
+    assert trio["no_majority"] == disagree
+    assert trio["n_decided"] == int(panel.notna().sum())
+    assert set(trio["parsed_votes_per_item"]) <= {"0", "1", "2"}
+    assert trio["inter_judge"]["n_all_parsed"] == 0 and trio["inter_judge"]["fleiss_kappa"] is None
+    assert trio["inter_judge"]["pairs"]["demo / plain"]["n"] == int(two.notna().all(axis=1).sum())
+
+    # The panel rule changed: only the report runs again; no judge job, no parsing.
+    unanimous = panel_config(workflow, "labels.jsonl", lenient_pattern="NEVER-(X)", rule="unanimous")
+    assert plan(workflow, unanimous) == {"report": "1", "all": "1", "total": "2"}
+    workflow.run("--cores", "2", "--configfile", unanimous)
+    assert judge_files(workflow) == before
+    s = json.loads((res / "report" / "summary.json").read_text())
+    trio = s["validity"]["panels"]["trio"]
+    assert trio["rule"] == "unanimous"
+    assert trio["n_decided"] == sum(v is not None for v in expected_panel(votes, "unanimous"))
+    # Snakemake's own summary: the judge outputs were last made by the first run's jobs.
+    summary = workflow.run("--summary", "--configfile", unanimous).stdout
+    judge_rows = [line for line in summary.splitlines() if "/judge/" in line and "shards/" in line]
+    assert len(judge_rows) == 6  # 3 judges x (table, meta)
+    assert all(row.split("\t")[2] == "judge" and row.split("\t")[-1] == "no update" for row in judge_rows)
+
+
+def test_the_demo_panel_example_plans_one_job_per_judge_and_reads_its_labels(workflow):
+    files = ["config/demo.yaml", "config/demo/labels.yaml", "config/examples/demo_panel.yaml"]
+    out = workflow.run("-n", "--configfile", *files, "--quiet", "rules").stdout
+    planned = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+    assert planned["judge"] == "3" and planned["parse_verdicts"] == "3" and planned["report"] == "1"
+    (workflow.path / "config/demo/labels.jsonl").write_text('{"id": "arith-999", "label": "correct"}\n')
+    proc = workflow.run("-n", "--configfile", *files, check=False)
+    assert proc.returncode != 0 and "'arith-999'" in proc.stdout + proc.stderr
