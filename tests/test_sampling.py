@@ -306,3 +306,15 @@ def test_each_sample_of_a_conversation_follows_its_own_earlier_answers(tmp_path)
     assert len(merged) == 15 and not merged.duplicated(["id", "turn", "sample"]).any()
     again, meta2 = run("again")  # resumed per (item, sample, turn)
     assert meta2.computed_items == 0 and again["output"].tolist() == out["output"].tolist()
+
+
+def test_an_opponents_answer_is_its_sample_of_the_same_index_else_its_only_one():
+    from genjudge.samples import SampleView
+
+    answers = {("a", 1, 0): "a0", ("a", 1, 1): "a1", ("b", 1, 0): "b0"}
+    assert SampleView(answers, 1)[("a", 1)] == "a1" and SampleView(answers, 0)[("a", 1)] == "a0"
+    assert SampleView(answers, 2)[("b", 1)] == "b0"  # fewer samples (or an outside baseline): its sample 0
+    assert ("c", 1) not in SampleView(answers, 0) and SampleView(answers, 0).get(("a", 2)) is None
+    assert SampleView({("a", 1): "only"}, 3)[("a", 1)] == "only"  # a map keyed (id, turn)
+    with pytest.raises(KeyError):
+        SampleView(answers, 0)[("c", 1)]

@@ -30,7 +30,8 @@ def answers_by_row(df: pd.DataFrame) -> dict:
 
 class SampleView:
     """An opponent's answers by (id, turn) as sample `sample` sees them: the opponent's own sample
-    of that index, else its sample 0 (an opponent with one sample, or an outside baseline)."""
+    of that index, else its sample 0 (an opponent with one sample, or an outside baseline); `answers`
+    is keyed (id, turn, sample), or (id, turn) for one answer per turn."""
 
     _NONE = object()
 
@@ -39,8 +40,9 @@ class SampleView:
 
     def get(self, key, default=None):
         item_id, turn = key
-        for s in (self.sample, 0):
-            got = self.answers.get((item_id, int(turn), s), self._NONE)
+        # Keys (id, turn, sample); a map keyed (id, turn) alone holds one answer per turn.
+        for k in ((item_id, int(turn), self.sample), (item_id, int(turn), 0), (item_id, int(turn))):
+            got = self.answers.get(k, self._NONE)
             if got is not self._NONE:
                 return got
         return default
