@@ -45,6 +45,7 @@ bench: setup
 	$(BIN)/python bench/run_bench.py
 	$(BIN)/python bench/scale_bench.py
 	$(BIN)/python bench/store_bench.py
+	$(BIN)/python bench/sampling_bench.py
 
 bench-gpu: setup
 	$(BIN)/python bench/gpu_bench.py

@@ -244,6 +244,13 @@ def check(config: dict, data: bool = True) -> None:
             except ValueError as exc:
                 where = f"datasets.{name}" if config.get("datasets") else "dataset"
                 raise InputError(f"{where}.answer.{side}: {exc}") from None
+    for name, section in exp.generators.items():
+        if section["n_samples"] > 1 and not section["do_sample"]:
+            where = f"generators.{name}" if config.get("generators") else "generator"
+            raise InputError(
+                f"{where}.n_samples = {section['n_samples']} needs {where.split('.')[0]}.do_sample: true "
+                "(greedy samples would all be the same text)"
+            )
     from genjudge.judging.panels import resolve_panels
     from genjudge.labels import check_config_labels
 
@@ -258,7 +265,7 @@ def check(config: dict, data: bool = True) -> None:
             shard_bounds(n_items[name], exp.shards(name, config))
         check_references(config, exp, with_reference)
         for name, section in exp.judges.items():
-            graded = sum(n_items[c.dataset] for c in exp.cells(name))
+            graded = sum(n_items[c.dataset] * exp.generators[c.generator]["n_samples"] for c in exp.cells(name))
             if section["shards"] > graded:
                 where = f"judges.{name}" if config.get("judges") else "judge"
                 raise InputError(

@@ -24,7 +24,7 @@ import re
 
 import pandas as pd
 
-TURN_KEYS = ["id", "turn"]  # what identifies a generation row (with `sample` where samples are drawn)
+TURN_KEYS = ["id", "turn"]  # with `sample` (genjudge.samples.ROW_KEY), what identifies a generation row
 
 # question_2, answer_2, answer_a_2, answer_b_2, ref_answer_2
 TURN_PLACEHOLDER = re.compile(r"^(question|answer|answer_a|answer_b|ref_answer)_([1-9][0-9]*)$")
@@ -72,19 +72,22 @@ def history_messages(questions: list[str], answers: list[str]) -> list[dict]:
 
 def with_history(gens: pd.DataFrame) -> pd.DataFrame:
     """`gens` (one generator's merged answers, all turns) with a `history` column: for each row,
-    [{question, answer, reference}] of turns 1..k of its item (its own turn last)."""
+    [{question, answer, reference}] of turns 1..k of its item (its own turn last); each sample
+    (generator.n_samples) is a conversation of its own."""
     gens = gens.copy()
     if "turn" not in gens:
         gens["turn"] = 1
+    samples = gens["sample"] if "sample" in gens else [0] * len(gens)
     convo: dict = {}
-    for row in gens.itertuples():
-        convo.setdefault(row.id, {})[int(row.turn)] = {
+    for row, s in zip(gens.itertuples(), samples):
+        convo.setdefault((row.id, s), {})[int(row.turn)] = {
             "question": row.prompt,
             "answer": row.output,
             "reference": None if _missing(row.reference) else row.reference,
         }
     gens["history"] = [
-        [convo[i][j] for j in range(1, int(k) + 1) if j in convo[i]] for i, k in zip(gens["id"], gens["turn"])
+        [convo[(i, s)][j] for j in range(1, int(k) + 1) if j in convo[(i, s)]]
+        for i, s, k in zip(gens["id"], samples, gens["turn"])
     ]
     return gens
 

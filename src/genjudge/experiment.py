@@ -100,11 +100,13 @@ def cell_generations(cells: list[Cell], generations: dict):
     """(cell, its generator's merged answers on its dataset) for each cell, each file read once."""
     import pandas as pd
 
+    from genjudge.samples import with_sample
+
     read: dict = {}
     for cell in cells:
         key = (cell.generator, cell.dataset)
         if key not in read:
-            read[key] = pd.read_parquet(generations[key])
+            read[key] = with_sample(pd.read_parquet(generations[key]))
         yield cell, read[key]
 
 

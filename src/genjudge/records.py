@@ -129,6 +129,7 @@ class GenerateMeta(JobMeta):
     generator: str | None = None  # the generator's name in the experiment
     dataset: str | None = None
     shard: int = 0
+    n_samples: int = 1  # n_items counts rows: items x samples
     n_generated_tokens: int = 0
     generate_seconds: float = 0.0
 
@@ -227,6 +228,7 @@ class JudgeRecord:
     judge_n_generated_tokens: int = 0
     judge_finish_reason: str | None = None
     judge_key: str | None = None
+    sample: int = 0  # the answer's sample index (generator.n_samples); files without it hold sample 0
 
 
 RAW_COLUMNS = [f.name for f in fields(JudgeRecord)]
@@ -252,7 +254,10 @@ def read_judge_records(path, columns: list[str] | None = None) -> pd.DataFrame:
     meta = pq.read_schema(path).metadata or {}
     found = meta.get(_VERSION_KEY)
     _check_version("judge records", int(found) if found else None, path)
-    return pd.read_parquet(path, columns=columns)
+    if columns is not None and "sample" in columns and "sample" not in pq.read_schema(path).names:
+        columns = [c for c in columns if c != "sample"]  # written before samples: every row is sample 0
+    df = pd.read_parquet(path, columns=columns)
+    return df if "sample" in df.columns else df.assign(sample=0)
 
 
 @dataclass

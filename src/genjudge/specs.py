@@ -103,6 +103,8 @@ class GeneratorSpec(ModelSpec):
     temperature: float = _item()
     top_p: float = _item()
     seed: int = _item()
+    # Each sample has a key of its own (its index is in it): more samples add rows, change none.
+    n_samples: int = _job()
     offload_folder: str | None = _run()
     gpus_per_job: int | None = _run()  # null: the top-level gpus_per_job
 

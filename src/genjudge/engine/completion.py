@@ -102,9 +102,18 @@ class PromptSet:
             return self.model, self.info, time.monotonic() - t0
         return self.model, self.info, 0.0
 
-    def key(self, prompt: str) -> str:
-        """Everything that decides this item's result: the spec's item fields, the model's files, the prompt."""
-        return item_key(kind=self.kind, model=self.fp, params=self.spec.item_params(), prompt=prompt)
+    def key(self, prompt: str, sample: int | None = None) -> str:
+        """Everything that decides this item's result: the spec's item fields, the model's files, the prompt,
+        and when sampling the sample's index (each sample of an item is a result of its own)."""
+        if sample is None:
+            return item_key(kind=self.kind, model=self.fp, params=self.spec.item_params(), prompt=prompt)
+        return item_key(kind=self.kind, model=self.fp, params=self.spec.item_params(), prompt=prompt, sample=sample)
+
+    def seed(self, prompt: str, sample: int) -> int:
+        """The seed of one sample's own generator: the run's seed, the item's key, the sample index."""
+        from genjudge.engine.sampling import sample_seed
+
+        return sample_seed(self.params.seed, self.key(prompt), sample)
 
 
 def complete(
@@ -116,11 +125,20 @@ def complete(
     log_stream,
     scorer=None,
     conversations: list | None = None,
+    samples: list[int] | None = None,
 ) -> Completion:
     """Complete `texts` (or the chat `conversations` where given); `scorer(model, tok,
-    add_special_tokens)` replaces generation (logprob judging)."""
+    add_special_tokens)` replaces generation (logprob judging). With sampling, `samples[i]` is
+    row i's sample index (default 0): its key and its generator's seed."""
     prompts = pset.render(texts, conversations)
-    keys = [pset.key(p) for p in prompts]
+    sampling = pset.params.do_sample and scorer is None
+    if sampling:
+        samples = samples or [0] * len(prompts)
+        keys = [pset.key(p, s) for p, s in zip(prompts, samples)]
+    elif samples and any(samples):
+        raise ValueError("several samples of an item need sampling (do_sample: true)")
+    else:
+        keys = [pset.key(p) for p in prompts]
     done = store.load(set(keys))
     todo, queued = [], set()
     for i, k in enumerate(keys):  # identical prompts (e.g. two generators' equal answers) run once
@@ -161,13 +179,24 @@ def complete(
         def checkpoint(idx, results):
             if not tensor_parallel.is_writer():  # in a tensor-parallel group, rank 0 writes
                 return
-            store.append([{**r, "key": keys[todo[j]], "id": ids[todo[j]]} for j, r in zip(idx, results)])
+            extra = (lambda j: {"sample": samples[todo[j]]}) if sampling else (lambda j: {})
+            store.append([{**r, "key": keys[todo[j]], "id": ids[todo[j]], **extra(j)} for j, r in zip(idx, results)])
+
+        if sampling:
+            seeds = [pset.seed(prompts[i], samples[i]) for i in todo]
+
+            def compute(idx):
+                return gen.generate([todo_prompts[j] for j in idx], seeds=[seeds[j] for j in idx])
+        else:
+
+            def compute(idx):
+                return gen.generate([todo_prompts[j] for j in idx])
 
         t1 = time.monotonic()
         new, batch_size = run_batches(
             lengths,
             batch_size,
-            tensor_parallel.agree(lambda idx: gen.generate([todo_prompts[j] for j in idx])),
+            tensor_parallel.agree(compute),
             on_batch=checkpoint,
             progress=bar,
         )

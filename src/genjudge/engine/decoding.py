@@ -7,8 +7,6 @@ per batch with their original indices so callers keep the input order.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -114,9 +112,9 @@ class Generator:
     def token_lengths(self, prompts: list[str]) -> list[int]:
         return token_lengths(self.tok, prompts, self.add_special_tokens)
 
-    def generate(self, prompts: list[str]) -> list[dict]:
-        """Complete one batch. With sampling, the RNG is seeded from the seed and
-        the batch's prompts, so an uninterrupted rerun samples the same text."""
+    def generate(self, prompts: list[str], seeds: list[int] | None = None) -> list[dict]:
+        """Complete one batch. With sampling, row i draws from its own generator seeded with `seeds[i]`
+        (engine/sampling.py), so its text does not depend on the rest of the batch."""
         import torch
 
         from genjudge.engine.loading import input_device
@@ -126,9 +124,11 @@ class Generator:
         p = self.params
         kwargs = {"max_new_tokens": p.max_new_tokens, "do_sample": p.do_sample, "pad_token_id": self.tok.pad_token_id}
         if p.do_sample:
-            kwargs.update(temperature=p.temperature, top_p=p.top_p)
-            digest = hashlib.sha256(json.dumps([p.seed, prompts]).encode()).digest()
-            torch.manual_seed(int.from_bytes(digest[:8], "little"))
+            from genjudge.engine.sampling import seeded_sampling_kwargs
+
+            if seeds is None or len(seeds) != len(prompts):
+                raise ValueError("sampling needs one seed per prompt")
+            kwargs.update(seeded_sampling_kwargs(self.model, p.temperature, p.top_p, seeds))
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
         with torch.inference_mode():
@@ -164,13 +164,18 @@ class Generator:
             [prompt] * batch_size, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
         )
         enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}
+        kwargs = {"do_sample": False}
+        if self.params.do_sample:  # the sampler's buffers count too (one vocabulary-sized row per sequence)
+            from genjudge.engine.sampling import seeded_sampling_kwargs
+
+            kwargs = seeded_sampling_kwargs(self.model, self.params.temperature, self.params.top_p, [0] * batch_size)
         with torch.inference_mode():
             self.model.generate(
                 **enc,
                 max_new_tokens=self.params.max_new_tokens,
                 min_new_tokens=self.params.max_new_tokens,
-                do_sample=False,
                 pad_token_id=self.tok.pad_token_id,
+                **kwargs,
             )
 
     def _eos_ids(self) -> set[int]:

@@ -22,7 +22,7 @@ from genjudge.judging import agreement, modes
 
 RULES = ("majority", "unanimous", "mean")
 NO_MAJORITY = "no majority"
-KEYS = ["generator", "dataset", "opponent", "id", "turn"]
+KEYS = ["generator", "dataset", "opponent", "id", "turn", "sample"]
 
 
 def resolve_panels(config: dict, exp) -> dict:
@@ -75,8 +75,10 @@ def combine(votes: list, rule: str, pairwise: bool) -> tuple:
 
 
 def _with_turn(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy with a `turn` column (judgments parsed before conversations had turns: all turn 1)."""
-    return df.copy() if "turn" in df else df.assign(turn=1)
+    """A copy with `turn` and `sample` columns (judgments parsed before conversations had turns, or
+    before samples: all turn 1, sample 0)."""
+    df = df.copy() if "turn" in df else df.assign(turn=1)
+    return df if "sample" in df else df.assign(sample=0)
 
 
 def panel_judgments(panel: dict, judgments: dict) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""One generation job: a shard of items in, one output row per item and turn out."""
+"""One generation job: a shard of items in, one output row per item, sample and turn out
+(`generator.n_samples`, default 1: rows are keyed by id + sample + turn)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from genjudge.specs import GeneratorSpec
 
 OUTPUT_COLUMNS = [
     "id",
+    "sample",
     "turn",
     "prompt_sent",
     "output",
@@ -49,24 +51,40 @@ def run_generate(
     store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
     turns = [item_turns(p, r, t) for p, r, t in zip(items["prompt"], items["reference"], items["turns"])]
     chats = [None if is_missing(m) else json.loads(m) for m in items["messages"]]
+    n = int(spec.n_samples)
+    # Each (item, sample) is a conversation of its own: sample s's turn k follows its own answers.
+    threads = [(i, s) for i in range(len(items)) for s in range(n)]
     rows, completions = [], []
-    answers: list[list[str]] = [[] for _ in turns]
+    answers: dict = {t: [] for t in threads}
     # Turn k needs each item's answers to turns 1..k-1: the turns run in order, one completion
-    # each (one model load), every (item, turn) its own cached record.
-    most = max(len(t) for t in turns)
+    # each (one model load), every (item, sample, turn) its own cached record.
+    most = max((len(t) for t in turns), default=1)
     for k in range(1, most + 1):
-        idx = [i for i, t in enumerate(turns) if len(t) >= k]
-        questions = [[q["question"] for q in turns[i][:k]] for i in idx]
-        conversations = [chats[i] if k == 1 else history_messages(q, answers[i]) for i, q in zip(idx, questions)]
-        ids = [items["id"].iloc[i] for i in idx]
+        idx = [(i, s) for i, s in threads if len(turns[i]) >= k]
+        questions = [[q["question"] for q in turns[i][:k]] for i, _ in idx]
+        conversations = [
+            chats[i] if k == 1 else history_messages(q, answers[(i, s)]) for (i, s), q in zip(idx, questions)
+        ]
+        ids = [items["id"].iloc[i] for i, _ in idx]
+        samples = [s for _, s in idx]
         desc = f"shard {shard}" if most == 1 else f"shard {shard}, turn {k}"
-        c = complete(pset, [q[-1] for q in questions], ids, store, desc, log_stream, conversations=conversations)
+        c = complete(
+            pset,
+            [q[-1] for q in questions],
+            ids,
+            store,
+            desc,
+            log_stream,
+            conversations=conversations,
+            samples=samples if spec.do_sample else None,
+        )
         completions.append(c)
-        for i, item_id, p, r, key in zip(idx, ids, c.prompts, c.results, c.keys):
-            answers[i].append(r["output"])
+        for (i, s), item_id, p, r, key in zip(idx, ids, c.prompts, c.results, c.keys):
+            answers[(i, s)].append(r["output"])
             rows.append(
                 {
                     "id": item_id,
+                    "sample": s,
                     "turn": k,
                     "prompt_sent": p,
                     "output": r["output"],
@@ -74,15 +92,16 @@ def run_generate(
                     "n_generated_tokens": int(r["n_generated_tokens"]),
                     "finish_reason": r["finish_reason"],
                     "key": key,
-                    "_order": (i, k),
+                    "_order": (i, s, k),
                 }
             )
-    rows.sort(key=lambda row: row.pop("_order"))  # item order, then turn
+    rows.sort(key=lambda row: row.pop("_order"))  # item order, then sample, then turn
     c = combined(completions)
     out = pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
     atomic.write_parquet(out_path, out)
     meta.update(
-        n_items=len(out),
+        n_items=len(out),  # rows: items x samples x turns
+        n_samples=n,
         n_generated_tokens=int(out["n_generated_tokens"].sum()),
         **completion_meta(c, "generate_seconds"),
     )

@@ -19,6 +19,7 @@ from genjudge.judging import modes
 from genjudge.judging.modes.pairwise import answers_by_turn
 from genjudge.judging.template_rules import Templates
 from genjudge.records import JudgeMeta, JudgeRecord, read_judge_records, write_judge_records
+from genjudge.samples import with_sample
 from genjudge.sharding import shard_bounds
 from genjudge.specs import JudgeSpec
 
@@ -127,6 +128,7 @@ def run_judge(
             order=r.order,
             decided_by=r.decided_by,
             turn=r.turn,
+            sample=r.sample,
         )
         counts = per_cell.setdefault(cell.key, {"requests": 0, "resumed": 0, "computed": 0})
         counts["requests"] += 1
@@ -169,7 +171,8 @@ def run_judge(
 def merge_judge_shards(raw_paths, meta_paths, out_path, meta_out_path) -> None:
     """Concatenate data-parallel judge shards; the combined meta lists each shard's."""
     raw = pd.concat([read_judge_records(p) for p in raw_paths], ignore_index=True)
-    if raw[["generator", "dataset", "opponent", "id", "turn", "order"]].astype(str).duplicated().any():
-        raise ValueError("judge shards overlap: a (cell, id, turn, order) appears twice")
+    keys = ["generator", "dataset", "opponent", "id", "turn", "sample", "order"]
+    if with_sample(raw)[keys].astype(str).duplicated().any():
+        raise ValueError("judge shards overlap: a (cell, id, turn, sample, order) appears twice")
     write_judge_records(out_path, raw)
     JudgeMeta.merged([JudgeMeta.read(p) for p in meta_paths]).write(meta_out_path)

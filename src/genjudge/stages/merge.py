@@ -1,4 +1,4 @@
-"""Merge generation shards: every input id exactly once, or a loud failure."""
+"""Merge generation shards: every input id exactly once per sample, or a loud failure."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pandas as pd
 
 from genjudge import atomic
 from genjudge.conversation import TURN_KEYS, expand_turns
+from genjudge.samples import with_sample
 
 
 class MergeError(Exception):
@@ -33,6 +34,14 @@ def merge_generations(items: pd.DataFrame, shard_paths: list[str]) -> pd.DataFra
         raise MergeError(
             f"{len(dup[shown].drop_duplicates())} {what} appear more than once across shards, e.g. {where}"
         )
+    if "sample" in gens:  # generator.n_samples: every (id, turn) has samples 0..k-1
+        per_row = gens.groupby(TURN_KEYS)["sample"].agg(lambda s: tuple(sorted(s)))
+        full = tuple(range(max(map(len, per_row), default=0)))
+        uneven = per_row[per_row.map(lambda t: t != full)]
+        if len(uneven):
+            raise MergeError(
+                f"{len(uneven)} (id, turn) row(s) lack some of the samples {list(full)}, e.g. {dict(uneven.head(5))}"
+            )
     rows = expand_turns(items)
     expected = set(rows[TURN_KEYS].itertuples(index=False, name=None))
     got = set(gens[TURN_KEYS].itertuples(index=False, name=None))
@@ -49,7 +58,8 @@ def merge_generations(items: pd.DataFrame, shard_paths: list[str]) -> pd.DataFra
             f"shards do not match the dataset: {len(missing)} missing {what} {show(missing)}, "
             f"{len(extra)} unexpected {what} {show(extra)}"
         )
-    return rows.merge(gens, on=TURN_KEYS, how="left", validate="one_to_one" if len(keys) == 2 else "one_to_many")
+    merged = rows.merge(gens, on=TURN_KEYS, how="left", validate="one_to_one" if len(keys) == 2 else "one_to_many")
+    return with_sample(merged)
 
 
 def check_one_model(meta_paths) -> None:

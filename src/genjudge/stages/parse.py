@@ -9,6 +9,7 @@ from genjudge.experiment import Cell, cell_generations, of_cell
 from genjudge.judging import modes
 from genjudge.judging.extraction import check_answer
 from genjudge.records import read_judge_records
+from genjudge.samples import SampleView, answers_by_row
 
 # What parsing needs from the raw judge rows: not the prompts, which are most of their bytes.
 RAW_NEEDED = [
@@ -17,6 +18,7 @@ RAW_NEEDED = [
     "opponent",
     "id",
     "turn",
+    "sample",
     "order",
     "decided_by",
     "judge_output",
@@ -69,10 +71,12 @@ def run_parse(
         df.insert(2, "dataset", cell.dataset)
         df.insert(3, "opponent", cell.opponent)
         if cell.opponent:  # the other side's answer, for the length-bias diagnostics
-            other = pd.read_parquet(generations[(cell.opponent, cell.dataset)])
-            other = other.assign(turn=other.get("turn", 1))[["id", "turn", "output"]]
-            other = other.rename(columns={"output": "opponent_output"})
-            df = df.merge(other, on=["id", "turn"], how="left", validate="many_to_one")
+            theirs = answers_by_row(pd.read_parquet(generations[(cell.opponent, cell.dataset)]))
+            turns = df["turn"] if "turn" in df else [1] * len(df)
+            # Sample s met the opponent's sample s, or its only one (as in the judge's requests).
+            df["opponent_output"] = [
+                SampleView(theirs, s).get((i, t)) for i, t, s in zip(df["id"], turns, df["sample"])
+            ]
         frames.append(df)
     out = pd.concat(frames, ignore_index=True)
     atomic.write_parquet(out_path, out)

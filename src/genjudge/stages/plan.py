@@ -194,12 +194,14 @@ def make_plan(
         (tokens, how), view = max(measured, key=lambda m: m[0][0])
         if role == "generator":
             n = view["gpus_per_job"] if gpus else 0
-            per_job = max(n_items[d] / exp.shards(d, config) for d in exp.datasets)
+            # Each sample is a sequence of its own (batch_size counts sequences, not items).
+            per_job = max(n_items[d] * spec.n_samples / exp.shards(d, config) for d in exp.datasets)
             jobs = sum(exp.shards(d, config) for d in exp.datasets)
         else:
             lay = judge_layout(view, gpus)
             n = lay.gpus_per_job
-            calls = sum(n_items[c.dataset] for c in exp.cells(name)) * modes.get(spec.mode).requests_per_item
+            answers = sum(n_items[c.dataset] * exp.generators[c.generator]["n_samples"] for c in exp.cells(name))
+            calls = answers * modes.get(spec.mode).requests_per_item
             per_job, jobs = calls / lay.jobs, lay.jobs
         job_gpus = gpus[:n] if n else []
         batch = batch_size or (spec.batch_size if spec.batch_size != "auto" else 8)

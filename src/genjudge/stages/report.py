@@ -9,7 +9,7 @@ import pandas as pd
 from genjudge import atomic
 from genjudge.conversation import per_turn, turn_table
 from genjudge.experiment import of_cell
-from genjudge.judging import modes
+from genjudge.judging import modes, sampling_stats
 from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.stats import rate
@@ -30,6 +30,8 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     em_all = df["exact_match"].dropna().astype(bool)
     metrics = mode.metrics(df)
     extra = mode.summary(df, metrics, parse_options(config["judge"]))
+    if "sample" in df and df["sample"].nunique() > 1:  # generator.n_samples > 1: measures item by item
+        extra["samples"] = mode.over_samples(df)
     per_cat = {}
     for cat, g in df.groupby(df["category"].fillna("(none)"), sort=True):
         em = g["exact_match"].dropna()
@@ -171,6 +173,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         "",
     ]
     out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
+    out += sampling_stats.markdown(s.metrics.get("samples"))
     out += ["## By category", "", *_category_table(s), ""]
     if s.unparsed_reasons:
         out += ["## Unparsed verdicts", "", "| reason | count |", "|---|---|"]

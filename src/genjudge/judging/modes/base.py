@@ -21,6 +21,7 @@ from genjudge.judging.extraction import check_answer
 from genjudge.judging.stats import mean_interval, rate
 from genjudge.judging.templates import render_request
 from genjudge.judging.verdicts import Verdict, compile_pattern, parse_verdict
+from genjudge.samples import ROW_KEY, with_sample
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class JudgeRequest:
     decided_by: str  # "judge", "rule", or "no reference" (the template needs one the item lacks)
     text: str | None
     turn: int = 1  # the conversation's turn graded (1 for a single-turn item)
+    sample: int = 0  # which of the item's samples (generator.n_samples) the answer is
 
 
 NO_REFERENCE = "no reference"
@@ -102,12 +104,12 @@ class JudgeMode:
         out = []
         ref_turns = reference_turns(template)
         for row in gens.itertuples():
-            turn = int(getattr(row, "turn", 1))
+            turn, sample = int(getattr(row, "turn", 1)), int(getattr(row, "sample", 0))
             history = row_history(row)
             if spec.cascade and check_answer(row.output, row.reference, answer).match:
-                out.append(JudgeRequest(row.id, 0, "rule", None, turn))
+                out.append(JudgeRequest(row.id, 0, "rule", None, turn, sample))
             elif lacks_reference(history, self.needs_reference, ref_turns):
-                out.append(JudgeRequest(row.id, 0, NO_REFERENCE, None, turn))
+                out.append(JudgeRequest(row.id, 0, NO_REFERENCE, None, turn, sample))
             else:
                 text = render_request(
                     template,
@@ -119,7 +121,7 @@ class JudgeMode:
                     turn=turn,
                     **placeholders(history),
                 )
-                out.append(JudgeRequest(row.id, 0, "judge", text, turn))
+                out.append(JudgeRequest(row.id, 0, "judge", text, turn, sample))
         return out
 
     # --- parsing ---
@@ -176,6 +178,11 @@ class JudgeMode:
 
         return "result", cell
 
+    def over_samples(self, df: pd.DataFrame) -> dict:
+        """Measures over an item's several samples (generator.n_samples), item by item
+        (judging/sampling_stats.py); none by default."""
+        return {}
+
     def across_cells(self, df: pd.DataFrame, seed: int = 0) -> dict:
         """Measures over all of a judge's cells at once (pairwise: strengths of every generator)."""
         return {}
@@ -203,14 +210,16 @@ def truncated(v: Verdict, finish_reason) -> Verdict:
 
 
 def orders(raw: pd.DataFrame, df: pd.DataFrame, order: int) -> pd.DataFrame:
-    """The raw judge rows of one order, aligned with df's (id, turn) rows; every one must be there."""
-    keys = ["id", "turn"] if "turn" in df else ["id"]
-    raw = raw if "turn" in raw else raw.assign(turn=1)
+    """The raw judge rows of one order, aligned with df's (id, turn, sample) rows; every one must be there."""
+    df = with_sample(df if "turn" in df else df.assign(turn=1))
+    raw = with_sample(raw if "turn" in raw else raw.assign(turn=1))
+    keys = ROW_KEY
     rows = raw[raw["order"] == order].set_index(keys)
-    rows = rows.reindex(pd.MultiIndex.from_frame(df[keys]) if len(keys) > 1 else df["id"])
+    rows = rows.reindex(pd.MultiIndex.from_frame(df[keys]))
     if rows["decided_by"].isna().any():
         missing = df[keys][rows["decided_by"].isna().to_numpy()]
-        shown = missing["id"].tolist() if len(keys) == 1 or (missing["turn"] == 1).all() else missing.values.tolist()
+        single = (missing["turn"] == 1).all() and (missing["sample"] == 0).all()
+        shown = missing["id"].tolist() if single else missing.values.tolist()
         raise ValueError(f"judge outputs missing for {len(missing)} item(s), e.g. {shown[:5]}")
     return rows
 

@@ -25,6 +25,7 @@ from genjudge.judging.modes.base import (
 )
 from genjudge.judging.stats import rate
 from genjudge.judging.templates import render_request
+from genjudge.samples import SampleView, answers_by_row
 
 # Verdicts from the candidate's side, per order.
 OUTCOME = {0: {"a": "win", "b": "loss", "tie": "tie"}, 1: {"a": "loss", "b": "win", "tie": "tie"}}
@@ -32,22 +33,21 @@ OUTCOMES = ("win", "tie", "loss")
 
 
 def answers_by_turn(path) -> dict:
-    """A generations file's answers by (id, turn); a file without turns is turn 1."""
+    """A generations file's answers by (id, turn, sample); a file without turns is turn 1, without samples sample 0."""
     import pyarrow.parquet as pq
 
-    cols = ["id", "turn", "output"] if "turn" in pq.read_schema(path).names else ["id", "output"]
-    df = pd.read_parquet(path, columns=cols)
-    turns = df["turn"].astype(int) if "turn" in df else [1] * len(df)
-    return dict(zip(zip(df["id"], turns), df["output"]))
+    names = pq.read_schema(path).names
+    df = pd.read_parquet(path, columns=[c for c in ("id", "turn", "sample", "output") if c in names])
+    return answers_by_row(df)
 
 
 def load_baseline(path, keys) -> dict:
-    """The outside baseline's answers by (id, turn); every key of `keys` must have one."""
+    """The outside baseline's answers by (id, turn, sample); every (id, turn) of `keys` must have one."""
     try:
         answers = answers_by_turn(path)
     except FileNotFoundError:
         raise InputError(f"judge.baseline: {path!r} not found") from None
-    missing = [k for k in keys if k not in answers]
+    missing = [k for k in keys if k not in SampleView(answers, 0)]
     if missing:
         shown = [k[0] if k[1] == 1 else k for k in missing[:5]]
         raise InputError(f"judge.baseline: {path} has no answer for {len(missing)} id(s), e.g. {shown}")
@@ -64,24 +64,26 @@ class Pairwise(JudgeMode):
     requests_per_item = 2
 
     def requests(self, gens, spec, template, opponent=None, answer=None):
-        """`opponent`: the other generator's answers by (id, turn); None: those of the outside
-        `judge.baseline` file."""
+        """`opponent`: the other generator's answers by (id, turn, sample); None: those of the outside
+        `judge.baseline` file. Sample s meets the opponent's sample s, or its only one."""
         turns = gens["turn"].astype(int).tolist() if "turn" in gens else [1] * len(gens)
+        samples = gens["sample"].astype(int).tolist() if "sample" in gens else [0] * len(gens)
         keys = list(zip(gens["id"], turns))
         baseline = opponent if opponent is not None else load_baseline(spec.baseline, keys)
-        missing = [k for k in keys if k not in baseline]
+        missing = [k for k, s in zip(keys, samples) if k not in SampleView(baseline, s)]
         if missing:
             shown = [k[0] if k[1] == 1 else k for k in missing[:5]]
             raise InputError(f"the opponent has no answer for {len(missing)} id(s), e.g. {shown}")
         ref_turns = reference_turns(template)
         out = []
-        for row, turn in zip(gens.itertuples(), turns):
+        for row, turn, sample in zip(gens.itertuples(), turns, samples):
+            theirs = SampleView(baseline, sample)
             history = row_history(row)
             if lacks_reference(history, self.needs_reference, ref_turns):
-                out += [JudgeRequest(row.id, order, NO_REFERENCE, None, turn) for order in (0, 1)]
+                out += [JudgeRequest(row.id, order, NO_REFERENCE, None, turn, sample) for order in (0, 1)]
                 continue
-            values = placeholders(history, baseline, row.id)
-            pair = (row.output, baseline[(row.id, turn)])
+            values = placeholders(history, theirs, row.id)
+            pair = (row.output, theirs[(row.id, turn)])
             for order, (a, b) in enumerate((pair, pair[::-1])):
                 text = render_request(
                     template,
@@ -93,7 +95,7 @@ class Pairwise(JudgeMode):
                     turn=turn,
                     **(values if order == 0 else swapped(values)),
                 )
-                out.append(JudgeRequest(row.id, order, "judge", text, turn))
+                out.append(JudgeRequest(row.id, order, "judge", text, turn, sample))
         return out
 
     def parse(self, df, raw, pattern, options=None):
@@ -161,6 +163,11 @@ class Pairwise(JudgeMode):
             ]
             out[str(dataset)] = bradley_terry_intervals(groups, seed=seed)
         return {"bradley_terry": out}
+
+    def over_samples(self, df):
+        from genjudge.judging.sampling_stats import pairwise_measures
+
+        return pairwise_measures(df, OUTCOMES)
 
     def leaderboard(self, s: dict) -> dict:
         return {k: s[k] for k in (*OUTCOMES, "position_consistency")}

@@ -44,6 +44,11 @@ class Reference(JudgeMode):
         rows.append(("decided by", ", ".join(f"{k}: {v}" for k, v in s["decided_by"].items())))
         return rows
 
+    def over_samples(self, df: pd.DataFrame) -> dict:
+        from genjudge.judging.sampling_stats import reference_measures
+
+        return reference_measures(df)
+
     def category_column(self):
         return "accuracy", lambda c: rate_text(c["accuracy"])
 

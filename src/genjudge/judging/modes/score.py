@@ -61,6 +61,11 @@ class Score(JudgeMode):
     def leaderboard(self, s: dict) -> dict:
         return {"mean_score": s["mean_score"]}
 
+    def over_samples(self, df):
+        from genjudge.judging.sampling_stats import score_measures
+
+        return score_measures(df)
+
     def category_column(self):
         return "mean score", lambda c: "n/a" if c["mean_score"]["value"] is None else f"{c['mean_score']['value']:.2f}"
 
