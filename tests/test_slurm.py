@@ -99,6 +99,18 @@ def sbatch_options(call: str) -> set:
     return out
 
 
+def sbatch_preview(workflow, cfg, cluster) -> str:
+    """What `genjudge plan --slurm` says the plugin will submit for this config."""
+    return subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "plan", "--slurm", "--configfile", str(cfg)],
+        cwd=workflow.path,
+        env=slurm_env(cluster),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
 def preview_options(preview: str) -> dict:
     """`genjudge plan --slurm`: rule -> the sbatch options it promises (lines after them are notes)."""
     return {
@@ -121,15 +133,7 @@ def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
         "--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster), timeout=900
     )
     # What the preview promised is what the plugin submitted, option for option.
-    preview = subprocess.run(
-        [sys.executable, "-m", "genjudge.cli", "plan", "--slurm", "--configfile", str(cfg)],
-        cwd=workflow.path,
-        env=slurm_env(cluster),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    promised = preview_options(preview)
+    promised = preview_options(sbatch_preview(workflow, cfg, cluster))
     submitted = {}
     calls = re.findall(r"sbatch call: (.+)", proc.stdout + proc.stderr)
     assert len(calls) == 5 and not any("--array" in c for c in calls)
@@ -266,15 +270,7 @@ def test_24_shards_go_out_as_two_arrays_and_each_role_to_its_partition(cluster, 
     assert sorted(re.search(r"--array=(\S+)", c).group(1) for c in generate) == ["1-16", "17-24"]
     assert "--array" not in judge[0]
     # The options are the preview's; the plugin adds --array and a little memory for the array's payload.
-    preview = subprocess.run(
-        [sys.executable, "-m", "genjudge.cli", "plan", "--slurm", "--configfile", str(cfg)],
-        cwd=workflow.path,
-        env=slurm_env(cluster),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    promised = preview_options(preview)
+    promised = preview_options(sbatch_preview(workflow, cfg, cluster))
     assert sbatch_options(judge[0]) == promised["judge"]
     for call in generate:
         got = {o for o in sbatch_options(call) if not o.startswith(("--array", "--mem"))}

@@ -36,6 +36,8 @@ PALETTE = [
 ]
 CRITICAL = "#111111"  # outline of the jobs on the critical path
 OUTCOME_COLOURS = {"win": "#228833", "tie": "#bbbbbb", "loss": "#ee6677"}
+# The judge's point with its interval, the same in every chart.
+JUDGE_POINT = {"fmt": "o", "color": PALETTE[0], "ms": 7, "capsize": 4, "lw": 2, "label": "judge"}
 
 
 def png(fig: Figure) -> bytes:
@@ -121,12 +123,7 @@ def _panel(ax, rows: list[dict], m: str, y, overlay_exact_match: bool) -> bool:
             [p[1][0] for p in pts],
             [p[0] + offset for p in pts],
             xerr=[[p[1][1] for p in pts], [p[1][2] for p in pts]],
-            fmt="o",
-            color=PALETTE[0],
-            ms=7,
-            capsize=4,
-            lw=2,
-            label="judge",
+            **JUDGE_POINT,
         )
         for yy, iv in pts:
             ax.annotate(
@@ -246,12 +243,7 @@ def category_intervals(frame: pd.DataFrame) -> Figure | None:
             g["value"][ok] * scale,
             y[ok.to_numpy()] + off,
             xerr=[_nonneg(g["value"] - g["low"])[ok] * scale, _nonneg(g["high"] - g["value"])[ok] * scale],
-            fmt="o",
-            color=PALETTE[0],
-            ms=7,
-            capsize=4,
-            lw=2,
-            label="judge",
+            **JUDGE_POINT,
         )
         ax.set_yticks(y, [f"{c} (n={n})" for c, n in zip(g["category"], g["n"])], fontsize=9)
         if not mean:

@@ -102,6 +102,27 @@ def _cells_read(cells: dict) -> set:
     return out
 
 
+def _job(m, name: str, stage: str, kind: str, compute_seconds, **extra) -> Job:
+    """A model job's bar data from its meta (generation or judge)."""
+    return Job(
+        name=name,
+        stage=stage,
+        kind=kind,
+        host=m.hostname or "",
+        gpus=[str(g) for g in m.gpus or []],
+        start=m.started_at,
+        end=m.finished_at,
+        load_seconds=m.load_seconds or 0.0,
+        compute_seconds=compute_seconds or 0.0,
+        n_items=m.n_items,
+        resumed=m.resumed_items,
+        computed=m.computed_items,
+        tokens_per_second=m.tokens_per_second,
+        waited_for_gpus_seconds=m.waited_for_gpus_seconds or 0.0,
+        **extra,
+    )
+
+
 def jobs_from_metas(gen_metas, judge_metas: dict) -> list[Job]:
     """Jobs of the generation metas and of each judge's metas (one per judge shard); metas without
     start or finish times (written by something that did not run) are left out."""
@@ -110,49 +131,15 @@ def jobs_from_metas(gen_metas, judge_metas: dict) -> list[Job]:
         if m.started_at is None or m.finished_at is None:
             continue
         stage = f"generate {m.generator}/{m.dataset}"
-        jobs.append(
-            Job(
-                name=f"{stage} #{m.shard}",
-                stage=stage,
-                kind="generate",
-                host=m.hostname or "",
-                gpus=[str(g) for g in m.gpus or []],
-                start=m.started_at,
-                end=m.finished_at,
-                load_seconds=m.load_seconds or 0.0,
-                compute_seconds=m.generate_seconds or 0.0,
-                n_items=m.n_items,
-                resumed=m.resumed_items,
-                computed=m.computed_items,
-                tokens_per_second=m.tokens_per_second,
-                waited_for_gpus_seconds=m.waited_for_gpus_seconds or 0.0,
-            )
-        )
+        jobs.append(_job(m, f"{stage} #{m.shard}", stage, "generate", m.generate_seconds))
     for judge, meta in judge_metas.items():
         shards = meta.jobs()
         for m in shards:
             if m.started_at is None or m.finished_at is None:
                 continue
             stage = f"judge {judge}"
-            jobs.append(
-                Job(
-                    name=stage if len(shards) == 1 else f"{stage} #{m.judge_shard}",
-                    stage=stage,
-                    kind="judge",
-                    host=m.hostname or "",
-                    gpus=[str(g) for g in m.gpus or []],
-                    start=m.started_at,
-                    end=m.finished_at,
-                    load_seconds=m.load_seconds or 0.0,
-                    compute_seconds=m.judge_seconds or 0.0,
-                    n_items=m.n_items,
-                    resumed=m.resumed_items,
-                    computed=m.computed_items,
-                    tokens_per_second=m.tokens_per_second,
-                    waited_for_gpus_seconds=m.waited_for_gpus_seconds or 0.0,
-                    reads=_cells_read(m.cells or meta.cells),
-                )
-            )
+            name = stage if len(shards) == 1 else f"{stage} #{m.judge_shard}"
+            jobs.append(_job(m, name, stage, "judge", m.judge_seconds, reads=_cells_read(m.cells or meta.cells)))
     return jobs
 
 
