@@ -111,8 +111,26 @@ def rendered(tmp_path_factory):
                     "confusion": {"7": {"7": 10, "8": 4}, "8": {"7": 3, "8": 7}, "9": {"9": 5}},
                 }
             },
-            "pairs": {"bias": {}},
-        }
+            "pairs": {
+                "bias": {
+                    "flip_rate": {"value": 0.125, "ci95": [0.05, 0.25], "n": 40},
+                    "first_position_win_rate": {"value": 0.55, "ci95": [0.4, 0.7], "n": 80},
+                    "prefer_longer": {"value": 0.68, "ci95": [0.5, 0.8], "n": 30},
+                }
+            },
+        },
+        "length_measure": "characters of the answer",
+        "self_preference": ["judge pairs and generator g0 are of one family"],
+        "panels": {
+            "trio": {
+                "rule": "majority",
+                "judges": ["a", "b", "c"],
+                "measures": {"accuracy": {"value": 0.75, "ci95": [0.6, 0.86], "n": 44}},
+                "parsed_votes_per_item": {"3": 40, "2": 4},
+                "no_majority": 1,
+                "inter_judge": {"fleiss_kappa": -0.4},
+            }
+        },
     }
     page = Page(summary, [Cell(k, s, df) for k, (s, df) in cells.items()], gen_metas, judge_metas, {}, ["0", "1", "2"])
     out = tmp_path_factory.mktemp("modes")
@@ -144,6 +162,11 @@ def test_every_mode_plot_is_drawn_and_decodes(rendered):
     assert "judge bias" in page and "10.0% [5.0, 20.0]" in page
     assert "truncated" in page and "no SCORE: line" in page
     assert "<td>judge scorer</td><td>labels.jsonl</td><td>30</td><td>1</td><td>60.0% [40.0, 75.0]</td>" in page
+    # Bias diagnostics, the self-preference warning and panels are shown as such, not as raw JSON.
+    assert "Warning: judge pairs and generator g0 are of one family" in page
+    assert "<td>pairs</td><td>12.5% [5.0, 25.0]</td><td>55.0% [40.0, 70.0]</td><td>68.0% [50.0, 80.0]</td>" in page
+    assert "<td>trio</td><td>majority of a, b, c</td><td>accuracy 75.0% [60.0, 86.0]</td><td>3: 40, 2: 4</td>" in page
+    assert "<td>-0.40</td>" in page and "<h3>validity</h3>" not in page
 
 
 def test_chromium_loads_every_plot_of_the_modes_page(rendered, tmp_path):

@@ -25,6 +25,7 @@ from genjudge.report_html import timeline as tl
 
 # summary.json fields the sections below read (the rest go to "More from summary.json").
 SHOWN = {
+    "validity",
     "schema_version",
     "run",
     "mode",
@@ -352,17 +353,70 @@ class Page:
                         "" if kappa is None else f"{kappa:.2f}",
                     ]
                 )
-        if not mats:
+        body = "".join(f'<p class="warn">Warning: {esc(w)}</p>' for w in v.get("self_preference") or [])
+        if mats:
+            body += table(["judge", "labels", "labelled", "unparsed", "agreement", "Cohen's kappa"], rows, "narrow")
+            body += self.plot(
+                "judge_vs_human",
+                "Judge against human labels",
+                "Labelled items by the judge's verdict and the human label; labelled items the judge left "
+                "unparsed are counted apart (the table), never as disagreement.",
+                plots.confusions(mats[:12], xlabel="human label"),
+            )
+        body += self.bias(v) + self.panels(v)
+        return self.section("human", "Can I trust the judge?", body)
+
+    @staticmethod
+    def bias(v: dict) -> str:
+        """Bias diagnostics per judge (`validity.judges.<name>.bias`)."""
+        pair_rows, single_rows = [], []
+        for name, e in (v.get("judges") or {}).items():
+            b = (e or {}).get("bias") or {}
+            if "flip_rate" in b:
+                pair_rows.append(
+                    [name] + [measure_text(b.get(k)) for k in ("flip_rate", "first_position_win_rate", "prefer_longer")]
+                )
+            elif b.get("length_correlation"):
+                c = b["length_correlation"]
+                single_rows.append(
+                    [name] + ["n/a" if c.get(k) is None else f"{c[k]:+.2f}" for k in ("pearson", "spearman")] + [c["n"]]
+                )
+        body = ""
+        if pair_rows:
+            head = ["judge", "flip rate when swapped", "first position wins", "P(prefer longer)"]
+            body += table(head, pair_rows, "narrow")
+        if single_rows:
+            body += table(["judge", "Pearson (verdict, length)", "Spearman", "n"], single_rows, "narrow")
+            body += "<p>Verdicts as numbers: scores as given; correct 1, partial 0.5, incorrect 0.</p>"
+        if body and v.get("length_measure"):
+            body += f"<p>Length: {esc(v['length_measure'])}.</p>"
+        return "<h3>Bias diagnostics</h3>" + body if body else ""
+
+    @staticmethod
+    def panels(v: dict) -> str:
+        """Panels of judges (`validity.panels`): their measures, votes parsed per item and agreement."""
+        rows = []
+        for name, p in (v.get("panels") or {}).items():
+            ij = p.get("inter_judge") or {}
+            fleiss = ij.get("fleiss_kappa")
+            rows.append(
+                [
+                    name,
+                    f"{p['rule']} of {', '.join(p['judges'])}",
+                    "; ".join(f"{k} {measure_text(m)}" for k, m in (p.get("measures") or {}).items()),
+                    ", ".join(f"{k}: {c}" for k, c in (p.get("parsed_votes_per_item") or {}).items()),
+                    p.get("no_majority"),
+                    "n/a" if fleiss is None else f"{fleiss:.2f}",
+                ]
+            )
+        if not rows:
             return ""
-        body = table(["judge", "labels", "labelled", "unparsed", "agreement", "Cohen's kappa"], rows, "narrow")
-        body += self.plot(
-            "judge_vs_human",
-            "Judge against human labels",
-            "Labelled items by the judge's verdict and the human label; labelled items the judge left "
-            "unparsed are counted apart (the table), never as disagreement.",
-            plots.confusions(mats[:12], xlabel="human label"),
+        head = ["panel", "rule", "measures", "judges parsed per item: items", "no majority", "Fleiss' kappa"]
+        return (
+            "<h3>Panels of judges</h3>"
+            + table(head, rows)
+            + "<p>An unparsed vote is never a vote; a majority is a strict majority of the parsed votes.</p>"
         )
-        return self.section("human", "Judge against human labels", body)
 
     def unparsed(self) -> str:
         reasons: dict = {}
@@ -561,7 +615,7 @@ class Page:
                 ("categories", "Categories"),
                 ("distributions", "Scores"),
                 ("confusion", "Judge vs exact match"),
-                ("human", "Judge vs human labels"),
+                ("human", "Can I trust the judge?"),
                 ("unparsed", "Unparsed"),
                 ("timeline", "GPU timeline"),
                 ("throughput", "Throughput"),
