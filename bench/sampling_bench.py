@@ -120,7 +120,12 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     prompts = mixed_prompts(args.items)
-    results = {"machine": machine(), "device": args.device, "settings": {k: v for k, v in vars(args).items() if k != "out"}, "models": {}}
+    results = {
+        "machine": machine(),
+        "device": args.device,
+        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "models": {},
+    }
     if args.device.startswith("cuda"):
         results["machine"]["gpu"] = torch.cuda.get_device_name()
     for name, model, tok in models(args.device):
