@@ -151,6 +151,24 @@ def cmd_baseline(args) -> int:
     return 0
 
 
+def _config_arguments(parser) -> None:
+    """--configfile and --config, as snakemake takes them."""
+    parser.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        help="config file(s), as for snakemake (none: the demo, config/demo.yaml)",
+    )
+    parser.add_argument(
+        "--config",
+        nargs="*",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="overrides, as snakemake's --config",
+    )
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="genjudge", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -170,20 +188,7 @@ def main(argv=None) -> int:
     )
     sh.set_defaults(fn=cmd_shards)
     g = sub.add_parser("gpus", help="show the GPU inventory the workflow uses and who holds each lease")
-    g.add_argument(
-        "--configfile",
-        action="append",
-        default=[],
-        help="config file(s), as for snakemake (none: the demo, config/demo.yaml)",
-    )
-    g.add_argument(
-        "--config",
-        nargs="*",
-        action="extend",
-        default=[],
-        metavar="KEY=VALUE",
-        help="overrides, as snakemake's --config",
-    )
+    _config_arguments(g)
     g.add_argument(
         "--inventory",
         default=None,
@@ -202,20 +207,7 @@ def main(argv=None) -> int:
         help="GPU check and memory plan for the configured generator and judge "
         "(reads config.json only, loads no weights)",
     )
-    pl.add_argument(
-        "--configfile",
-        action="append",
-        default=[],
-        help="config file(s), as for snakemake (none: the demo, config/demo.yaml)",
-    )
-    pl.add_argument(
-        "--config",
-        nargs="*",
-        action="extend",
-        default=[],
-        metavar="KEY=VALUE",
-        help="overrides, as snakemake's --config",
-    )
+    _config_arguments(pl)
     pl.add_argument("--gpus", help="hypothetical inventory instead of this machine's, e.g. 4x80GiB")
     pl.add_argument(
         "--role",
@@ -248,8 +240,7 @@ def main(argv=None) -> int:
     b.add_argument("out", help="the parquet file judge.baseline names")
     b.add_argument("--field", default="output", help="the field holding each answer (default: output)")
     b.add_argument("--dataset", help="whose settings to read it with (default: the run's first dataset)")
-    b.add_argument("--configfile", action="append", default=[], help="the run's config file(s)")
-    b.add_argument("--config", nargs="*", action="extend", default=[], metavar="KEY=VALUE", help="overrides")
+    _config_arguments(b)
     b.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
     b.set_defaults(fn=cmd_baseline)
     t = sub.add_parser("train-demo", help="train one of the demo models (deterministic, CPU)")
