@@ -98,3 +98,26 @@ def workflow(tmp_path, built_models) -> Workflow:
     lock_dir = tmp_path / "locks"
     lock_dir.mkdir()
     return Workflow(wd, lock_dir)
+
+
+def generate_shard(tmp_path: Path, spec, name: str = "out", store: str = "store", shard_path=None):
+    """Run the generate stage on shard 0 (`tmp_path/0.jsonl`) on CPU, outside Snakemake; (rows, meta)."""
+    import io
+
+    import pandas as pd
+
+    from genjudge.gpu_lease import Lease
+    from genjudge.stages.generate import run_generate
+
+    meta = run_generate(
+        shard=0,
+        shard_path=shard_path or tmp_path / "0.jsonl",
+        out_path=tmp_path / f"{name}.parquet",
+        meta_path=tmp_path / f"{name}.meta.json",
+        spec=spec,
+        store_dir=tmp_path / store,
+        run="t",
+        lease=Lease([], "none"),
+        log_stream=io.StringIO(),
+    )
+    return pd.read_parquet(tmp_path / f"{name}.parquet"), meta

@@ -1,16 +1,14 @@
 """Chat datasets: a conversation in the data is sent as the conversation, through the chat template."""
 
-import io
 import json
 
 import pandas as pd
+from conftest import generate_shard
 from judges import ROOT
 
 from genjudge.dataset import load_items
-from genjudge.gpu_lease import Lease
 from genjudge.shard_files import write_shard
 from genjudge.specs import spec_for
-from genjudge.stages.generate import run_generate
 
 
 def test_a_conversation_is_sent_with_its_system_and_few_shot_turns(tmp_path):
@@ -36,17 +34,7 @@ def test_a_conversation_is_sent_with_its_system_and_few_shot_turns(tmp_path):
         batch_size=2,
         system_prompt="Be brief.",
     )
-    run_generate(
-        shard=0,
-        shard_path=tmp_path / "0.jsonl",
-        out_path=tmp_path / "out.parquet",
-        meta_path=tmp_path / "out.meta.json",
-        spec=spec,
-        store_dir=tmp_path / "store",
-        run="t",
-        lease=Lease([], "none"),
-        log_stream=io.StringIO(),
-    )
+    generate_shard(tmp_path, spec)
     sent = pd.read_parquet(tmp_path / "out.parquet").set_index("id")["prompt_sent"]
     chat = sent["c1"]
     # Every turn in order, the conversation's own system message instead of the configured one.

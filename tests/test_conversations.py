@@ -1,22 +1,20 @@
 """Multi-turn conversations (MT-bench's `turns`): generated turn by turn with the generator's own
 answers as history, stored and cached per turn, judged per turn, reported per turn."""
 
-import io
 import json
 import re
 
 import pandas as pd
 import pytest
+from conftest import generate_shard
 from judges import ROOT
 
 from genjudge.conversation import expand_turns
 from genjudge.dataset import load_items
 from genjudge.errors import InputError
-from genjudge.gpu_lease import Lease
 from genjudge.records import GenerateMeta
 from genjudge.shard_files import write_shard
 from genjudge.specs import spec_for
-from genjudge.stages.generate import run_generate
 from genjudge.stages.merge import MergeError, merge_generations
 
 MT = [
@@ -72,18 +70,7 @@ def test_bad_turns_are_named(tmp_path, row, message):
 def generate(tmp_path, items, store="store", name="out"):
     write_shard(tmp_path / "0.jsonl", items)
     spec = spec_for("generator", model=str(ROOT / "models" / "demo-generator"), max_new_tokens=6, batch_size=4)
-    meta = run_generate(
-        shard=0,
-        shard_path=tmp_path / "0.jsonl",
-        out_path=tmp_path / f"{name}.parquet",
-        meta_path=tmp_path / f"{name}.meta.json",
-        spec=spec,
-        store_dir=tmp_path / store,
-        run="t",
-        lease=Lease([], "none"),
-        log_stream=io.StringIO(),
-    )
-    return pd.read_parquet(tmp_path / f"{name}.parquet"), meta
+    return generate_shard(tmp_path, spec, name=name, store=store)
 
 
 def test_two_turn_items_give_one_generation_per_turn_with_turn_one_in_the_turn_two_prompt(tmp_path):
@@ -138,17 +125,7 @@ def test_context_overflow_stops_the_job_before_loading_naming_the_item(tmp_path)
     # The demo generator's context is 2048 tokens (max_position_embeddings).
     spec = spec_for("generator", model=str(ROOT / "models" / "demo-generator"), max_new_tokens=2040, batch_size=4)
     with pytest.raises(InputError) as err:
-        run_generate(
-            shard=0,
-            shard_path=tmp_path / "0.jsonl",
-            out_path=tmp_path / "out.parquet",
-            meta_path=tmp_path / "out.meta.json",
-            spec=spec,
-            store_dir=tmp_path / "store",
-            run="t",
-            lease=Lease([], "none"),
-            log_stream=io.StringIO(),
-        )
+        generate_shard(tmp_path, spec)
     msg = str(err.value)
     n = int(re.search(r"the prompt as sent is (\d+) tokens", msg).group(1))
     assert n + 2040 > 2048 and f"{n + 2040} tokens, more than" in msg and "context of 2048" in msg

@@ -12,6 +12,7 @@ import math
 import pandas as pd
 import pytest
 import torch
+from conftest import generate_shard
 
 from genjudge.judging.sampling_stats import (
     majority_vote,
@@ -252,16 +253,13 @@ def test_plan_counts_every_sample_as_a_sequence(tmp_path, n_samples):
 
 def test_each_sample_of_a_conversation_follows_its_own_earlier_answers(tmp_path):
     """Samples and turns compose: sample s's turn 2 is sent with sample s's own turn-1 answer."""
-    import io
 
     from conftest import ROOT
     from test_conversations import FIELDS, MT, write_jsonl
 
     from genjudge.dataset import load_items
-    from genjudge.gpu_lease import Lease
     from genjudge.shard_files import write_shard
     from genjudge.specs import spec_for
-    from genjudge.stages.generate import run_generate
     from genjudge.stages.merge import merge_generations
 
     items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
@@ -275,17 +273,9 @@ def test_each_sample_of_a_conversation_follows_its_own_earlier_answers(tmp_path)
         temperature=1.5,
         n_samples=3,
     )
-    kw = dict(shard=0, shard_path=tmp_path / "0.jsonl", spec=spec, run="t", lease=Lease([], "none"))
 
     def run(name):
-        meta = run_generate(
-            **kw,
-            out_path=tmp_path / f"{name}.parquet",
-            meta_path=tmp_path / f"{name}.meta.json",
-            store_dir=tmp_path / "store",
-            log_stream=io.StringIO(),
-        )
-        return pd.read_parquet(tmp_path / f"{name}.parquet"), meta
+        return generate_shard(tmp_path, spec, name=name)
 
     out, meta = run("out")
     assert len(out) == 3 * 5 and meta.computed_items == 15 and meta.n_samples == 3
