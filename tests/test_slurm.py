@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 
 import pandas as pd
 import pytest
@@ -302,22 +303,31 @@ def write_numbers(path, n):
             fh.write(json.dumps(q) + "\n")
 
 
-def test_requeued_array_task_resumes_from_its_checkpoint(cluster, workflow):
-    """`scontrol requeue` of a running generation task (as preemption does): SLURM runs it again,
-    it resumes, Snakemake sees no failure, and the merged generations equal an uninterrupted run's."""
+def ended_before_requeue(cluster, task: str) -> str | None:
+    """How SLURM recorded array task `task` ("40_1") ending on its own before `scontrol requeue`
+    reached it ("WEXITSTATUS 1"), from slurmctld's log; None when the requeue found it running.
+    A running task's requeue is logged as "Requeuing JobId=40_1(41)" and its kill is not logged
+    as a completion; a task that ended first is logged as "_job_complete: JobId=40_1(41) ..."."""
+    log = (cluster.root / "slurmctld.log").read_text()
+    before = log[: log.find(f"Requeuing JobId={task}(")]
+    end = re.search(rf"_job_complete: JobId={re.escape(task)}\(\d+\) (W\w+ \d+)", before)
+    return end.group(1) if end else None
+
+
+def slurm_job_logs(workflow) -> str:
+    logs = sorted((workflow.path / ".snakemake" / "slurm_logs").rglob("*.log"))
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in logs)
+
+
+def requeue_running_task(workflow, cluster, run: str, kw: dict, n: int) -> dict:
+    """Run `run` on the cluster and, once a quarter of its items are checkpointed, `scontrol requeue`
+    its array's first running generation task and let SLURM start it again at once."""
     from genjudge.item_store import count_keys
 
-    n = 1600
-    write_numbers(workflow.path / "numbers.jsonl", n)
-    kw = {
-        **SMALL,
-        "dataset": {"path": "numbers.jsonl"},
-        "shards": 2,
-        "generator": {"batch_size": 1, "max_new_tokens": 8},
-    }
-    cfg = workflow.write_config("requeue.yaml", run="requeue", slurm={"requeue": True}, **kw)
-    merged = "results/requeue/generations/demo-generator/numbers.parquet"
-    store = workflow.path / "results" / ".cache" / "generations"
+    cache = f"results/.cache-{run}"
+    cfg = workflow.write_config(f"{run}.yaml", run=run, cache_dir=cache, slurm={"requeue": True}, **kw)
+    merged = f"results/{run}/generations/demo-generator/numbers.parquet"
+    store = workflow.path / cache / "generations"
     since = last_job_id(cluster)
     proc = start(workflow, cluster, cfg, merged)
 
@@ -341,22 +351,50 @@ def test_requeued_array_task_resumes_from_its_checkpoint(cluster, workflow):
     cluster.run("scontrol", "update", f"JobId={task}", "StartTime=now")
     out = proc.communicate(timeout=900)[0]
     assert proc.returncode == 0, out[-4000:]
-    assert "Error in rule" not in out
+    return {"out": out, "task": task, "since": since, "store": store, "merged": merged}
 
-    tasks = [j for j in jobs_of(cluster, since) if j["rule"] == "generate"]
+
+def test_requeued_array_task_resumes_from_its_checkpoint(cluster, workflow):
+    """`scontrol requeue` of a running generation task (as preemption does): SLURM runs it again,
+    it resumes, Snakemake sees no failure, and the merged generations equal an uninterrupted run's."""
+    from genjudge.item_store import count_keys
+
+    n = 1600
+    write_numbers(workflow.path / "numbers.jsonl", n)
+    kw = {
+        **SMALL,
+        "dataset": {"path": "numbers.jsonl"},
+        "shards": 2,
+        "generator": {"batch_size": 1, "max_new_tokens": 8},
+    }
+    ended = []
+    for run in ("requeue", "requeue-again"):
+        r = requeue_running_task(workflow, cluster, run, kw, n)
+        end = ended_before_requeue(cluster, r["task"])
+        if end is None:
+            break
+        # SLURM recorded the task's own end before the requeue reached it: the requeue restarted a
+        # finished job, which is not the scenario under test, so it is played once more.
+        ended.append(f"{run}: task {r['task']} ended with {end} before the requeue")
+        warnings.warn(ended[-1], stacklevel=1)
+    else:
+        pytest.fail("\n".join(ended) + "\nSLURM job logs:\n" + slurm_job_logs(workflow))
+
+    assert "Error in rule" not in r["out"], f"{r['out'][-4000:]}\n{slurm_job_logs(workflow)}"
+    tasks = [j for j in jobs_of(cluster, r["since"]) if j["rule"] == "generate"]
     assert len(tasks) == 2 and len({j["array_job"] for j in tasks}) == 1  # no resubmission: no failed attempt
     assert all(j["state"] == "COMPLETED" and j["time_limit"] == "00:10:00" and j["requeue"] == "1" for j in tasks)
     assert sorted(j["restarts"] for j in tasks) == [0, 1]
-    metas = workflow.metas("requeue")
+    metas = workflow.metas(run)
     requeued = [m for m in metas if m["slurm_restarts"] == 1]
     assert len(requeued) == 1
     m = requeued[0]
     assert m["resumed_items"] > 0 and m["computed_items"] > 0, m
     assert m["resumed_items"] + m["computed_items"] == m["n_items"] == n // 2
-    assert count_keys(store) == n  # nothing computed twice
+    assert count_keys(r["store"]) == n  # nothing computed twice
 
     ref = workflow.write_config("ref.yaml", run="ref", cache_dir="results/.refcache", **kw)
     workflow.run("results/ref/generations/demo-generator/numbers.parquet", "--cores", "2", "--configfile", ref)
-    got = pd.read_parquet(workflow.path / merged)
+    got = pd.read_parquet(workflow.path / r["merged"])
     want = pd.read_parquet(workflow.results("ref") / "generations" / "demo-generator" / "numbers.parquet")
     pd.testing.assert_frame_equal(got, want)
