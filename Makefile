@@ -25,7 +25,7 @@ run: setup
 test: lint
 	bash tests/slurm/install.sh
 	bash tests/browser/install.sh
-	$(BIN)/python -m pytest -ra
+	$(BIN)/python -m pytest -ra --durations=15
 
 test-fast: setup
 	$(BIN)/python -m pytest -ra -m "not slurm and not workflow"
