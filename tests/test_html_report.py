@@ -120,6 +120,9 @@ def test_headless_chromium_renders_every_plot(gpu_run, tmp_path):
         assert "unparsed_reasons" in plots and "<h3>Examples</h3>" in text
     else:
         assert "unparsed_reasons" not in plots and "Every verdict was parsed." in text
+    prov = json.loads((report / "provenance.json").read_text())
+    for ds in prov["inputs"]["datasets"].values():
+        assert f"<td>{ds['path']}</td><td>{ds['sha256']}</td><td>{ds['bytes']}</td>" in text
 
     state = chromium.probe(page, tmp_path)
     assert state["links"] == 0

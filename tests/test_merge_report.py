@@ -34,3 +34,41 @@ def test_wilson_interval_and_exact_match():
     assert exact_match("The Paris.", "paris") is True
     assert exact_match("Lyon", "Paris") is False
     assert exact_match("x", None) is None
+
+
+def test_provenance_names_the_input_files_by_their_digests(tmp_path):
+    """A dataset file's digest is `sha256sum`'s; a directory's changes with any file's content or
+    name; a hub id has none; a judge's labels file is listed under its judge."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from genjudge.provenance import file_digest, input_files
+
+    data = tmp_path / "q.jsonl"
+    data.write_text('{"id": "a"}\n')
+    hf = tmp_path / "hf"
+    (hf / "train").mkdir(parents=True)
+    (hf / "train" / "data.arrow").write_bytes(b"rows")
+    (hf / "dataset_dict.json").write_text("{}")
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,label\na,correct\n")
+    exp = SimpleNamespace(
+        datasets={"q": {"path": str(data)}, "hf": {"path": str(hf)}, "hub": {"path": "openai/gsm8k"}},
+        judges={"j1": {"labels": {"path": str(labels)}}, "j2": {"labels": {}}},
+    )
+    got = input_files(exp)
+    assert got["datasets"]["q"] == {
+        "path": str(data),
+        "sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
+        "bytes": 12,
+    }
+    assert got["datasets"]["hub"]["sha256"] is None
+    assert got["labels"] == {"j1": file_digest(labels)} and got["labels"]["j1"]["bytes"] == 19
+    before = got["datasets"]["hf"]
+    assert before["bytes"] == 6 and len(before["sha256"]) == 64
+    (hf / "train" / "data.arrow").write_bytes(b"ROWS")
+    assert file_digest(hf)["sha256"] != before["sha256"]
+    (hf / "train" / "data.arrow").write_bytes(b"rows")
+    assert file_digest(hf) == before
+    (hf / "train" / "data.arrow").rename(hf / "train" / "other.arrow")
+    assert file_digest(hf)["sha256"] != before["sha256"]

@@ -1,5 +1,6 @@
 """Reruns: killed jobs resume from their checkpoint, the item cache spans shard layouts."""
 
+import hashlib
 import json
 import re
 import signal
@@ -213,3 +214,6 @@ def test_greedy_runs_are_byte_identical_and_provenance_is_recorded(workflow):
     assert prov["models"]["generators"]["demo-generator"]["fingerprint"]
     assert prov["models"]["judges"]["demo-judge"]["fingerprint"]
     assert "git" in prov
+    ds = prov["inputs"]["datasets"]["questions"]
+    assert ds["sha256"] == hashlib.sha256((workflow.path / ds["path"]).read_bytes()).hexdigest()
+    assert prov["inputs"]["labels"] == {}

@@ -6,6 +6,7 @@ import hashlib
 import json
 import subprocess
 from importlib import metadata
+from pathlib import Path
 
 PACKAGES = [
     "snakemake",
@@ -45,6 +46,38 @@ def git_state(directory) -> dict:
     return {"commit": commit or None, "dirty": dirty if commit else None}
 
 
+def file_digest(path) -> dict:
+    """sha256 and size of a file (as `sha256sum` gives it), or of a directory (a Hugging Face
+    dataset): the sha256 over its files' relative names and sha256s in sorted order. A path
+    that is not here (a hub id) has no digest."""
+    path = Path(path)
+
+    def sha256(f: Path) -> str:
+        with open(f, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+
+    if path.is_file():
+        return {"path": str(path), "sha256": sha256(path), "bytes": path.stat().st_size}
+    if not path.is_dir():
+        return {"path": str(path), "sha256": None, "bytes": None}
+    files = sorted(f for f in path.rglob("*") if f.is_file())
+    listing = "".join(f"{sha256(f)}  {f.relative_to(path).as_posix()}\n" for f in files)
+    return {
+        "path": str(path),
+        "sha256": hashlib.sha256(listing.encode()).hexdigest(),
+        "bytes": sum(f.stat().st_size for f in files),
+    }
+
+
+def input_files(exp) -> dict:
+    """Digests of the datasets and the judges' human-labels files, as read (relative to the working directory)."""
+    labels = {name: (j.get("labels") or {}).get("path") for name, j in exp.judges.items()}
+    return {
+        "datasets": {name: file_digest(d["path"]) for name, d in exp.datasets.items() if d.get("path")},
+        "labels": {name: file_digest(path) for name, path in labels.items() if path},
+    }
+
+
 def _one(fingerprints: set):
     """The fingerprint all jobs share (merge refuses shards that differ), or all of them, sorted."""
     fps = sorted(f for f in fingerprints if f)
@@ -76,5 +109,6 @@ def provenance(config: dict, exp, gen_metas, judge_metas: dict, workflow_dir) ->
                 for name, j in exp.judges.items()
             },
         },
+        "inputs": input_files(exp),
         "git": git_state(workflow_dir),
     }

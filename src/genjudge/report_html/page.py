@@ -566,6 +566,13 @@ class Page:
                 fp = m.get("fingerprint")
                 models.append([role.rstrip("s"), name, m.get("model"), m.get("revision"), _join(fp)])
         body += "<h3>Models</h3>" + table(["role", "name", "model", "revision", "fingerprint"], models, "narrow")
+        files = [
+            [kind.rstrip("s"), name, f["path"], f["sha256"] or "not a local file", f["bytes"]]
+            for kind, entries in (p.get("inputs") or {}).items()
+            for name, f in entries.items()
+        ]
+        if files:
+            body += "<h3>Input files</h3>" + table(["input", "name", "path", "sha256", "bytes"], files, "narrow")
         body += "<h3>Packages</h3>" + table(
             ["package", "version"], [[k, v or "not installed"] for k, v in (p.get("packages") or {}).items()], "narrow"
         )
