@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import psutil
 import pytest
-from test_resume import BIG, complete_lines, kill_job_when, start, write_dataset
+from test_resume import BIG, complete_lines, kill_judge_halfway, write_dataset
 
 from genjudge.engine.judge_parallel import decide, layout
 from genjudge.engine.memory_plan import empty_model, load_config, parse_inventory_spec
@@ -121,11 +121,7 @@ def test_tensor_group_killed_halfway_resumes_from_rank_0s_checkpoint(workflow):
         "judge": {"parallel": "tensor", "batch_size": 2, "max_new_tokens": 32},
     }
     cfg = workflow.write_config(**kw)
-    store = workflow.path / "results/.cache/judge"
-    proc = start(workflow, cfg)
-    kill_job_when(proc, "judge.py", store, BIG // 2)
-    proc.communicate(timeout=600)
-    assert proc.returncode != 0
+    store = kill_judge_halfway(workflow, cfg)
     # The group dies with its job: no rank outlives it to write after the kill.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and ranks_alive(workflow):

@@ -68,6 +68,17 @@ def start(workflow, cfg):
     )
 
 
+def kill_judge_halfway(workflow, cfg):
+    """Run `cfg` and SIGKILL its judge job once half of BIG items are checkpointed; the workflow fails
+    and the judge's store holds at least that half, not all. Returns the store."""
+    store = workflow.path / "results/.cache/judge"
+    proc = start(workflow, cfg)
+    kill_job_when(proc, "judge.py", store, BIG // 2)
+    proc.communicate(timeout=600)
+    assert proc.returncode != 0
+    return store
+
+
 def reference_run(workflow, n, cfg_kw):
     """The same config, uninterrupted, with a cache of its own."""
     cfg = workflow.write_config("ref.yaml", **{**cfg_kw, "run": "ref", "cache_dir": "results/.refcache"})
@@ -121,11 +132,7 @@ def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
         "judge": {"batch_size": 2, "max_new_tokens": 32},
     }
     cfg = workflow.write_config(**kw)
-    store = workflow.path / "results/.cache/judge"
-    proc = start(workflow, cfg)
-    kill_job_when(proc, "judge.py", store, BIG // 2)
-    proc.communicate(timeout=600)
-    assert proc.returncode != 0
+    store = kill_judge_halfway(workflow, cfg)
     checkpointed = complete_lines(store)
     assert BIG // 2 <= checkpointed < BIG
 
