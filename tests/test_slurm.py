@@ -309,7 +309,7 @@ def ended_before_requeue(cluster, task: str) -> str | None:
     A running task's requeue is logged as "Requeuing JobId=40_1(41)" and its kill is not logged
     as a completion; a task that ended first is logged as "_job_complete: JobId=40_1(41) ..."."""
     log = (cluster.root / "slurmctld.log").read_text()
-    before = log[: log.find(f"Requeuing JobId={task}(")]
+    before = log[: log.index(f"Requeuing JobId={task}(")]  # the requeue itself is always logged
     end = re.search(rf"_job_complete: JobId={re.escape(task)}\(\d+\) (W\w+ \d+)", before)
     return end.group(1) if end else None
 
