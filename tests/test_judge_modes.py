@@ -140,7 +140,9 @@ def test_logprob_refuses_labels_that_share_a_first_token(random_judge):
 
 
 def test_score_mode_reads_the_last_score(tmp_path, gens_path):
-    scorer = constant_judge(tmp_path / "scorer", "score", "The answer is close. SCORE: 3\nOn reflection SCORE: 7")
+    scorer = constant_judge(
+        tmp_path / "scorer", "score", "The answer is close. SCORE: 3\nOn reflection SCORE: 7", steps=150
+    )
     m, raw, df, s, md = judge(tmp_path, gens_path, spec(scorer, mode="score", max_new_tokens=40))
     assert s["n_unparsed"] == 0, raw["judge_output"].tolist()
     assert df["score"].tolist() == [7.0] * 6

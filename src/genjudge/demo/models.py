@@ -18,8 +18,9 @@ CHAT_TEMPLATE = (
 SPECIAL = ["<s>", "</s>", "<pad>", "<|system|>", "<|user|>", "<|assistant|>"]
 
 SIZES = {
+    # Heads of 32: the smallest size vLLM's CPU attention runs, so the demo runs on either engine.
     "tiny": dict(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2
     ),
     "small": dict(
         hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4

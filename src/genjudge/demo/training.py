@@ -29,7 +29,7 @@ from genjudge.judging.templates import load_template, render
 
 WRONG_FRACTION = 0.25
 GENERATOR_STEPS = 500
-JUDGE_STEPS = 2500
+JUDGE_STEPS = 4000
 JUDGE_EXAMPLES = 3000
 
 
