@@ -273,10 +273,15 @@ def check(config: dict, data: bool = True) -> None:
                     f"grades; use shards <= {graded}"
                 )
         check_config_labels(config, exp, ids)
+    from genjudge.specs import GeneratorSpec
+    from genjudge.vllm_support import check_spec as check_vllm
+
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
             role = f"{kind}s.{name}" if config.get(f"{kind}s") else kind
             check_model(section["model"], role, buildable=is_demo_model(section["model"]))
+            if section["engine"] == "vllm":
+                check_vllm((GeneratorSpec if kind == "generator" else JudgeSpec).from_config(section), role)
     for section in exp.judges.values():
         spec = JudgeSpec.from_config(section)
         mode = modes.get(spec.mode)

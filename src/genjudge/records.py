@@ -89,6 +89,8 @@ class JobMeta(_Record):
     resumed_items: int = 0
     computed_items: int = 0
     tokens_per_second: float | None = None
+    engine: str | None = None  # transformers or vllm
+    engine_settings: dict | None = None  # vllm: its version, parallel sizes, dtype, KV cache
     placement: dict | None = None  # parameters per device
     device: dict | None = None  # torch's view of the devices
     memory_plan: dict | None = None
@@ -180,6 +182,8 @@ class JudgeMeta(JobMeta):
             template=first.template,
             template_hash=first.template_hash,
             model_fingerprint=first.model_fingerprint,
+            engine=first.engine,
+            engine_settings=first.engine_settings,
             placement=first.placement,
             shards=metas,
             cuda_visible_devices=";".join(str(m.cuda_visible_devices) for m in metas),

@@ -50,6 +50,9 @@ class Spec:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+AS_BEFORE = {"engine": "transformers"}
+
+
 @dataclass(frozen=True)
 class ModelSpec(Spec):
     """What both roles share: which model, how it is loaded, how it decodes."""
@@ -64,6 +67,9 @@ class ModelSpec(Spec):
     max_new_tokens: int = _item()
     system_prompt: str | None = _item()
     use_chat_template: Any = _item()
+    # transformers or vllm: the engines' numerics differ, so the engine is part of each item's key.
+    engine: str = _item()
+    vllm: dict = _run()  # engine: vllm only (memory share, context length, chunk size, eager mode)
     device_map: str = _run()
     max_memory: dict | None = _run()
     batch_size: Any = _run()
@@ -75,11 +81,18 @@ class ModelSpec(Spec):
         return {
             k: getattr(self, k)
             for k in self.fields_changing("item")
-            if k not in ("model", "revision") and k not in self.idle_fields()
+            if k not in ("model", "revision") and k not in self.idle_fields() and not self._as_before(k)
         }
 
     def rerun_params(self) -> dict:
-        return {k: v for k, v in super().rerun_params().items() if k not in self.idle_fields()}
+        return {
+            k: v for k, v in super().rerun_params().items() if k not in self.idle_fields() and not self._as_before(k)
+        }
+
+    def _as_before(self, name: str) -> bool:
+        """A setting added later, at the value every result made before it existed had: left out of
+        item keys and rerun params, so those results stay valid (all were made by transformers)."""
+        return name in AS_BEFORE and getattr(self, name) == AS_BEFORE[name]
 
     def idle_fields(self) -> set:
         """Settings that have no effect as configured (changing them changes nothing)."""

@@ -42,6 +42,29 @@ def resolve_batch_size(spec: ModelSpec, model, gen: Generator, prompts: list[str
     return auto_batch_size(model, probe=lambda bs: gen.probe(longest, bs), margin=float(spec.memory_margin))
 
 
+def runner(pset, model, scorer=None):
+    """What completes a batch of prompts-as-sent with the loaded model: a generator, or `scorer`'s."""
+    special = not pset.chat
+    if scorer is not None:
+        return scorer(model, pset.tok, add_special_tokens=special)
+    if pset.spec.engine == "vllm":
+        from genjudge.engine.vllm_engine import VllmGenerator, generation_config
+
+        return VllmGenerator(model, pset.tok, pset.params, special, generation_config(pset.spec))
+    return Generator(model, pset.tok, pset.params, add_special_tokens=special)
+
+
+def logprob_scorer(engine: str, labels: tuple[str, ...], marker: str):
+    """The logprob verdict scorer of an engine, as `complete`'s `scorer` argument."""
+    from functools import partial
+
+    if engine == "vllm":
+        from genjudge.engine.vllm_engine import VllmLogprobScorer as cls
+    else:
+        from genjudge.engine.logprob import LogprobScorer as cls
+    return partial(cls, labels=labels, marker=marker)
+
+
 @dataclass
 class Completion:
     prompts: list[str]  # as sent
@@ -86,8 +109,14 @@ class PromptSet:
         ]
 
     def load(self, seq_len: int):
-        """The model, loaded on first use and kept for later completions (the turns of a
-        conversation): (model, info, seconds this call spent loading)."""
+        """The model (for engine vllm: the started engine), loaded on first use and kept for later
+        completions (the turns of a conversation): (model, info, seconds this call spent loading)."""
+        if self.model is None and self.spec.engine == "vllm":
+            from genjudge.engine.vllm_engine import load_engine
+
+            t0 = time.monotonic()
+            self.model, self.info = load_engine(self.spec, self.kind)
+            return self.model, self.info, time.monotonic() - t0
         if self.model is None:
             from genjudge.engine.devices import torch_device_info
             from genjudge.engine.loading import load_causal_lm
@@ -98,7 +127,12 @@ class PromptSet:
             log.info("memory plan:\n%s", render(mplan) if "error" not in mplan else mplan["error"])
             refuse_quantized_offload(mplan)
             self.model, placement = load_causal_lm(self.spec)
-            self.info = {"placement": placement, "device": torch_device_info(), "memory_plan": mplan}
+            self.info = {
+                "engine": "transformers",
+                "placement": placement,
+                "device": torch_device_info(),
+                "memory_plan": mplan,
+            }
             return self.model, self.info, time.monotonic() - t0
         return self.model, self.info, 0.0
 
@@ -167,11 +201,11 @@ def complete(
         longest = max(len(p) for p in prompts)  # characters: an upper bound on tokens
         model, info, seconds = pset.load(longest + pset.params.max_new_tokens)
         load_seconds += seconds
-        if scorer is None:
-            gen = Generator(model, pset.tok, pset.params, add_special_tokens=not pset.chat)
+        gen = runner(pset, model, scorer)
+        if pset.spec.engine == "vllm":  # chunks of requests, each checkpointed; the engine batches within
+            batch_size = int(pset.spec.vllm["chunk_size"])
         else:
-            gen = scorer(model, pset.tok, add_special_tokens=not pset.chat)
-        batch_size = resolve_batch_size(pset.spec, model, gen, todo_prompts, lengths)
+            batch_size = resolve_batch_size(pset.spec, model, gen, todo_prompts, lengths)
         bar = Throughput(len(todo), desc, log_stream)
 
         from genjudge.engine import tensor_parallel

@@ -93,6 +93,12 @@ def _model(spec):
 
 
 def tensor_obstacle(spec, n: int, model=None) -> str | None:
+    if spec.engine == "vllm":  # vLLM's own tensor parallelism: no transformers plan needed
+        from genjudge.vllm_support import local_config
+        from genjudge.vllm_support import tensor_obstacle as vllm_obstacle
+
+        config = local_config(spec.model, spec.revision)
+        return vllm_obstacle(config, max(n, 1)) if config is not None else None
     from genjudge.engine.tensor_parallel import obstacle
 
     config, model = (model.config, model) if model is not None else _model(spec)

@@ -40,35 +40,46 @@ def _resolved(generation_config, name: str):
     return value
 
 
+def sampling_settings(generation_config, temperature: float, top_p: float) -> dict:
+    """What `generate(do_sample=True, temperature=..., top_p=...)` samples with: the configured
+    temperature and top_p, and the model's other sampling settings (top_k, min_p, typical_p,
+    epsilon/eta cutoffs, top_h) as `generate` would read them. Every engine samples with these."""
+    gc = generation_config
+    return {
+        "temperature": temperature,
+        "top_h": getattr(gc, "top_h", None),
+        "top_k": _resolved(gc, "top_k"),
+        "top_p": top_p,
+        "min_p": getattr(gc, "min_p", None),
+        "typical_p": _resolved(gc, "typical_p"),
+        "epsilon_cutoff": _resolved(gc, "epsilon_cutoff"),
+        "eta_cutoff": _resolved(gc, "eta_cutoff"),
+    }
+
+
 def sampling_warpers(generation_config, temperature: float, top_p: float) -> list:
     """The warpers `generate(do_sample=True, temperature=..., top_p=...)` adds after its processors,
-    in its order (transformers' `_get_logits_processor`), with the model's other sampling settings
-    (top_k, min_p, typical_p, epsilon/eta cutoffs) as `generate` would read them."""
+    in its order (transformers' `_get_logits_processor`), from `sampling_settings`."""
     from transformers.generation import logits_process as lp
 
+    s = sampling_settings(generation_config, temperature, top_p)
     out = []
-    if temperature is not None and temperature != 1.0:
-        out.append(lp.TemperatureLogitsWarper(temperature))
-    top_h = getattr(generation_config, "top_h", None)
-    if top_h is not None:
-        out.append(lp.TopHLogitsWarper(top_h=top_h))
-    top_k = _resolved(generation_config, "top_k")
-    if top_k is not None and top_k != 0:
-        out.append(lp.TopKLogitsWarper(top_k=top_k, min_tokens_to_keep=1))
-    if top_p is not None and top_p < 1.0:
-        out.append(lp.TopPLogitsWarper(top_p=top_p, min_tokens_to_keep=1))
-    min_p = getattr(generation_config, "min_p", None)
-    if min_p is not None:
-        out.append(lp.MinPLogitsWarper(min_p=min_p, min_tokens_to_keep=1))
-    typical_p = _resolved(generation_config, "typical_p")
-    if typical_p is not None and typical_p < 1.0:
-        out.append(lp.TypicalLogitsWarper(mass=typical_p, min_tokens_to_keep=1))
-    eps = _resolved(generation_config, "epsilon_cutoff")
-    if eps is not None and 0.0 < eps < 1.0:
-        out.append(lp.EpsilonLogitsWarper(epsilon=eps, min_tokens_to_keep=1))
-    eta = _resolved(generation_config, "eta_cutoff")
-    if eta is not None and 0.0 < eta < 1.0:
-        out.append(lp.EtaLogitsWarper(epsilon=eta, min_tokens_to_keep=1))
+    if s["temperature"] is not None and s["temperature"] != 1.0:
+        out.append(lp.TemperatureLogitsWarper(s["temperature"]))
+    if s["top_h"] is not None:
+        out.append(lp.TopHLogitsWarper(top_h=s["top_h"]))
+    if s["top_k"] is not None and s["top_k"] != 0:
+        out.append(lp.TopKLogitsWarper(top_k=s["top_k"], min_tokens_to_keep=1))
+    if s["top_p"] is not None and s["top_p"] < 1.0:
+        out.append(lp.TopPLogitsWarper(top_p=s["top_p"], min_tokens_to_keep=1))
+    if s["min_p"] is not None:
+        out.append(lp.MinPLogitsWarper(min_p=s["min_p"], min_tokens_to_keep=1))
+    if s["typical_p"] is not None and s["typical_p"] < 1.0:
+        out.append(lp.TypicalLogitsWarper(mass=s["typical_p"], min_tokens_to_keep=1))
+    if s["epsilon_cutoff"] is not None and 0.0 < s["epsilon_cutoff"] < 1.0:
+        out.append(lp.EpsilonLogitsWarper(epsilon=s["epsilon_cutoff"], min_tokens_to_keep=1))
+    if s["eta_cutoff"] is not None and 0.0 < s["eta_cutoff"] < 1.0:
+        out.append(lp.EtaLogitsWarper(epsilon=s["eta_cutoff"], min_tokens_to_keep=1))
     return out
 
 

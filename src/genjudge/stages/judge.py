@@ -94,16 +94,11 @@ def run_judge(
 
     scorer, suffix, kind = None, "", "judge"
     if spec.verdict == "logprob":
-        from functools import partial
-
-        from genjudge.engine.logprob import LogprobScorer, label_token_ids
+        from genjudge.engine.completion import logprob_scorer
+        from genjudge.engine.logprob import label_token_ids
 
         marker = f"{mode.marker}:"
-        scorer, suffix, kind = (
-            partial(LogprobScorer, labels=mode.logprob_labels, marker=marker),
-            marker,
-            "judge-logprob",
-        )
+        scorer, suffix, kind = logprob_scorer(spec.engine, mode.logprob_labels, marker), marker, "judge-logprob"
     pset = PromptSet(spec, kind=kind, suffix=suffix)
     if scorer is not None:
         label_token_ids(pset.tok, mode.logprob_labels, suffix)  # refuse colliding labels before loading weights

@@ -1,0 +1,102 @@
+"""engine: vllm through the real snakemake command line: the demo end to end, sampled answers across
+shard layouts and a killed job, and a judge split over two leased devices."""
+
+import json
+
+import pandas as pd
+import pytest
+from test_judge_parallel import TWO
+from test_resume import complete_lines, kill_job_when, start, write_dataset
+
+pytestmark = [pytest.mark.workflow, pytest.mark.vllm]
+
+FP32 = {"dtype": "float32"}
+VLLM = {"engine": "vllm", "dtype": "float32", "vllm": {"enforce_eager": True}}
+
+
+def generations(workflow, run, dataset="questions"):
+    return pd.read_parquet(workflow.results(run) / "generations" / "demo-generator" / f"{dataset}.parquet")
+
+
+def raw(workflow, run):
+    return pd.read_parquet(workflow.results(run) / "judge" / "demo-judge" / "raw.parquet")
+
+
+def summary(workflow, run):
+    return json.loads((workflow.results(run) / "report" / "summary.json").read_text())
+
+
+def test_the_demo_on_vllm_gives_the_transformers_engines_answers_and_verdicts(workflow):
+    hf = workflow.write_config("hf.yaml", run="hf", shards=2, generator=FP32, judge=FP32)
+    vl = workflow.write_config("vl.yaml", run="vl", shards=2, generator=VLLM, judge=VLLM)
+    workflow.run("--cores", "2", "--configfile", hf)
+    workflow.run("--cores", "2", "--configfile", vl)
+    cols = ["id", "prompt_sent", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason"]
+    pd.testing.assert_frame_equal(generations(workflow, "vl")[cols], generations(workflow, "hf")[cols])
+    assert raw(workflow, "vl")["judge_output"].tolist() == raw(workflow, "hf")["judge_output"].tolist()
+    a, b = summary(workflow, "vl"), summary(workflow, "hf")
+    assert a["accuracy"] == b["accuracy"] and a["n_judged"] == b["n_judged"] == 44
+    metas = workflow.metas("vl")
+    assert {m["engine"] for m in metas} == {"vllm"} and len(metas) == 2
+    judge_meta = json.loads((workflow.results("vl") / "judge" / "demo-judge" / "raw.meta.json").read_text())
+    assert judge_meta["engine"] == "vllm" and judge_meta["model_loads"] == 1
+    # The engine is part of what decides a result: switching it back reruns the model jobs.
+    dry = workflow.run("-n", "--configfile", vl, "--config", 'generator={"engine": "transformers"}')
+    assert "generate" in dry.stdout and "Nothing to be done" not in dry.stdout
+
+
+SAMPLED = {
+    **VLLM,
+    "do_sample": True,
+    "temperature": 1.2,
+    "n_samples": 2,
+    "max_new_tokens": 48,
+    "vllm": {"enforce_eager": True, "chunk_size": 8},
+}
+N = 120
+
+
+def test_sampled_vllm_answers_are_the_same_over_four_shards_and_after_a_kill(workflow):
+    write_dataset(workflow.path / "big.jsonl", N)
+    target = "results/{run}/generations/demo-generator/big.parquet"
+    four = workflow.write_config(
+        "four.yaml", run="four", shards=4, dataset={"path": "big.jsonl"}, generator=SAMPLED, cache_dir="results/c4"
+    )
+    workflow.run("--cores", "2", target.format(run="four"), "--configfile", four)
+    one = workflow.write_config(
+        "one.yaml", run="one", shards=1, dataset={"path": "big.jsonl"}, generator=SAMPLED, cache_dir="results/c1"
+    )
+    store = workflow.path / "results/c1/generations"
+    proc = start(workflow, one)
+    kill_job_when(proc, "generate.py", store, 3 * 8)  # three chunks checkpointed
+    proc.communicate(timeout=600)
+    assert proc.returncode != 0
+    kept = complete_lines(store)
+    assert 3 * 8 <= kept < 2 * N
+    workflow.run("--cores", "2", target.format(run="one"), "--configfile", one)
+    meta = workflow.metas("one")[0]
+    assert meta["resumed_items"] == kept and meta["computed_items"] == 2 * N - kept
+    layout = ["shard", "key"]  # where each answer came from; everything else is the answer
+    pd.testing.assert_frame_equal(
+        generations(workflow, "one", "big").drop(columns=layout),
+        generations(workflow, "four", "big").drop(columns=layout),
+    )
+
+
+def test_a_vllm_judge_over_two_leased_devices_gives_the_verdicts_of_one(workflow):
+    judge = {**VLLM, "parallel": "tensor", "max_new_tokens": 8}
+    two = workflow.write_config("two.yaml", **{**TWO, "run": "two", "judge": judge})
+    # A cache of its own: the layout is not in the item keys, so the shared cache would answer everything.
+    one = workflow.write_config(
+        "one.yaml", **{**TWO, "run": "one", "judge": {**judge, "gpus": 1}, "cache_dir": "results/c1"}
+    )
+    workflow.run("--cores", "2", "--configfile", two)
+    workflow.run("--cores", "2", "--configfile", one)
+    metas = {
+        run: json.loads((workflow.results(run) / "judge" / "demo-judge" / "raw.meta.json").read_text())
+        for run in ("one", "two")
+    }
+    assert metas["two"]["engine_settings"]["tensor_parallel_size"] == 2 and metas["two"]["parallel"] == "tensor"
+    assert metas["two"]["cuda_visible_devices"] == "98,99"
+    assert metas["one"]["engine_settings"]["tensor_parallel_size"] == 1
+    assert raw(workflow, "two")["judge_output"].tolist() == raw(workflow, "one")["judge_output"].tolist()
