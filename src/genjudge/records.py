@@ -89,6 +89,14 @@ class JobMeta(_Record):
     resumed_items: int = 0
     computed_items: int = 0
     tokens_per_second: float | None = None
+    # Where the compute went (generating jobs; genjudge.time_model's measured terms): batches, prompt
+    # tokens without padding, seconds to each batch's first new token and after it, the steps after it.
+    batches: int | None = None
+    n_prompt_tokens: int | None = None
+    prefill_seconds: float | None = None
+    decode_seconds: float | None = None
+    decode_steps: int | None = None
+    max_new_tokens: int | None = None
     placement: dict | None = None  # parameters per device
     device: dict | None = None  # torch's view of the devices
     memory_plan: dict | None = None
@@ -191,6 +199,7 @@ class JudgeMeta(JobMeta):
             resumed_items=sum(m.resumed_items for m in metas),
             computed_items=sum(m.computed_items for m in metas),
             model_loads=sum(m.model_loads for m in metas),
+            **_sum_timing(metas),
             cells=_sum_cells(metas),
             started_at=min(m.started_at for m in metas),
             finished_at=max(m.finished_at for m in metas),
@@ -198,6 +207,17 @@ class JudgeMeta(JobMeta):
 
     def jobs(self) -> list[JudgeMeta]:
         return list(self.shards) if self.shards else [self]
+
+
+def _sum_timing(metas: list[JobMeta]) -> dict:
+    """The shards' timing fields summed (max_new_tokens: the largest), None where none has them."""
+    out = {}
+    for name in ("batches", "n_prompt_tokens", "prefill_seconds", "decode_seconds", "decode_steps"):
+        values = [getattr(m, name) for m in metas if getattr(m, name) is not None]
+        out[name] = sum(values) if values else None
+    tokens = [m.max_new_tokens for m in metas if m.max_new_tokens is not None]
+    out["max_new_tokens"] = max(tokens) if tokens else None
+    return out
 
 
 def _sum_cells(metas) -> dict:

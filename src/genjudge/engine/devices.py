@@ -48,7 +48,12 @@ def driver_info() -> dict:
 def torch_device_info() -> dict:
     import torch
 
-    info = {"torch": torch.__version__, "cuda_available": torch.cuda.is_available(), "devices": []}
+    info = {
+        "torch": torch.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "threads": torch.get_num_threads(),
+        "devices": [],
+    }
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
