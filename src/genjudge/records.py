@@ -306,6 +306,7 @@ class RunSummary(_Record):
     cells: dict = field(default_factory=dict)  # several cells: each cell's own summary, by its key
     across_cells: dict = field(default_factory=dict)  # judge -> measures over all its cells (e.g. strengths)
     validity: dict = field(default_factory=dict)  # agreement with human labels, bias diagnostics, panels
+    time_model: dict = field(default_factory=dict)  # each job's predicted (genjudge.time_model) and measured seconds
     metrics: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
