@@ -83,3 +83,10 @@ def test_sbatch_preview_shows_what_each_model_job_asks_for():
     )
     # Two judge shards share the node's 4 GPUs.
     assert "judge (demo-judge, 2 job(s))" in judge and "--gpus=a100:2" in judge and "--nodes=1" in judge
+
+
+def test_configfile_takes_several_files_as_snakemake_does(tmp_path):
+    (tmp_path / "a.yaml").write_text("gpu_inventory: 2\nlock_dir: /tmp\n")
+    (tmp_path / "b.yaml").write_text("gpu_inventory: 3\n")
+    out = genjudge("gpus", "--configfile", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), check=True).stdout
+    assert "inventory (gpu_inventory: 3): 0, 1, 2; lock dir: /tmp" in out  # the later file wins, both are read
