@@ -10,7 +10,7 @@ and up to s new tokens each, in batches of b):
     prefill   max(2 P x prompt tokens / F, batches x W / BW)  (compute bound but for tiny batches)
             + batches x the engine's per-step overhead
     decode    steps x (W + dequantization traffic) / BW      (every step reads every weight)
-            + sequences x kv x (s p + s(s+1)/2) / BW          (and the KV cache of its context)
+            + passes x sequences x kv x (s p + s(s+1)/2) / BW (and the KV cache of its context)
               (or 2 P x sequences x s / F where that is larger: large batches turn compute bound)
             + steps x the engine's per-step overhead          (host-side work per step)
     with steps = batches x s: a batch runs until its last sequence is done, counted as s
@@ -272,6 +272,11 @@ class Engine:
             return model.weight_bytes + extra, f"+ {extra / GB:,.1f} GB 4-bit dequantization at batch > 1"
         return model.weight_bytes, ""
 
+    def kv_passes(self) -> float:
+        """Times a step moves the KV cache of its context. transformers' dynamic cache grows by
+        torch.cat, copying itself every step (read and write), and attention reads it: 3."""
+        return 3.0
+
     def kv_context(self, prompt_tokens: float) -> float:
         """Context tokens whose KV cache a step reads, besides those generated so far. transformers
         pads a batch to its longest prompt; batches are sorted by length, so the mean is close."""
@@ -448,7 +453,8 @@ def job_time(
             traffic, note = engine.weight_traffic(model, b)
             w_bytes += nb * s * traffic
             w_note = w_note or note
-        kv_bytes = sum(
+        passes = engine.kv_passes()
+        kv_bytes = passes * sum(
             r.n * model.kv_bytes_per_token * (s * engine.kv_context(r.prompt_tokens) + s * (s + 1) / 2)
             for r, _, _, s in groups
         )
@@ -472,7 +478,7 @@ def job_time(
                 Term(
                     "decode KV cache",
                     kv_bytes / bw * f,
-                    f"{_n(n_total)} sequences x {_bytes(model.kv_bytes_per_token)}/token x "
+                    f"{passes:g} passes x {_n(n_total)} sequences x {_bytes(model.kv_bytes_per_token)}/token x "
                     f"(steps x ~{ctx:,.0f} prompt tokens + steps^2/2) = {_bytes(kv_bytes)} / ({bw_txt}){cal_txt}",
                 )
             )
