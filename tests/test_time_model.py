@@ -77,9 +77,9 @@ def scenario(tmp_path_factory):
             "max_new_tokens": 512,
         },
     }
-    config = wfconfig.validate(cfg, ROOT)
+    config = wfconfig.validate(json.loads(json.dumps(cfg)), ROOT)
     lines, plans = make_plan(config, "4xA100-80GB", workflow_dir=ROOT)
-    return {"config": config, "lines": lines, "plans": {(p["role"], p["name"]): p for p in plans}}
+    return {"raw": cfg, "config": config, "lines": lines, "plans": {(p["role"], p["name"]): p for p in plans}}
 
 
 # --- the hand computation: every figure from the config.jsons, the datasets and the datasheet ---
@@ -266,3 +266,25 @@ def test_the_schedule_places_jobs_on_free_gpus_and_names_the_critical_path():
     # On two nodes of one GPU a 2-GPU job cannot run: it gets a whole node, and the plan says so.
     s = schedule([Job("two", "p", 2, 1.0)], {"p": Pool("p", [1, 1])})
     assert s.total == 1 and "more than a node has (1)" in s.notes[0]
+
+
+def test_on_slurm_the_plan_lays_the_judge_out_as_the_run_will(scenario):
+    """On SLURM the run knows a GPU's size only from judge.gpu_memory: without it `parallel: auto`
+    spreads the 4-bit judge over a node (one job), and the plan says so, times it so, and says
+    what to set; the sbatch preview agrees."""
+    from genjudge.stages.plan import make_plan, sbatch_preview
+
+    config = scenario["config"]
+    lines, plans = make_plan(config, "4xA100-80GB", roles=["judge"], nodes=["1"], workflow_dir=ROOT)
+    out = "\n".join(lines)
+    assert (
+        plans[0]["parallel"]["choice"] == "device_map" and "requests (item, turn, sample): 2,958, 2,958 per job" in out
+    )
+    assert "recommendation: set judge.gpu_memory: 80GiB and judge.parallel: auto chooses replicas (4 job(s)" in out
+    assert "judge (Llama-3.1-70B-Instruct, 1 job(s)): sbatch" in "\n".join(sbatch_preview(config))
+    raw = json.loads(json.dumps(scenario["raw"]))
+    raw["judge"]["gpu_memory"] = "80GiB"
+    known = wfconfig.validate(raw, ROOT)
+    lines, plans = make_plan(known, "4xA100-80GB", roles=["judge"], nodes=["1"], workflow_dir=ROOT)
+    assert plans[0]["parallel"]["choice"] == "replicas" and "740 per job" in "\n".join(lines)
+    assert "judge (Llama-3.1-70B-Instruct, 4 job(s)): sbatch" in "\n".join(sbatch_preview(known))

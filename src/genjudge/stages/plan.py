@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -385,8 +386,13 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
     section = exp.judges[name]
     spec = JudgeSpec.from_config(section)
     view = {**config, "judge": section}
-    # On SLURM `judge.gpus: all` is one judge node's GPUs (slurm.judge.gpus_per_node), as the run has it.
-    lay = judge_layout(spec, view, list(range(len(gpus))), on_slurm=bool(nodes), gpus=gpus)
+    if nodes:
+        # As the SLURM run decides: `judge.gpus: all` is one judge node's GPUs, whose size the run
+        # knows from judge.gpu_memory alone (no nvidia-smi where the workflow plans).
+        lay = judge_layout(spec, view, [], on_slurm=True)
+        known = judge_layout(spec, view, [], on_slurm=True, gpus=gpus)
+    else:
+        lay = known = judge_layout(spec, view, list(range(len(gpus))), on_slurm=False, gpus=gpus)
     n = lay.gpus_per_job if gpus else 0
     job_gpus = gpus[:n] if n else []
     answers = {
@@ -432,10 +438,16 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
         + f"; prompt: {tokens} tokens ({how})"
     )
     e.lines.append(f"  judge.parallel: {lay.parallel} ({lay.reason})")
+    unknown_size = (known.parallel, known.jobs) != (lay.parallel, lay.jobs) and gpus
+    if unknown_size:
+        e.lines.append(
+            f"  recommendation: set judge.gpu_memory: {gpus[0].total_bytes / GIB:.0f}GiB and judge.parallel: auto "
+            f"chooses {known.parallel} ({known.jobs} job(s) of {known.gpus_per_job} GPU(s)): {known.reason}"
+        )
     e.lines.append(f"  batch: {batch} ({batch_how})")
     w = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
     k = len(job_gpus)
-    if k > 1 and lay.parallel != "replicas" and w <= job_gpus[0].total_bytes * 0.95:
+    if k > 1 and lay.parallel != "replicas" and w <= job_gpus[0].total_bytes * 0.95 and not unknown_size:
         e.lines.append(
             f"  recommendation: the judge fits one GPU at {p['precision']} ({w / GB:.1f} GB): set judge.parallel: "
             f"replicas (or judge.shards: {k * max(1, spec.shards)}) for one replica per GPU, about {k}x the "
@@ -489,13 +501,13 @@ def wall_clock(config, exp, entries, role_gpus, nodes, roles) -> list[str]:
         )
     else:
         pools = {}
-        for r in ROLES:
+        for r, step in (("generator", "generate"), ("judge", "judge")):
             gpus = role_gpus[r]
-            pools[r] = (
-                Pool(r, [len(gpus)], f"{len(gpus)} x {gpus[0].name}")
-                if gpus
-                else Pool(r, [1], "the CPU, one job at a time")
-            )
+            if gpus:
+                pools[r] = Pool(r, [len(gpus)], f"{len(gpus)} x {gpus[0].name}")
+            else:  # `--cores all`: as many jobs at once as their threads fit the cores
+                slots = max(1, (os.cpu_count() or 1) // config["resources"][step]["cpus"])
+                pools[r] = Pool(r, [slots], f"the CPU, {slots} job(s) at a time (--cores {os.cpu_count()})")
         if shared:
             pools = {r: pools["judge"] for r in ROLES}
         where = (
@@ -515,7 +527,10 @@ def wall_clock(config, exp, entries, role_gpus, nodes, roles) -> list[str]:
     pool_map = {"shared": pools["judge"]} if pools["generator"] is pools["judge"] else pools
     sched = schedule(jobs, pool_map)
     label = "the planned roles" if set(roles) != set(ROLES) else "the whole run"
-    out = [f"wall-clock of {label} ({where}): about {duration(sched.total)} (an estimate, from the time model above)"]
+    out = [
+        f"wall-clock of {label} ({where}): about {duration(sched.total)} for its model jobs (an estimate from the "
+        "time model above; split, merge, parse and report come on top)"
+    ]
     out += [f"  {n}" for n in sched.notes]
     path = sched.critical_path()
     if path:
