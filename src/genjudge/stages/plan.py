@@ -513,7 +513,7 @@ def wall_clock(config, exp, entries, role_gpus, nodes, roles) -> list[str]:
         where = (
             "; ".join(f"{r}s on {pools[r].label}" for r in ROLES)
             if not shared
-            else pools["judge"].label + (" (as --resources gpu=N caps them)" if role_gpus["judge"] else "")
+            else pools["judge"].label + (f", --resources gpu={len(role_gpus['judge'])}" if role_gpus["judge"] else "")
         )
     jobs = []
     by_cell: dict = {}
