@@ -211,7 +211,7 @@ def test_the_plan_prints_the_terms_the_totals_and_the_critical_path(scenario):
     assert "requests (item, turn, sample): 2,958, 740 per job" in out
     assert re.search(r"decode weights: 6.64 k steps x 313.3 GB \(39.5 GB \+ 273.8 GB 4-bit dequantization", out)
     assert "2,039 GB/s x 0.7" in out and "312.0 TFLOP/s x 0.5" in out
-    assert re.search(r"wall-clock of the whole run \(4 x NVIDIA A100-SXM4-80GB .*\): about \d", out)
+    assert re.search(r"wall-clock of the whole run \(4 x NVIDIA A100-SXM4-80GB, --resources gpu=4\): about \d", out)
     # 24 generation jobs share 4 GPUs, then the 4 judge replicas: the path ends in a judge job.
     path = re.search(r"critical path: (.*)", out).group(1).split(" -> ")
     assert path[0].startswith("generate ") and path[-1].startswith("judge Llama-3.1-70B-Instruct/")

@@ -156,7 +156,8 @@ def measure_cpu(threads: int = 1, size_mb: int = 256, repeats: int = 5) -> Devic
     import time
 
     import numpy as np
-    import torch
+
+    from genjudge.engine.devices import cpu_matmul_flops
 
     n = size_mb * 2**20 // 8
     a, b = np.ones(n), np.empty(n)
@@ -167,19 +168,7 @@ def measure_cpu(threads: int = 1, size_mb: int = 256, repeats: int = 5) -> Devic
         copies.append(time.perf_counter() - t)
     bandwidth = a.nbytes / statistics.median(copies)
     m = 1024
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, threads))
-    try:
-        x, y = torch.ones(m, m), torch.ones(m, m)
-        x @ y
-        mults = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            x @ y
-            mults.append(time.perf_counter() - t)
-    finally:
-        torch.set_num_threads(before)
-    flops = 2 * m**3 / statistics.median(mults)
+    flops = cpu_matmul_flops(threads, m, repeats)
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
