@@ -280,11 +280,10 @@ def register_engine(engine: Engine) -> None:
 
 
 def engine_of(spec) -> Engine:
-    """The engine a spec names (`engine` setting; transformers where there is none)."""
+    """The terms of the engine a spec (or a job meta) names in its `engine` setting; transformers'
+    where it names none or one without terms of its own (the printed terms name the engine used)."""
     name = getattr(spec, "engine", None) or "transformers"
-    if name not in ENGINES:
-        raise KeyError(f"no time model for engine {name!r}; known: {sorted(ENGINES)}")
-    return ENGINES[name]
+    return ENGINES.get(name, ENGINES["transformers"])
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def gpus_by_role(config: dict, given) -> dict:
     """Each role's hypothetical GPUs as a spec string (`4xA100-80GB`, `4x80GiB`) or None (this
     machine's): `--gpus ROLE=SPEC` over `--gpus SPEC` over `plan.gpus.<role>`."""
     given = [given] if isinstance(given, str) else list(given or [])
-    out = {role: (config.get("plan") or {}).get("gpus", {}).get(role) for role in ROLES}
+    out = {role: config["plan"]["gpus"][role] for role in ROLES}
     shared = [g for g in given if "=" not in g]
     if len(shared) > 1:
         raise InputError(f"--gpus: one inventory for both roles, or ROLE=SPEC for each; got {shared}")
