@@ -288,3 +288,19 @@ def test_on_slurm_the_plan_lays_the_judge_out_as_the_run_will(scenario):
     lines, plans = make_plan(known, "4xA100-80GB", roles=["judge"], nodes=["1"], workflow_dir=ROOT)
     assert plans[0]["parallel"]["choice"] == "replicas" and "740 per job" in "\n".join(lines)
     assert "judge (Llama-3.1-70B-Instruct, 4 job(s)): sbatch" in "\n".join(sbatch_preview(known))
+
+
+def test_each_role_gets_its_own_gpus_and_nodes():
+    from genjudge.errors import InputError
+    from genjudge.stages.plan import gpus_by_role, nodes_by_role
+
+    config = wfconfig.defaults(plan={"gpus": {"judge": "4xA100-80GB"}})
+    assert gpus_by_role(config, None) == {"generator": None, "judge": "4xA100-80GB"}
+    assert gpus_by_role(config, ["generator=8xL4"]) == {"generator": "8xL4", "judge": "4xA100-80GB"}
+    assert gpus_by_role(config, ["2xH100", "judge=8xH200"]) == {"generator": "2xH100", "judge": "8xH200"}
+    with pytest.raises(InputError, match="--gpus gen=8xL4: the role is generator or judge, not 'gen'"):
+        gpus_by_role(config, ["gen=8xL4"])
+    assert nodes_by_role(["2"]) == {"generator": 2, "judge": 2}
+    assert nodes_by_role(["generator=4", "judge=1"]) == {"generator": 4, "judge": 1}
+    with pytest.raises(InputError, match="--nodes: give a count for both roles"):
+        nodes_by_role(["judge=1"])
