@@ -63,6 +63,7 @@ bench: setup
 	$(BIN)/python bench/scale_bench.py
 	$(BIN)/python bench/store_bench.py
 	$(BIN)/python bench/sampling_bench.py
+	nice -n 10 $(BIN)/python bench/plan_bench.py
 
 bench-gpu: setup
 	$(BIN)/python bench/gpu_bench.py

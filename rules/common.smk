@@ -127,12 +127,21 @@ def on_slurm():
     """Whether SLURM's executor runs the jobs. Known once the jobs are built (resources are
     evaluated then, not while this file is read); the jobs learn it from their environment,
     which sbatch exports: where it is not set (the local executor, even inside an allocation
-    with SLURM_JOB_ID set) they lease their GPUs."""
+    with SLURM_JOB_ID set) they lease their GPUs. A dry run asks the command line and its
+    profiles which executor they name, so `snakemake -n --profile slurm` shows SLURM's jobs."""
     plugin = workflow.executor_plugin
-    slurm = bool(plugin and getattr(plugin, "name", "").startswith("slurm"))
-    if slurm:
+    name = getattr(plugin, "name", "") if plugin else ""
+    if name.startswith("slurm"):
         os.environ.update(GENJUDGE_SLURM_EXECUTOR="1")
-    return slurm
+        return True
+    if name == "dryrun" and workflow.is_main_process:
+        if "name" not in INTENDED_EXECUTOR:
+            INTENDED_EXECUTOR["name"] = job_resources.intended_executor(sys.argv[1:]) or ""
+        return INTENDED_EXECUTOR["name"].startswith("slurm")
+    return False
+
+
+INTENDED_EXECUTOR = {}
 
 
 SUBMISSION = []

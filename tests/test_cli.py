@@ -81,5 +81,13 @@ def test_sbatch_preview_shows_what_each_model_job_asks_for():
     assert {"-A proj", "-p gpu", "-t 30", "--mem 4000", "--cpus-per-gpu=4", "--gpus=a100:1"} <= set(
         re.findall(r"-[A-Za-z] \S+|--[a-z-]+(?:=| )\S+", generate)
     )
-    # Two judge shards share the node's 4 GPUs.
+    # Two judge shards share the node's 4 GPUs; each is an sbatch of its own, as the notes say too.
     assert "judge (demo-judge, 2 job(s))" in judge and "--gpus=a100:2" in judge and "--nodes=1" in judge
+    assert "judge jobs are never arrays: one sbatch each" in out[2] and "single job" not in "\n".join(out)
+
+
+def test_configfile_takes_several_files_as_snakemake_does(tmp_path):
+    (tmp_path / "a.yaml").write_text("gpu_inventory: 2\nlock_dir: /tmp\n")
+    (tmp_path / "b.yaml").write_text("gpu_inventory: 3\n")
+    out = genjudge("gpus", "--configfile", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), check=True).stdout
+    assert "inventory (gpu_inventory: 3): 0, 1, 2; lock dir: /tmp" in out  # the later file wins, both are read

@@ -25,12 +25,15 @@ def readme_typical_config() -> dict:
 
 @pytest.fixture
 def typical(workflow):
-    """The README's config in a workflow copy, hub ids standing as local directories with config.json only."""
+    """The README's config in a workflow copy, hub ids standing as local directories with config.json
+    (and empty stand-ins for the tokenizer and weights files planning looks for)."""
     cfg = readme_typical_config()
     for role in ("generator", "judge"):
         stand_in = workflow.path / cfg[role]["model"]
         stand_in.mkdir(parents=True)
         shutil.copy(CFG70 / "config.json", stand_in / "config.json")
+        for name in ("tokenizer.json", "model.safetensors"):
+            (stand_in / name).touch()
     data = workflow.path / cfg["dataset"]["path"]
     data.parent.mkdir(parents=True, exist_ok=True)
     data.write_text(
@@ -125,3 +128,24 @@ def test_one_failing_shard_does_not_stop_the_others_by_default(workflow):
     assert proc.returncode != 0
     gens = workflow.results("kg") / "generations" / "demo-generator" / "questions"
     assert sorted(p.name for p in gens.glob("*.parquet")) == ["0.parquet", "2.parquet", "3.parquet"]
+
+
+def test_a_local_model_directory_must_hold_a_tokenizer_and_every_weight_file(tmp_path):
+    from genjudge.errors import InputError
+    from genjudge.modelref import check_model, missing_files
+
+    model = tmp_path / "m"
+    model.mkdir()
+    shutil.copy(CFG70 / "config.json", model)
+    with pytest.raises(InputError, match=r"judge\.model: .* has no tokenizer .*, no weights .*: the job could not"):
+        check_model(str(model), "judge")
+    (model / "tokenizer.json").write_text("{}")
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+    (model / "model-00001-of-00002.safetensors").touch()
+    assert missing_files(str(model)) == (
+        "1 of the 2 weight files model.safetensors.index.json lists missing (model-00002-of-00002.safetensors)"
+    )
+    (model / "model-00002-of-00002.safetensors").touch()
+    check_model(str(model), "judge")  # complete: no error
+    assert missing_files("meta-llama/Llama-3.1-8B") is None  # a hub id: the job resolves it

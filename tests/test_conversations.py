@@ -260,14 +260,22 @@ def test_turns_from_parquet_lists(tmp_path):
 
 def test_the_plan_sizes_a_conversation_by_its_last_turn(tmp_path):
     from genjudge.config import defaults
-    from genjudge.stages.plan import prompt_tokens
+    from genjudge.dataset import load_items
+    from genjudge.workload import generator_workload
 
     long_turns = [{"question_id": 1, "turns": ["x" * 400, "y" * 400, "z" * 40]}]
     cfg = defaults(
         dataset={"path": str(write_jsonl(tmp_path / "q.jsonl", long_turns)), "fields": FIELDS},
         generator={"model": "m", "max_new_tokens": 100},
     )
-    tokens, how = prompt_tokens(cfg, "generator")
-    assert tokens == 210 + 2 * 100 and "last turn of a 3-turn conversation" in how
+
+    def workload():
+        ds = cfg["dataset"]
+        return generator_workload({"q": load_items(ds["path"], ds["fields"])}, cfg["generator"])
+
+    wl = workload()
+    assert wl.longest == 210 + 2 * 100 and "turn 3 (earlier turns and answers included)" in wl.how
+    # One request per turn, each with the questions and answers before it.
+    assert [(r.n, r.prompt_tokens) for r in wl.requests["q"]] == [(1, 100), (1, 200 + 100), (1, 210 + 200)]
     cfg["dataset"]["fields"] = {**FIELDS, "prompt": "turns.0"}
-    assert prompt_tokens(cfg, "generator")[0] == 100  # one turn: its own length
+    assert workload().longest == 100  # one turn: its own length

@@ -14,12 +14,15 @@ CFG70 = ROOT / "tests" / "data" / "llama-3.1-70b-config"
 
 
 def stand_in_models(workflow, cfg):
-    """Hub ids as local directories holding only config.json (nothing is downloaded)."""
+    """Hub ids as local directories holding config.json and stand-ins for the tokenizer and weights
+    files planning looks for (nothing is downloaded, nothing loads them)."""
     names = [cfg["judge"]["model"]] + [g["model"] for g in cfg.get("generators", {}).values()]
     names += [cfg["generator"]["model"]] if cfg["generator"].get("model") else []
     for name in names:
         (workflow.path / name).mkdir(parents=True, exist_ok=True)
         shutil.copy(CFG70 / "config.json", workflow.path / name / "config.json")
+        for stand_in in ("tokenizer.json", "model.safetensors"):
+            (workflow.path / name / stand_in).touch()
 
 
 def test_gsm8k_example_plans_with_extraction_and_one_judge_load(workflow):

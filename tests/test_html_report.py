@@ -159,3 +159,38 @@ def test_snakemake_report_archive_has_the_page_and_the_plots_with_captions(gpu_r
     assert "as one self-contained page (plots embedded, no network needed)" in main
     assert '"plot": "gpu_timeline"' in main and "one lane per GPU and for the CPU" in main
     assert '"plot": "leaderboard"' in main and "normalised exact match beside it" in main
+
+
+def test_the_report_sets_the_time_model_against_each_job_and_a_plan_calibrates_from_it(gpu_run):
+    """summary.json and report.md hold each job's predicted and measured seconds; `genjudge plan
+    --calibrate` on the finished run uses its measurements, and says so."""
+    import re
+    import subprocess
+
+    summary = json.loads((gpu_run.results() / "report" / "summary.json").read_text())
+    check = summary["time_model"]
+    assert sorted(j["job"] for j in check["jobs"]) == sorted(
+        [f"generate demo-generator/questions/{i}" for i in range(6)] + ["judge demo-judge/0"]
+    )
+    for j in check["jobs"]:
+        assert j["device"].startswith("this CPU") and j["requests"] > 0
+        assert j["predicted"]["decode"] > 0 and j["measured"]["decode"] > 0 and j["measured"]["prefill"] > 0
+    # Loose bounds on a shared 2-core machine; bench/plan_bench.py holds the model to 2x with medians.
+    assert 0.1 < check["measured_over_predicted"]["decode"] < 10, check["measured_over_predicted"]
+    md = (gpu_run.results() / "report" / "report.md").read_text()
+    assert "## Time model: predicted against measured" in md
+    assert len(re.findall(r"^\| generate demo-generator/questions/\d \| this CPU", md, re.M)) == 6
+
+    out = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(gpu_run.cfg), "--calibrate", "results/demo"],
+        cwd=gpu_run.path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "calibrated from results/demo (7 finished jobs)" in out, out
+    assert re.search(
+        r"generator models/demo-generator: load [\d.]+ s per job, prefill x[\d.]+ of the model, decode x", out
+    )
+    assert re.search(r"decode (weights|\(compute bound\)): .* x [\d.]+ \(calibrated\)", out), out
+    assert "load: measured per job (results/demo, 6 job(s) on this CPU" in out

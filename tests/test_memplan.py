@@ -146,15 +146,17 @@ def plan_cli(tmp_path, judge: dict, gpus="4x80GiB"):
 def test_plan_recommends_one_replica_per_gpu_for_a_judge_that_fits_one(tmp_path):
     out = plan_cli(tmp_path, {"quantization": "4bit"})
     assert "jobs: 1 x 4 GPU(s) each" in out
-    assert "recommendation: the judge fits one GPU at 4bit" in out and "set judge.shards: 4" in out
+    assert "recommendation: the judge fits one GPU at 4bit" in out and "set judge.parallel: replicas" in out
     assert re.search(r"batch_size auto would pick about \d+ .*an estimate", out)
     assert re.search(r"resources\.judge\.mem_mb: about \d+ .*an estimate", out)
     assert re.search(r"resources\.judge\.runtime: about \d+ min .*an estimate", out)
-    # The KV cache is sized for the real judge prompt: template + question + reference + a full answer.
+    # The KV cache is sized for the real judge prompt: the template's text with the question, the
+    # reference and a full answer in its placeholders ({question}, {reference}, {candidate}).
     template = (Path(__file__).resolve().parents[1] / "config/templates/reference.txt").read_text()
+    text = len(template) - len("{question}{reference}{candidate}")
     longest = len("How many apples? " * 20 + "99") + len("#### 99")
-    expected = -(-(len(template) + longest) // 4) + 256
-    assert f"prompt: {expected} tokens (template + longest question and reference" in out
+    expected = -(-(text + longest) // 4) + 256
+    assert f"prompt: {expected} tokens (longest prompt: " in out and "the template with the question" in out
     assert f"x {expected + 512} tokens" in out
 
 

@@ -247,8 +247,9 @@ def test_plan_counts_every_sample_as_a_sequence(tmp_path, n_samples):
         out[role] = subprocess.run(
             [*cmd, "--gpus", "4x80GiB", "--role", role], capture_output=True, text=True, check=True
         ).stdout
-    assert f"({50 * n_samples} items per job" in out["generator"]  # 100 items in 2 shards, k samples each
-    assert f"({100 * n_samples} items per job" in out["judge"]
+    # 100 items in 2 shards, k samples each: every (item, turn, sample) is a request of its own.
+    assert f"requests per job (item, turn, sample): d: {50 * n_samples};" in out["generator"]
+    assert f"requests (item, turn, sample): {100 * n_samples:,}, {100 * n_samples:,} per job" in out["judge"]
 
 
 def test_each_sample_of_a_conversation_follows_its_own_earlier_answers(tmp_path):

@@ -167,6 +167,68 @@ def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
     assert {k: v for k, v in sa.items() if k not in volatile} == {k: v for k, v in sb.items() if k not in volatile}
 
 
+def dry_run_jobs(text: str) -> dict:
+    """`snakemake -n`'s jobs: rule -> sorted list of what each asks for (gpu, mem_mb, runtime, ...)."""
+    jobs: dict = {}
+    for block in re.split(r"\n(?=rule \w+:)", text):
+        m = re.match(r"rule (\w+):", block)
+        res = re.search(r"^\s+resources: (.*)$", block, re.M)
+        if not m or not res:
+            continue
+        values = dict(kv.split("=", 1) for kv in res.group(1).split(", "))
+        if "gpu" in values:  # the model jobs
+            asked = {k: values[k] for k in ("gpu", "mem_mb", "runtime", "cpus_per_gpu", "nodes") if k in values}
+            jobs.setdefault(m.group(1), []).append(asked)
+    return {rule: sorted(v, key=str) for rule, v in jobs.items()}
+
+
+def submitted_jobs(calls: list[str]) -> dict:
+    """The same, from the sbatch calls the SLURM plugin made."""
+    jobs: dict = {}
+    for call in calls:
+        rule = re.search(r"--comment '?rule_(\w+?)(_wildcards|'|\s)", call).group(1)
+        opts = sbatch_options(call)
+        asked = {}
+        for o in opts:
+            for flag, key in (
+                ("--gpus=", "gpu"),
+                ("--mem ", "mem_mb"),
+                ("-t ", "runtime"),
+                ("--cpus-per-gpu=", "cpus_per_gpu"),
+                ("--nodes=", "nodes"),
+            ):
+                if o.startswith(flag):
+                    asked[key] = o[len(flag) :].split(":")[-1]
+        jobs.setdefault(rule, []).append(asked)
+    return {rule: sorted(v, key=str) for rule, v in jobs.items()}
+
+
+def test_a_dry_run_with_the_slurm_profile_shows_what_slurm_gets(cluster, workflow):
+    """`snakemake -n --profile slurm` runs Snakemake's dry-run executor; its jobs still ask for what
+    the SLURM executor submits: the GPUs (not this machine's none) and the judge's four replicas."""
+    cfg = workflow.write_config(
+        "dry.yaml",
+        run="dry",
+        shards=2,
+        judge={**SMALL["judge"], "parallel": "replicas"},
+        slurm={"arrays": False},
+        **{k: v for k, v in SMALL.items() if k != "judge"},
+    )
+    dry = workflow.run("--profile", "slurm", "-n", "--configfile", cfg, env=slurm_env(cluster)).stdout
+    planned = dry_run_jobs(dry)
+    assert [j["gpu"] for j in planned["generate"]] == ["1", "1"]
+    assert [j["gpu"] for j in planned["judge"]] == ["1"] * 4  # slurm.gpus_per_node: 4 replicas of one GPU
+    since = last_job_id(cluster)
+    proc = workflow.run(
+        "--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster), timeout=900
+    )
+    assert submitted_jobs(re.findall(r"sbatch call: (.+)", proc.stdout + proc.stderr)) == planned
+    got = jobs_of(cluster, since)
+    assert (
+        sorted((j["rule"], j["gpus"]) for j in got) == [("generate", "gres:gpu:1")] * 2 + [("judge", "gres:gpu:1")] * 4
+    )
+
+
 def wait_for(predicate, timeout=120, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 import zipfile
 
 import pandas as pd
@@ -110,6 +111,8 @@ def test_bad_input_stops_before_any_job_and_keeps_earlier_results(workflow):
     summary = workflow.results() / "report" / "summary.json"
     before = {p: p.read_bytes() for p in workflow.results().rglob("*") if p.is_file()}
 
+    (workflow.path / "config-only").mkdir()
+    shutil.copy(workflow.path / "models" / "demo-judge" / "config.json", workflow.path / "config-only")
     cases = []
     for name, (content, pattern) in BAD_DATASETS.items():
         path = workflow.path / name
@@ -125,6 +128,12 @@ def test_bad_input_stops_before_any_job_and_keeps_earlier_results(workflow):
         (
             {"judge": {"model": "/nonexistent/judge"}},
             r"judge\.model: model directory '/nonexistent/judge' does not exist",
+        ),
+        (
+            # Only config.json: it plans, but the job could not load it.
+            {"judge": {"model": "config-only"}},
+            r"judge\.model: 'config-only' has no tokenizer \(none of tokenizer\.json, .*\), no weights \(no "
+            r"\*\.safetensors, no pytorch_model\*\.bin\)",
         ),
         ({"no_such_key": 1}, r"Additional properties are not allowed \('no_such_key' was unexpected\)"),
         ({"shards": "four"}, r"'four' is not of type 'integer'"),

@@ -109,7 +109,16 @@ def cmd_plan(args) -> int:
 
             print("\n".join(sbatch_preview(config)))
             return 0
-        lines, plans = make_plan(config, args.gpus, args.role, args.batch_size, args.prompt_tokens)
+        lines, plans = make_plan(
+            config,
+            args.gpus,
+            args.role,
+            args.batch_size,
+            args.prompt_tokens,
+            nodes=args.nodes,
+            calibrate=args.calibrate,
+            workflow_dir=args.directory,
+        )
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -155,9 +164,11 @@ def _config_arguments(parser) -> None:
     """--configfile and --config, as snakemake takes them."""
     parser.add_argument(
         "--configfile",
-        action="append",
+        nargs="+",
+        action="extend",
         default=[],
-        help="config file(s), as for snakemake (none: the demo, config/demo.yaml)",
+        metavar="FILE",
+        help="config file(s), as for snakemake: later files over earlier ones (none: the demo, config/demo.yaml)",
     )
     parser.add_argument(
         "--config",
@@ -208,14 +219,37 @@ def main(argv=None) -> int:
         "(reads config.json only, loads no weights)",
     )
     _config_arguments(pl)
-    pl.add_argument("--gpus", help="hypothetical inventory instead of this machine's, e.g. 4x80GiB")
+    pl.add_argument(
+        "--gpus",
+        nargs="+",
+        metavar="[ROLE=]SPEC",
+        help="GPUs to plan for instead of this machine's: a type of the plan's table (4xA100-80GB, 8xH100, "
+        "2xL40S) or a size (4x80GiB); ROLE=SPEC for one role (generator=8xL4 judge=4xA100-80GB)",
+    )
+    pl.add_argument(
+        "--nodes",
+        nargs="+",
+        metavar="[ROLE=]N",
+        help="the wall-clock on SLURM: N nodes for both roles, or ROLE=N each (slurm.<role>.gpus_per_node GPUs "
+        "a node); default: this machine's GPUs (--resources gpu=N)",
+    )
+    pl.add_argument(
+        "--calibrate",
+        metavar="RUN_DIR",
+        help="a finished run (results/<run>, e.g. a small pilot) whose measured load, prefill and decode "
+        "seconds replace the time model's assumptions (default: this run's own results, where they exist)",
+    )
     pl.add_argument(
         "--role",
         action="append",
         choices=["generator", "judge"],
         help="plan only this model (repeatable); default both",
     )
-    pl.add_argument("--batch-size", type=int, help="default: the configured batch size (8 for auto)")
+    pl.add_argument(
+        "--batch-size",
+        type=int,
+        help="plan memory and time for this batch size (default: the configured one; for auto, what it would pick)",
+    )
     pl.add_argument(
         "--prompt-tokens",
         type=int,

@@ -15,6 +15,24 @@ SLURM_RESOURCES = {
 }
 
 
+def intended_executor(argv: list[str]) -> str | None:
+    """The executor a snakemake command line names, its --profile(s) and the workflow profile
+    included, resolved by Snakemake's own argument parser: `snakemake -n --profile slurm` runs the
+    dry-run executor, yet its jobs should show what SLURM's would get. None when `argv` is not a
+    snakemake command line."""
+    import contextlib
+    import io
+
+    from snakemake.cli import parse_args
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # "Using profile ..." is printed once already
+            _, args = parse_args(list(argv))
+    except (Exception, SystemExit):  # noqa: BLE001 - not snakemake's command line (the Python API, a test)
+        return None
+    return getattr(args, "executor", None)
+
+
 def generate_gpus(exp, config: dict, generator: str, inventory: list, on_slurm: bool) -> int:
     """GPUs of one generation job: the generator's gpus_per_job where there are GPUs to lease or SLURM."""
     return exp.gpus_per_job(generator, config) if (inventory or on_slurm) else 0

@@ -91,6 +91,14 @@ class JobMeta(_Record):
     tokens_per_second: float | None = None
     engine: str | None = None  # transformers or vllm
     engine_settings: dict | None = None  # vllm: its version, parallel sizes, dtype, KV cache
+    # Where the compute went (generating jobs; genjudge.time_model's measured terms): batches, prompt
+    # tokens without padding, seconds to each batch's first new token and after it, the steps after it.
+    batches: int | None = None
+    n_prompt_tokens: int | None = None
+    prefill_seconds: float | None = None
+    decode_seconds: float | None = None
+    decode_steps: int | None = None
+    max_new_tokens: int | None = None
     placement: dict | None = None  # parameters per device
     device: dict | None = None  # torch's view of the devices
     memory_plan: dict | None = None
@@ -195,6 +203,7 @@ class JudgeMeta(JobMeta):
             resumed_items=sum(m.resumed_items for m in metas),
             computed_items=sum(m.computed_items for m in metas),
             model_loads=sum(m.model_loads for m in metas),
+            **_sum_timing(metas),
             cells=_sum_cells(metas),
             started_at=min(m.started_at for m in metas),
             finished_at=max(m.finished_at for m in metas),
@@ -202,6 +211,17 @@ class JudgeMeta(JobMeta):
 
     def jobs(self) -> list[JudgeMeta]:
         return list(self.shards) if self.shards else [self]
+
+
+def _sum_timing(metas: list[JobMeta]) -> dict:
+    """The shards' timing fields summed (max_new_tokens: the largest), None where none has them."""
+    out = {}
+    for name in ("batches", "n_prompt_tokens", "prefill_seconds", "decode_seconds", "decode_steps"):
+        values = [getattr(m, name) for m in metas if getattr(m, name) is not None]
+        out[name] = sum(values) if values else None
+    tokens = [m.max_new_tokens for m in metas if m.max_new_tokens is not None]
+    out["max_new_tokens"] = max(tokens) if tokens else None
+    return out
 
 
 def _sum_cells(metas) -> dict:
@@ -290,6 +310,7 @@ class RunSummary(_Record):
     cells: dict = field(default_factory=dict)  # several cells: each cell's own summary, by its key
     across_cells: dict = field(default_factory=dict)  # judge -> measures over all its cells (e.g. strengths)
     validity: dict = field(default_factory=dict)  # agreement with human labels, bias diagnostics, panels
+    time_model: dict = field(default_factory=dict)  # each job's predicted (genjudge.time_model) and measured seconds
     metrics: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

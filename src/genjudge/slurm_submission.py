@@ -78,7 +78,7 @@ def decide(
         n_arrays = -(-n_generate_jobs // limit)
         notes.append(
             f"job arrays: {n_generate_jobs} generation jobs in arrays of up to {limit} tasks "
-            f"(at least {n_arrays} sbatch call(s)); the judge is submitted as a single job"
+            f"(at least {n_arrays} sbatch call(s)); judge jobs are never arrays: one sbatch each"
         )
     if slurm["requeue"]:
         notes.append("requeue: on (sbatch --requeue); a requeued job resumes from its checkpoints")

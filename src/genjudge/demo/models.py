@@ -60,8 +60,9 @@ def build_tokenizer(lines: list[str], vocab_size: int = 512):
     return fast
 
 
-def build_model(out_dir, corpus_paths, seed: int = 0, size: str = "tiny", vocab_size: int = 512) -> Path:
-    """Build tokenizer + randomly initialised Llama into `out_dir` (atomically)."""
+def build_model(out_dir, corpus_paths, seed: int = 0, size="tiny", vocab_size: int = 512) -> Path:
+    """Build tokenizer + randomly initialised Llama into `out_dir` (atomically). `size`: a name of
+    SIZES or a dict of LlamaConfig dimensions."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -77,7 +78,7 @@ def build_model(out_dir, corpus_paths, seed: int = 0, size: str = "tiny", vocab_
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
-        **SIZES[size],
+        **(SIZES[size] if isinstance(size, str) else size),
     )
     model = LlamaForCausalLM(cfg)
     # Built beside the target and renamed into place: a half-built model is never seen.

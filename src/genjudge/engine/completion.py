@@ -6,11 +6,12 @@ when something is left to compute, batched generation, per-batch checkpoint.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
 
-from genjudge.engine.decoding import Generator, GenParams, Throughput, run_batches
+from genjudge.engine.decoding import Generator, GenParams, Throughput, Timing, run_batches
 from genjudge.engine.prompting import render_prompt, uses_chat_template
 from genjudge.item_store import ItemStore, item_key
 from genjudge.modelref import fingerprint
@@ -80,6 +81,7 @@ class Completion:
     info: dict = field(default_factory=dict)  # placement, device
     computed_tokens: int = 0
     computed_keys: set = field(default_factory=set)  # keys computed now (the rest came from the store)
+    timing: Timing = field(default_factory=Timing)  # prefill and decode seconds (generation only)
 
 
 class PromptSet:
@@ -188,6 +190,7 @@ def complete(
     )
     # The tokenizer's time is paid once per PromptSet, however many completions it makes.
     load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, None, {}, []
+    timing = Timing()
     pset.setup_seconds = 0.0
     if todo:
         from genjudge.engine.context import check_context
@@ -235,6 +238,7 @@ def complete(
             progress=bar,
         )
         compute_seconds = time.monotonic() - t1
+        timing = getattr(gen, "timing", None) or Timing()
         bar.close()
         for j, r in enumerate(new):
             done[keys[todo[j]]] = r
@@ -253,6 +257,7 @@ def complete(
         info,
         sum(r["n_generated_tokens"] for r in new),
         {keys[i] for i in todo},
+        timing,
     )
 
 
@@ -275,6 +280,7 @@ def combined(cs: list[Completion]) -> Completion:
         next((c.info for c in cs if c.info), {}),
         sum(c.computed_tokens for c in cs),
         set().union(*(c.computed_keys for c in cs)),
+        functools.reduce(Timing.merged, (c.timing for c in cs), Timing()),
     )
 
 
@@ -289,5 +295,6 @@ def completion_meta(c: Completion, seconds_name: str) -> dict:
         "resumed_items": c.resumed,
         "computed_items": c.computed,
         "tokens_per_second": round(c.computed_tokens / c.compute_seconds, 1) if c.compute_seconds else None,
+        **c.timing.meta(),
         **c.info,
     }

@@ -100,6 +100,64 @@ def token_lengths(tokenizer, prompts: list[str], add_special_tokens: bool, chunk
     return lengths
 
 
+class StepClock:
+    """Times one `generate` call as a transformers streamer: `put` comes with the prompt before the
+    prefill, then with each step's new tokens; `end` after the last step."""
+
+    def __init__(self):
+        self.marks: list[float] = []
+
+    def put(self, value) -> None:
+        self.marks.append(time.perf_counter())
+
+    def end(self) -> None:
+        self.marks.append(time.perf_counter())
+
+
+@dataclass
+class Timing:
+    """Where a job's compute time went, summed over its batches (the time model's measured terms)."""
+
+    batches: int = 0
+    prompt_tokens: int = 0  # without padding
+    prefill_seconds: float = 0.0  # prompt in, first new token out
+    decode_seconds: float = 0.0  # the steps after it
+    decode_steps: int = 0  # steps after the first new token, per batch, summed
+    max_new_tokens: int = 0
+
+    def add(self, clock: StepClock, prompt_tokens: int) -> None:
+        m = clock.marks
+        self.batches += 1
+        self.prompt_tokens += prompt_tokens
+        if len(m) >= 2:
+            self.prefill_seconds += m[1] - m[0]
+            self.decode_seconds += m[-1] - m[1]
+            self.decode_steps += max(0, len(m) - 3)  # prompt, first token, ..., end
+
+    def merged(self, other: Timing) -> Timing:
+        return Timing(
+            self.batches + other.batches,
+            self.prompt_tokens + other.prompt_tokens,
+            self.prefill_seconds + other.prefill_seconds,
+            self.decode_seconds + other.decode_seconds,
+            self.decode_steps + other.decode_steps,
+            max(self.max_new_tokens, other.max_new_tokens),
+        )
+
+    def meta(self) -> dict:
+        """The job meta's fields (none for a job that generated nothing)."""
+        if not self.batches:
+            return {}
+        return {
+            "batches": self.batches,
+            "n_prompt_tokens": self.prompt_tokens,
+            "prefill_seconds": round(self.prefill_seconds, 4),
+            "decode_seconds": round(self.decode_seconds, 4),
+            "decode_steps": self.decode_steps,
+            "max_new_tokens": self.max_new_tokens,
+        }
+
+
 class Generator:
     """Generate completions for prompts-as-sent with one loaded model."""
 
@@ -108,6 +166,7 @@ class Generator:
         self.tok = tokenizer
         self.params = params
         self.add_special_tokens = add_special_tokens
+        self.timing = Timing(max_new_tokens=params.max_new_tokens)
 
     def token_lengths(self, prompts: list[str]) -> list[int]:
         return token_lengths(self.tok, prompts, self.add_special_tokens)
@@ -131,10 +190,12 @@ class Generator:
             kwargs.update(seeded_sampling_kwargs(self.model, p.temperature, p.top_p, seeds))
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
+        clock = StepClock()
         with torch.inference_mode():
-            out = self.model.generate(**enc, **kwargs)
+            out = self.model.generate(**enc, **kwargs, streamer=clock)
         width = enc["input_ids"].shape[1]
         prompt_tokens = enc["attention_mask"].sum(dim=1).tolist()
+        self.timing.add(clock, int(sum(prompt_tokens)))
         eos_ids = self._eos_ids()
         results = []
         for row, n_prompt in zip(out[:, width:].tolist(), prompt_tokens):

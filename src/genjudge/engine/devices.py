@@ -48,9 +48,37 @@ def driver_info() -> dict:
 def torch_device_info() -> dict:
     import torch
 
-    info = {"torch": torch.__version__, "cuda_available": torch.cuda.is_available(), "devices": []}
+    info = {
+        "torch": torch.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "threads": torch.get_num_threads(),
+        "devices": [],
+    }
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
             info["devices"].append({"index": i, "name": props.name, "total_memory": props.total_memory})
     return info
+
+
+def cpu_matmul_flops(threads: int, size: int = 1024, repeats: int = 5) -> float:
+    """FLOP/s of a square fp32 matmul in torch on `threads` threads (the median of `repeats`), as a
+    CPU job with that many threads runs the model's matmuls."""
+    import statistics
+    import time
+
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        x, y = torch.ones(size, size), torch.ones(size, size)
+        x @ y
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            x @ y
+            times.append(time.perf_counter() - t)
+    finally:
+        torch.set_num_threads(before)
+    return 2 * size**3 / statistics.median(times)

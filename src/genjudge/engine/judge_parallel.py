@@ -152,7 +152,7 @@ def decide(spec, n: int, gpus=None, model=None) -> tuple[str, str]:
             f"auto: GPU memory unknown (set judge.gpu_memory to let auto choose replicas for a judge that "
             f"fits one GPU); the model has a tensor-parallel plan: one torchrun group of {n}"
         )
-    w = weight_bytes(model, spec.precision)
+    w = weight_bytes(model, spec.precision, spec.bnb_4bit_use_double_quant)
     one = gpus[0].total_bytes * (1 - ACTIVATION_RESERVE)
     size = f"{gpus[0].total_bytes / 1024**3:.0f} GiB"
     if w <= one:

@@ -17,19 +17,34 @@ from genjudge.errors import InputError
 
 GIB = 1024**3
 GB = 1000**3
-# Bytes per weight of a quantized Linear, quantization state included:
-# 4-bit stores one fp32 absmax per 64 weights (double quantization shrinks it to ~1/8).
 BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "8bit": 1.0, "4bit": 0.5}
+# bitsandbytes' quantization state per quantized weight. 4-bit: one absmax per block of 64 weights,
+# fp32 (4/64 bytes), or with double quantization (bnb_4bit_use_double_quant, the default) 8-bit
+# plus one fp32 absmax per 256 blocks (1/64 + 4/(64*256) bytes). 8-bit (LLM.int8): one fp32
+# scale per output row, counted per Linear.
+ABSMAX_4BIT = 4 / 64
+ABSMAX_4BIT_DOUBLE = 1 / 64 + 4 / (64 * 256)
 PRECISIONS = ["float32", "bfloat16", "8bit", "4bit"]
 # Room kept free on each GPU for activations and the CUDA context when judging fit.
 ACTIVATION_RESERVE = 0.05
 
 
 def parse_inventory_spec(spec: str) -> list[Gpu]:
-    """`4x80GiB`, `2x24GB`, `80GiB` -> hypothetical GPUs."""
+    """`4x80GiB`, `2x24GB`, `80GiB` -> hypothetical GPUs of that size; `4xA100-80GB`, `8xH100`,
+    `2xL40S` -> GPUs of a type the time model's table knows (its name and memory)."""
     m = re.fullmatch(r"\s*(?:(\d+)\s*[xX*]\s*)?(\d+(?:\.\d+)?)\s*(GiB|GB|G)?\s*", spec)
     if not m:
-        raise InputError(f"GPU inventory {spec!r}: expected e.g. 4x80GiB or 2x24GB")
+        from genjudge.time_model import GPU_KEYS, gpu_type
+
+        typed = re.fullmatch(r"\s*(?:(\d+)\s*[xX*]\s*)?(\S.*?)\s*", spec)
+        device = gpu_type(typed.group(2)) if typed else None
+        if device is None:
+            raise InputError(
+                f"GPU inventory {spec!r}: expected e.g. 4x80GiB, 2x24GB or a GPU type such as 4xA100-80GB "
+                f"(known: {', '.join(GPU_KEYS)})"
+            )
+        size = int(device.memory_bytes)
+        return [Gpu(str(i), device.name, size, size) for i in range(int(typed.group(1) or 1))]
     n = int(m.group(1) or 1)
     unit = GB if m.group(3) == "GB" else GIB
     size = int(float(m.group(2)) * unit)
@@ -65,8 +80,8 @@ def load_config(name: str, revision: str | None = None):
     except OSError:
         raise InputError(
             f"{name}: config.json is neither in a local directory nor in the local Hugging Face "
-            "cache (the plan never downloads; `huggingface-cli download NAME config.json` fetches "
-            "only the config)"
+            f"cache (the plan never downloads; `hf download {name} config.json` fetches only the "
+            f"config, `hf download {name}` the whole model)"
         ) from None
 
 
@@ -114,15 +129,52 @@ def dtype_plan(model, precision: str):
     return low, special
 
 
-def weight_bytes(model, precision: str) -> int:
+def weight_bytes(model, precision: str, double_quant: bool = True) -> int:
+    """The weights' bytes at `precision` as bitsandbytes leaves them: quantized Linear weights with
+    their quantization state, the embedding, output head and norms in 16 bits."""
     from accelerate.utils import compute_module_sizes
 
     dtype, special = dtype_plan(model, precision)
     size = compute_module_sizes(model, dtype=dtype, special_dtypes=special)[""]
-    if precision == "4bit":  # absmax per block of 64, fp32
-        quantized = _quantized_names(model)
-        size += sum(p.numel() for n, p in model.named_parameters() if n in quantized) * 4 // 64
+    if precision == "4bit":
+        size += quantized_parameters(model) * (ABSMAX_4BIT_DOUBLE if double_quant else ABSMAX_4BIT)
+    elif precision == "8bit":
+        size += 4 * sum(m.out_features for m in _quantized_linears(model))
     return int(size)
+
+
+def _quantized_linears(model):
+    import torch
+
+    return [m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and not name.endswith("lm_head")]
+
+
+def quantized_parameters(model) -> int:
+    """Parameters bitsandbytes would quantize (Linear weights but the output head)."""
+    quantized = _quantized_names(model)
+    return sum(p.numel() for n, p in model.named_parameters() if n in quantized)
+
+
+def loaded_precision(spec, config) -> str:
+    """The precision the job loads: spec.precision, where `dtype: auto` is the checkpoint's own
+    dtype (config.json's `dtype`/`torch_dtype`; bfloat16 when it names none)."""
+    if spec.quantization != "none" or spec.dtype != "auto":
+        return spec.precision
+    own = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    own = str(own).replace("torch.", "") if own is not None else ""
+    return own if own in ("float32", "bfloat16", "float16") else "bfloat16"
+
+
+def model_numbers(config, model, precision: str) -> dict:
+    """What the time model needs of a model, as plain numbers (genjudge.time_model uses them
+    without torch). The KV cache is held in the compute dtype: fp32 for a float32 model."""
+    return {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "quantized_parameters": quantized_parameters(model),
+        "layers": int(getattr(config, "num_hidden_layers", 0) or 0),
+        "hidden_size": int(getattr(config, "hidden_size", 0) or 0),
+        "kv_bytes_per_token": kv_cache_bytes(config, 1, 1, 4 if precision == "float32" else 2),
+    }
 
 
 def kv_cache_bytes(config, batch_size: int, seq_len: int, bytes_per_value: int = 2) -> int:
@@ -196,16 +248,17 @@ def plan(spec, gpus: list[Gpu], batch_size: int, seq_len: int, role: str, model=
     logging.getLogger("accelerate.utils.modeling").setLevel(logging.ERROR)
     config = load_config(spec.model, spec.revision)
     model = model if model is not None else empty_model(config)
-    n_params = sum(p.numel() for p in model.parameters())
-    weights = {p: weight_bytes(model, p) for p in PRECISIONS}
-    precision = spec.precision
-    kv = kv_cache_bytes(config, batch_size, seq_len)
+    precision = loaded_precision(spec, config)
+    numbers = model_numbers(config, model, precision)
+    weights = {p: weight_bytes(model, p, spec.bnb_4bit_use_double_quant) for p in PRECISIONS}
+    kv = numbers["kv_bytes_per_token"] * batch_size * seq_len
     out = {
         "role": role,
         "model": spec.model,
-        "parameters": n_params,
+        **numbers,
         "weights_bytes": weights,
         "precision": precision,
+        "double_quant": bool(spec.bnb_4bit_use_double_quant) if precision == "4bit" else None,
         "kv_cache_bytes": kv,
         "batch_size": batch_size,
         "seq_len": seq_len,
@@ -286,8 +339,9 @@ def _bytes(n: float) -> str:
 
 
 def render(p: dict) -> str:
+    named = p.get("name") and p["name"] != Path(str(p["model"]).rstrip("/")).name
     lines = [
-        f"{p['role']}: {p['model']}",
+        f"{p['role']}: {p['model']}" + (f" (as {p['role']} {p['name']})" if named else ""),
         f"  parameters: {_count(p['parameters'])} ({p['parameters']:,})",
         "  weights: " + ", ".join(f"{k} {_bytes(v)}" for k, v in p["weights_bytes"].items()),
         f"  KV cache (batch {p['batch_size']} x {p['seq_len']} tokens): {_bytes(p['kv_cache_bytes'])}",

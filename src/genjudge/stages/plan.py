@@ -1,222 +1,543 @@
-"""The GPU check and memory plan for a run's config (rule plan and `genjudge plan`): from each
-model's config.json alone, no weights loaded; what each job gets, the batch `auto` would likely
-pick, and the host memory and time to ask a scheduler for, each stated as the estimate it is."""
+"""The GPU check, memory plan and time plan for a run's config (rule plan and `genjudge plan`):
+from each model's config.json alone, no weights loaded; what each job gets, the batch `auto` would
+likely pick, how long each job takes term by term (genjudge.time_model) and the whole run on the
+GPUs it may use (genjudge.schedule), each stated as the estimate it is; with a finished run's
+metas (genjudge.calibration), from what that run measured."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from genjudge import atomic
+from genjudge.errors import InputError
 from genjudge.specs import JudgeSpec
 
 ROLES = ("generator", "judge")
 GIB = 1024**3
-CHARS_PER_TOKEN = 4  # a rough average for English text under BPE tokenizers
-# Decoding reads every weight once per step: step time ~ weight bytes / memory bandwidth.
-ASSUMED_GPU_BANDWIDTH = 2.0e12  # bytes/s, H100-class HBM at realistic efficiency
-ASSUMED_DISK_READ = 1.0e9  # bytes/s while loading weights
+GB = 1000**3
 AUTO_HEADROOM = 0.95  # batch_size auto keeps 5% below what fits
+RUNTIME_MARGIN = 1.5  # the runtime to ask a scheduler for: the estimate + 50%
 
 
-def prompt_tokens(config: dict, role: str) -> tuple[int, str]:
-    """Longest prompt of `role` in tokens (estimated from characters) and how it was found."""
-    from genjudge.config import WORKFLOW_DIR, judge_template
+def gpus_by_role(config: dict, given) -> dict:
+    """Each role's hypothetical GPUs as a spec string (`4xA100-80GB`, `4x80GiB`) or None (this
+    machine's): `--gpus ROLE=SPEC` over `--gpus SPEC` over `plan.gpus.<role>`."""
+    given = [given] if isinstance(given, str) else list(given or [])
+    out = {role: config["plan"]["gpus"][role] for role in ROLES}
+    shared = [g for g in given if "=" not in g]
+    if len(shared) > 1:
+        raise InputError(f"--gpus: one inventory for both roles, or ROLE=SPEC for each; got {shared}")
+    for role in ROLES:
+        if shared:
+            out[role] = shared[0]
+    for g in given:
+        if "=" in g:
+            role, spec = (x.strip() for x in g.split("=", 1))
+            if role not in ROLES:
+                raise InputError(f"--gpus {g}: the role is generator or judge, not {role!r}")
+            out[role] = spec
+    return out
+
+
+def nodes_by_role(nodes) -> dict | None:
+    """`--nodes 2` (both roles share 2 nodes) or `--nodes generator=4 judge=1`; None: run locally."""
+    if not nodes:
+        return None
+    nodes = [nodes] if isinstance(nodes, (str, int)) else list(nodes)
+    out: dict = {}
+    for n in nodes:
+        role, _, count = str(n).rpartition("=")
+        if role and role not in ROLES:
+            raise InputError(f"--nodes {n}: the role is generator or judge, not {role!r}")
+        if not count.isdigit() or int(count) < 1:
+            raise InputError(f"--nodes {n}: expected a node count (2) or ROLE=COUNT (judge=1)")
+        for r in [role] if role else ROLES:
+            out[r] = int(count)
+    if set(out) != set(ROLES):
+        raise InputError(f"--nodes: give a count for both roles (have {sorted(out)})")
+    return out
+
+
+def load_datasets(exp) -> tuple[dict, list[str]]:
+    """Each dataset's item table (an empty one where it cannot be read, with a note)."""
+    import pandas as pd
+
     from genjudge.dataset import load_items
 
-    ds = config["dataset"]
-    items = load_items(ds["path"], ds["fields"], ds["format"], ds["hf"])
-    questions = items["prompt"].str.len()
-    if role == "generator":
-        chars = int(questions.max())
-        how = f"longest prompt of {ds['path']}, ~{CHARS_PER_TOKEN} chars/token"
-        last = conversation_tokens(items, config["generator"]["max_new_tokens"])
-        if last and last[0] > math.ceil(chars / CHARS_PER_TOKEN):
-            return last[0], f"{how}: the last turn of a {last[1]}-turn conversation, earlier answers at max_new_tokens"
-        return math.ceil(chars / CHARS_PER_TOKEN), how
-    path = Path(judge_template(config))
-    template = (path if path.exists() else WORKFLOW_DIR / path).read_text(encoding="utf-8")
-    refs = items["reference"].fillna("").str.len()
-    chars = len(template) + int((questions + refs).max())
-    answer = config["generator"]["max_new_tokens"]
-    return (
-        math.ceil(chars / CHARS_PER_TOKEN) + answer,
-        f"template + longest question and reference (~{CHARS_PER_TOKEN} chars/token) + an answer of "
-        f"generator.max_new_tokens={answer}",
-    )
+    items, notes = {}, []
+    for name, ds in exp.datasets.items():
+        try:
+            items[name] = load_items(ds["path"], ds["fields"], ds["format"], ds["hf"])
+        except Exception as exc:  # noqa: BLE001 - the plan still helps without the dataset
+            items[name] = pd.DataFrame(columns=["id", "prompt", "reference", "category", "turns"])
+            notes.append(f"dataset {name}: not read ({exc}); its jobs are planned with no items")
+    return items, notes
 
 
-def conversation_tokens(items, max_new_tokens: int) -> tuple[int, int] | None:
-    """The longest last-turn prompt of the multi-turn items (every question and earlier answers
-    at full length), in estimated tokens, with its turn count; None without conversations."""
-    import json
+def model_file_notes(exp) -> list[str]:
+    """What a run of these models would miss (a local directory without tokenizer or weights)."""
+    from genjudge.modelref import missing_files
 
-    longest = None
-    for turns in items["turns"].dropna():
-        questions = [t["question"] for t in json.loads(turns)]
-        tokens = math.ceil(sum(map(len, questions)) / CHARS_PER_TOKEN) + (len(questions) - 1) * max_new_tokens
-        if longest is None or tokens > longest[0]:
-            longest = (tokens, len(questions))
-    return longest
-
-
-def judge_layout(config: dict, gpus: list):
-    """The judge's jobs and what each leases (judge.parallel, judge.gpus, judge.shards) on `gpus`."""
-    from genjudge.engine.judge_parallel import layout
-
-    spec = JudgeSpec.from_config(config["judge"])
-    return layout(spec, config, list(range(len(gpus))), on_slurm=False, gpus=gpus)
+    notes = []
+    for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
+        for name, section in entries.items():
+            missing = missing_files(section["model"])
+            if missing:
+                notes.append(
+                    f"note: {kind} {name} ({section['model']}) has {missing}: this plan reads config.json "
+                    "alone, but a run would fail while loading"
+                )
+    return notes
 
 
-def advice(p: dict, spec, config: dict, role: str, per_job: float, gpus_here: int) -> list[str]:
-    """Estimates beside the plan: auto batch, replicas, host memory, runtime."""
-    lines = []
-    w = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
-    if p.get("fits") and p.get("max_batch_for_kv") is not None:
+@dataclass
+class Entry:
+    """One generator or judge as planned."""
+
+    role: str
+    name: str
+    spec: object
+    plan: dict
+    batch: int
+    device: object
+    jobs: list = field(default_factory=list)  # (job name, seconds, gpus, inputs)
+    times: dict = field(default_factory=dict)  # label -> JobTime of one job
+    lines: list = field(default_factory=list)
+
+
+def planned_batch(p: dict, spec, given: int | None) -> tuple[int, str]:
+    """The batch the jobs will run: --batch-size, the configured size, or what `auto` would pick
+    (memory left after the weights / KV cache per sequence; a fixed size on the CPU)."""
+    from genjudge.engine.decoding import CPU_AUTO_BATCH
+
+    if given:
+        return given, "--batch-size"
+    if spec.batch_size != "auto":
+        return int(spec.batch_size), "batch_size"
+    if not p.get("gpus"):
+        return CPU_AUTO_BATCH, "batch_size auto on the CPU: a fixed size"
+    if p.get("fits") and p.get("max_batch_for_kv"):
         est = max(1, int(p["max_batch_for_kv"] * spec.memory_margin * AUTO_HEADROOM))
-        lines.append(
-            f"  batch_size auto would pick about {est} (memory left after the weights / KV cache per "
-            f"sequence of {p['seq_len']} tokens, margin {spec.memory_margin}; an estimate)"
+        return est, (
+            f"batch_size auto would pick about {est} (memory left after the weights / KV cache per sequence of "
+            f"{p['seq_len']} tokens, margin {spec.memory_margin}; an estimate)"
         )
-        batch = est if spec.batch_size == "auto" else int(spec.batch_size)
-    else:
-        batch = p["batch_size"]
-    if role == "judge" and p.get("gpus") and len(p["gpus"]) > 1:
-        one = p["gpus"][0]["total_bytes"] * 0.95
-        if w <= one:
-            n = len(p["gpus"])
-            lines.append(
-                f"  recommendation: the judge fits one GPU at {p['precision']} "
-                f"({w / GIB:.1f} GiB): set judge.shards: {n * max(1, spec.shards)} (or judge.parallel: replicas) for one "
-                f"replica per GPU, about {n}x the throughput of one model spread over {n} GPUs"
-            )
-    on_gpu = bool(p.get("gpus"))
+    return 1, "batch_size auto: nothing fits beside the weights"
+
+
+def with_batch(p: dict, batch: int) -> None:
+    """The memory plan's KV line (and its advice) at the batch the jobs run."""
+    p["batch_size"] = batch
+    p["kv_cache_bytes"] = p["kv_bytes_per_token"] * batch * p["seq_len"]
+    if p.get("headroom_bytes") is None:
+        return
+    from genjudge.engine.memory_plan import ACTIVATION_RESERVE
+
+    p["kv_cache_fits"] = p["kv_cache_bytes"] <= p["headroom_bytes"] * (1 - ACTIVATION_RESERVE)
+    if p["fits"] and not p["kv_cache_fits"]:
+        p["recommendation"] = (
+            f"the KV cache of batch {batch} at the longest prompt does not fit beside the weights: use "
+            f"batch_size <= {p['max_batch_for_kv']} (or batch_size: auto); shorter prompts may still fit"
+        )
+    elif p["fits"]:
+        p.pop("recommendation", None)
+
+
+def host_memory_line(p: dict, step: str) -> str:
+    w = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
+    on_gpu = bool(p.get("gpus")) and p.get("fits")
     # safetensors load straight to the GPUs, staging little in host RAM; on CPU the weights live there.
-    host = (8 * GIB + 0.1 * w) if on_gpu and p.get("fits") else (4 * GIB + 1.2 * w)
-    lines.append(
-        f"  resources.{'generate' if role == 'generator' else 'judge'}.mem_mb: about "
-        f"{math.ceil(host / 2**20 / 1000) * 1000} (host memory: "
-        + ("weights load straight to the GPUs" if on_gpu and p.get("fits") else "weights held in RAM")
+    host = (8 * GIB + 0.1 * w) if on_gpu else (4 * GIB + 1.2 * w)
+    return (
+        f"  resources.{step}.mem_mb: about {math.ceil(host / 2**20 / 1000) * 1000} (host memory: "
+        + ("weights load straight to the GPUs" if on_gpu else "weights held in RAM")
         + "; an estimate)"
     )
-    if on_gpu:
-        step = w / ASSUMED_GPU_BANDWIDTH
-        new = spec.max_new_tokens
-        batch = max(1, min(batch, math.ceil(per_job)))
-        seconds = w / ASSUMED_DISK_READ + math.ceil(per_job / batch) * new * step
-        lines.append(
-            f"  resources.{'generate' if role == 'generator' else 'judge'}.runtime: about "
-            f"{max(10, math.ceil(seconds * 1.5 / 60))} min ({int(per_job)} items per job, up to {new} "
-            f"new tokens, batch {batch}; assumes {ASSUMED_GPU_BANDWIDTH / 1e12:.0f} TB/s GPU memory "
-            f"bandwidth and {ASSUMED_DISK_READ / 1e9:.0f} GB/s disk, +50%: an estimate, not a measurement)"
-        )
-    return lines
+
+
+def runtime_line(config: dict, step: str, seconds: float) -> str:
+    want = math.ceil(seconds * RUNTIME_MARGIN / 60)
+    have = config["resources"][step]["runtime"]
+    verdict = "" if have >= want else f"; the configured {have} min is LESS: raise resources.{step}.runtime"
+    return (
+        f"  resources.{step}.runtime: about {want} min (the longest job's {seconds / 60:.1f} min "
+        f"+ {RUNTIME_MARGIN - 1:.0%}: an estimate, not a measurement){verdict}"
+    )
 
 
 def make_plan(
     config: dict,
-    gpus_spec: str | None = None,
+    gpus_spec=None,
     roles=ROLES,
     batch_size: int | None = None,
     prompt_tokens_override: int | None = None,
+    nodes=None,
+    calibrate: str | None = None,
+    workflow_dir: str | None = None,
 ) -> tuple[list[str], list[dict]]:
-    """(lines to print, one plan per role). `gpus_spec` (e.g. 4x80GiB) replaces this machine's GPUs."""
-    from genjudge.engine.devices import cuda_gpus, driver_info
-    from genjudge.engine.memory_plan import parse_inventory_spec, plan, render
-    from genjudge.gpu_lease import resolve_inventory
-
-    lines = []
-    if gpus_spec:
-        gpus = parse_inventory_spec(gpus_spec)
-        lines.append(f"GPUs (hypothetical): {len(gpus)} x {gpus[0].total_bytes / GIB:.0f} GiB")
-    else:
-        gpus = cuda_gpus()
-        inventory = resolve_inventory(config["gpu_inventory"])
-        lines.append(
-            f"GPUs here: {len(gpus) or 'none'} {driver_info()}; the workflow's inventory: "
-            f"{', '.join(inventory) or 'none (CPU only)'}"
-        )
-        lines += [
-            f"  {g.index}: {g.name}, {g.total_bytes / GIB:.1f} GiB total, {(g.free_bytes or 0) / GIB:.1f} GiB free"
-            for g in gpus
-        ]
-        if inventory and not gpus:
-            lines.append(
-                f"  (torch sees no GPU here, so their sizes are unknown: `genjudge plan --gpus "
-                f"{len(inventory)}x80GiB` plans for {len(inventory)} GPUs of 80 GiB)"
-            )
-    from genjudge.dataset import load_items
+    """(lines to print, one plan per generator and judge). `gpus_spec`: the GPUs to plan for (one
+    spec or ROLE=SPEC strings) instead of this machine's; `nodes`: SLURM node counts for the
+    wall-clock; `calibrate`: a finished run's directory whose metas replace the assumptions."""
+    from genjudge.calibration import from_run
+    from genjudge.config import WORKFLOW_DIR
     from genjudge.experiment import resolve
-    from genjudge.judging import modes
-    from genjudge.specs import GeneratorSpec, JudgeSpec
 
     exp = resolve(config)
-    n_items = {}
-    for name, ds in exp.datasets.items():
-        try:
-            n_items[name] = len(load_items(ds["path"], ds["fields"], ds["format"], ds["hf"]))
-        except Exception:  # noqa: BLE001 - the plan still helps without the dataset
-            n_items[name] = 0
-
-    def prompts(view, role):
-        if prompt_tokens_override:
-            return prompt_tokens_override, "given with --prompt-tokens"
-        try:
-            return prompt_tokens(view, role)
-        except Exception as exc:  # noqa: BLE001
-            return 512, f"assumed: the dataset could not be read ({exc})"
-
-    # One plan per named generator and judge; a view of the config as if it were the only one,
-    # on the dataset with its longest prompts.
+    workflow_dir = Path(workflow_dir) if workflow_dir else WORKFLOW_DIR
+    lines: list[str] = []
+    role_gpus = inventory_lines(config, gpus_spec, lines)
+    items, notes = load_datasets(exp)
+    lines += notes + model_file_notes(exp)
+    run_dir = Path(calibrate) if calibrate else Path("results") / str(config.get("run"))
+    cal = from_run(run_dir) if calibrate or run_dir.is_dir() else None
+    if calibrate and cal is None:
+        raise InputError(f"--calibrate {calibrate}: no job metas with timings there (a finished run's results/<run>)")
+    if cal is not None:
+        lines += cal.describe()
+    slurm_nodes = nodes_by_role(nodes)
+    if slurm_nodes:
+        role_gpus = slurm_gpus(config, role_gpus, gpus_spec, lines)
+    read_rate = config["plan"]["load_gb_per_s"] * GB
     entries = []
     if "generator" in roles:
-        for name, section in exp.generators.items():
-            views = [
-                {
-                    **config,
-                    "generator": section,
-                    "gpus_per_job": exp.gpus_per_job(name, config),
-                    "dataset": exp.datasets[d],
-                    "shards": exp.shards(d, config),
-                }
-                for d in exp.datasets
-            ]
-            entries.append(("generator", name, GeneratorSpec.from_config(section), views))
+        for name in exp.generators:
+            entries.append(
+                plan_generator(
+                    config, exp, name, items, role_gpus["generator"], batch_size, prompt_tokens_override, cal, read_rate
+                )
+            )
     if "judge" in roles:
-        for name, section in exp.judges.items():
-            views = [{**config, "judge": section, "dataset": exp.datasets[d]} for d in exp.datasets]
-            entries.append(("judge", name, JudgeSpec.from_config(section), views))
+        for name in exp.judges:
+            entries.append(
+                plan_judge(
+                    config,
+                    exp,
+                    name,
+                    items,
+                    role_gpus["judge"],
+                    batch_size,
+                    prompt_tokens_override,
+                    cal,
+                    read_rate,
+                    workflow_dir,
+                    slurm_nodes,
+                )
+            )
     plans = []
-    for role, name, spec, views in entries:
-        measured = [(prompts(v, role), v) for v in views]
-        (tokens, how), view = max(measured, key=lambda m: m[0][0])
-        if role == "generator":
-            n = view["gpus_per_job"] if gpus else 0
-            # Each sample is a sequence of its own (batch_size counts sequences, not items).
-            per_job = max(n_items[d] * spec.n_samples / exp.shards(d, config) for d in exp.datasets)
-            jobs = sum(exp.shards(d, config) for d in exp.datasets)
-        else:
-            lay = judge_layout(view, gpus)
-            n = lay.gpus_per_job
-            answers = sum(n_items[c.dataset] * exp.generators[c.generator]["n_samples"] for c in exp.cells(name))
-            calls = answers * modes.get(spec.mode).requests_per_item
-            per_job, jobs = calls / lay.jobs, lay.jobs
-        job_gpus = gpus[:n] if n else []
-        batch = batch_size or (spec.batch_size if spec.batch_size != "auto" else 8)
-        p = plan(spec, job_gpus, batch, tokens + spec.max_new_tokens, role)
-        p.update(name=name, prompt_tokens=tokens, prompt_tokens_source=how, gpus_per_job=n)
-        extra = advice(p, spec, view, role, per_job, len(gpus))
-        p["advice"] = extra
-        plans.append(p)
-        lines.append(render(p))
-        lines.append(f"  jobs: {jobs} x {n or 0} GPU(s) each ({role} {name}); prompt: {tokens} tokens ({how})")
-        if role == "judge":
-            p["parallel"] = {"choice": lay.parallel, "reason": lay.reason}
-            lines.append(f"  judge.parallel: {lay.parallel} ({lay.reason})")
-        lines += extra
+    for e in entries:
+        lines += e.lines
+        plans.append(e.plan)
+    if entries:
+        lines += wall_clock(config, exp, entries, role_gpus, slurm_nodes, roles)
     return lines, plans
+
+
+def inventory_lines(config: dict, gpus_spec, lines: list) -> dict:
+    """Each role's GPUs (Gpu objects; one list shared when both roles use the same), and lines saying so."""
+    from genjudge.engine.memory_plan import parse_inventory_spec
+
+    specs = gpus_by_role(config, gpus_spec)
+    out = {}
+    if any(specs.values()):
+        parsed: dict = {}
+        for role in ROLES:
+            spec = specs[role]
+            if spec is None:
+                out[role] = _machine_gpus(config, lines if not parsed else [])
+                continue
+            if spec not in parsed:
+                parsed[spec] = parse_inventory_spec(spec)
+            out[role] = parsed[spec]
+        for spec, gpus in parsed.items():
+            who = " and ".join(f"{r}s" for r in ROLES if specs[r] == spec)
+            size = f"{gpus[0].total_bytes / GIB:.0f} GiB"
+            kind = (
+                f"{gpus[0].name}, {size}" if not gpus[0].name.startswith("hypothetical") else f"{size}, type not named"
+            )
+            lines.append(f"GPUs of the {who} (hypothetical): {len(gpus)} x {kind}")
+        return out
+    gpus = _machine_gpus(config, lines)
+    return {role: gpus for role in ROLES}
+
+
+def slurm_gpus(config: dict, role_gpus: dict, gpus_spec, lines: list) -> dict:
+    """On SLURM each role's job sees the GPUs of one of its nodes: slurm.<role>.gpus_per_node of the
+    type --gpus / plan.gpus names, else slurm.<role>.gpu_model where the table knows it."""
+    from genjudge.engine.devices import Gpu
+    from genjudge.job_resources import slurm_setting
+    from genjudge.time_model import gpu_type
+
+    specs = gpus_by_role(config, gpus_spec)
+    out = {}
+    for role, step in (("generator", "generate"), ("judge", "judge")):
+        per_node = slurm_setting(config, "gpus_per_node", step)
+        model = slurm_setting(config, "gpu_model", step)
+        if specs[role] and role_gpus[role]:
+            g = role_gpus[role][0]
+            how = f"--gpus/plan.gpus: {g.name}"
+        elif model and gpu_type(str(model)):
+            d = gpu_type(str(model))
+            g = Gpu("0", d.name, int(d.memory_bytes), int(d.memory_bytes))
+            how = f"slurm gpu_model {model!r}: {d.name}"
+        else:
+            raise InputError(
+                f"--nodes: the {role}s' GPU type is unknown: name it with --gpus {role}=4xA100-80GB (or set "
+                f"plan.gpus.{role}, or slurm.{step}.gpu_model to a type the plan knows)"
+            )
+        out[role] = [Gpu(str(i), g.name, g.total_bytes, g.total_bytes) for i in range(per_node)]
+        lines.append(f"SLURM {role} nodes: {per_node} GPUs each (slurm gpus_per_node), {how}")
+    if out["generator"][0].name == out["judge"][0].name and len(out["generator"]) == len(out["judge"]):
+        out["judge"] = out["generator"]
+    return out
+
+
+def _machine_gpus(config: dict, lines: list) -> list:
+    from genjudge.engine.devices import cuda_gpus, driver_info
+    from genjudge.gpu_lease import resolve_inventory
+
+    gpus = cuda_gpus()
+    inventory = resolve_inventory(config["gpu_inventory"])
+    lines.append(
+        f"GPUs here: {len(gpus) or 'none'} {driver_info()}; the workflow's inventory: "
+        f"{', '.join(inventory) or 'none (CPU only)'}"
+    )
+    lines += [
+        f"  {g.index}: {g.name}, {g.total_bytes / GIB:.1f} GiB total, {(g.free_bytes or 0) / GIB:.1f} GiB free"
+        for g in gpus
+    ]
+    if inventory and not gpus:
+        lines.append(
+            f"  (torch sees no GPU here, so their sizes are unknown: `genjudge plan --gpus "
+            f"{len(inventory)}xA100-80GB` plans for {len(inventory)} GPUs of that type)"
+        )
+    return gpus
+
+
+def _device(job_gpus, config: dict, step: str):
+    """The device a job runs on; on the CPU with the threads Snakemake gives it (resources.<step>.cpus)."""
+    from genjudge.time_model import device_for_role
+
+    return device_for_role(job_gpus, config["resources"][step]["cpus"])
+
+
+def _calibration_for(cal, model: str, role: str):
+    if cal is None:
+        return None
+    return cal.for_model(model, role)
+
+
+def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, cal, read_rate) -> Entry:
+    from genjudge.engine.memory_plan import plan, render
+    from genjudge.specs import GeneratorSpec
+    from genjudge.time_model import Layout, ModelNumbers, engine_of, job_time
+    from genjudge.workload import generator_workload
+
+    section = exp.generators[name]
+    spec = GeneratorSpec.from_config(section)
+    answers = cal.answer_tokens.get(spec.model) if cal else None
+    wl = generator_workload(items, section, answers)
+    tokens, how = (prompt_override, "given with --prompt-tokens") if prompt_override else (wl.longest, wl.how)
+    n = exp.gpus_per_job(name, config) if gpus else 0
+    job_gpus = gpus[:n] if n else []
+    p = plan(spec, job_gpus, batch_size or 8, tokens + spec.max_new_tokens, "generator")
+    batch, batch_how = planned_batch(p, spec, batch_size)
+    with_batch(p, batch)
+    device = _device(job_gpus, config, "generate")
+    e = Entry("generator", name, spec, p, batch, device)
+    layout = Layout("device_map" if n > 1 else ("one" if n else "cpu"), n)
+    c = _calibration_for(cal, spec.model, "generator")
+    model = ModelNumbers.from_plan(p)
+    n_jobs = 0
+    for d, reqs in wl.requests.items():
+        shards = exp.shards(d, config)
+        n_jobs += shards
+        t = job_time(model, device, layout, [r.share(1 / shards) for r in reqs], batch, engine_of(spec), read_rate, c)
+        e.times[d] = t
+        e.jobs += [(f"generate {name}/{d}/{s}", t.seconds, n, [], (name, d)) for s in range(shards)]
+    p.update(name=name, prompt_tokens=tokens, prompt_tokens_source=how, gpus_per_job=n, batch_source=batch_how)
+    p["time"] = {d: _time_dict(t) for d, t in e.times.items()}
+    e.lines.append(render(p))
+    per_job = ", ".join(f"{d}: {sum(r.n for r in wl.requests[d]) / exp.shards(d, config):,.0f}" for d in wl.requests)
+    e.lines.append(
+        f"  jobs: {n_jobs} x {n} GPU(s) each (generator {name}); requests per job (item, turn, sample): {per_job}; "
+        f"prompt: {tokens} tokens ({how})"
+    )
+    e.lines.append(f"  batch: {batch} ({batch_how})")
+    e.lines.append(host_memory_line(p, "generate"))
+    e.lines += _time_lines(e, device, layout, c)
+    if e.times:
+        e.lines.append(runtime_line(config, "generate", max(t.seconds for t in e.times.values())))
+    return e
+
+
+def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal, read_rate, workflow_dir, nodes):
+    from genjudge.config import judge_template
+    from genjudge.engine.judge_parallel import layout as judge_layout
+    from genjudge.engine.memory_plan import plan, render
+    from genjudge.judging import modes
+    from genjudge.time_model import Layout, ModelNumbers, engine_of, job_time
+    from genjudge.workload import judge_workload
+
+    section = exp.judges[name]
+    spec = JudgeSpec.from_config(section)
+    view = {**config, "judge": section}
+    if nodes:
+        # As the SLURM run decides: `judge.gpus: all` is one judge node's GPUs, whose size the run
+        # knows from judge.gpu_memory alone (no nvidia-smi where the workflow plans).
+        lay = judge_layout(spec, view, [], on_slurm=True)
+        known = judge_layout(spec, view, [], on_slurm=True, gpus=gpus)
+    else:
+        lay = known = judge_layout(spec, view, list(range(len(gpus))), on_slurm=False, gpus=gpus)
+    n = lay.gpus_per_job if gpus else 0
+    job_gpus = gpus[:n] if n else []
+    answers = {
+        g: cal.answer_tokens[s["model"]] for g, s in exp.generators.items() if cal and s["model"] in cal.answer_tokens
+    }
+    cells = exp.cells(name)
+    mode = modes.get(spec.mode)
+    wl = judge_workload(
+        items, section, cells, exp.generators, judge_template(view), mode.requests_per_item, answers, workflow_dir
+    )
+    tokens, how = (prompt_override, "given with --prompt-tokens") if prompt_override else (wl.longest, wl.how)
+    new = 1 if spec.verdict == "logprob" else spec.max_new_tokens
+    p = plan(spec, job_gpus, batch_size or 8, tokens + new, "judge")
+    batch, batch_how = planned_batch(p, spec, batch_size)
+    with_batch(p, batch)
+    device = _device(job_gpus, config, "judge")
+    e = Entry("judge", name, spec, p, batch, device)
+    kind = {"tensor": "tensor", "device_map": "device_map"}.get(lay.parallel, "one") if n else "cpu"
+    layout = Layout(kind if n > 1 or kind == "cpu" else "one", n)
+    c = _calibration_for(cal, spec.model, "judge")
+    t = job_time(
+        ModelNumbers.from_plan(p),
+        device,
+        layout,
+        [r.share(1 / lay.jobs) for r in wl.all()],
+        batch,
+        engine_of(spec),
+        read_rate,
+        c,
+    )
+    e.times["each job"] = t
+    inputs = sorted({(g, cell.dataset) for cell in cells for g in (cell.generator, cell.opponent) if g})
+    e.jobs = [(f"judge {name}/{j}", t.seconds, n, inputs, None) for j in range(lay.jobs)]
+    p.update(name=name, prompt_tokens=tokens, prompt_tokens_source=how, gpus_per_job=n, batch_source=batch_how)
+    p["parallel"] = {"choice": lay.parallel, "reason": lay.reason}
+    p["time"] = {"each job": _time_dict(t)}
+    e.lines.append(render(p))
+    e.lines.append(
+        f"  jobs: {lay.jobs} x {n} GPU(s) each (judge {name}); requests (item, turn, sample"
+        + (f", x{mode.requests_per_item} orders" if mode.requests_per_item > 1 else "")
+        + f"): {wl.n:,.0f}, {wl.n / lay.jobs:,.0f} per job"
+        + (" (cascade: fewer reach the judge; counted as all)" if spec.cascade else "")
+        + f"; prompt: {tokens} tokens ({how})"
+    )
+    e.lines.append(f"  judge.parallel: {lay.parallel} ({lay.reason})")
+    unknown_size = (known.parallel, known.jobs) != (lay.parallel, lay.jobs) and gpus
+    if unknown_size:
+        e.lines.append(
+            f"  recommendation: set judge.gpu_memory: {gpus[0].total_bytes / GIB:.0f}GiB and judge.parallel: auto "
+            f"chooses {known.parallel} ({known.jobs} job(s) of {known.gpus_per_job} GPU(s)): {known.reason}"
+        )
+    e.lines.append(f"  batch: {batch} ({batch_how})")
+    w = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
+    k = len(job_gpus)
+    if k > 1 and lay.parallel != "replicas" and w <= job_gpus[0].total_bytes * 0.95 and not unknown_size:
+        e.lines.append(
+            f"  recommendation: the judge fits one GPU at {p['precision']} ({w / GB:.1f} GB): set judge.parallel: "
+            f"replicas (or judge.shards: {k * max(1, spec.shards)}) for one replica per GPU, about {k}x the "
+            f"throughput of one model spread over {k} GPUs"
+        )
+    e.lines.append(host_memory_line(p, "judge"))
+    e.lines += _time_lines(e, device, layout, c)
+    e.lines.append(runtime_line(config, "judge", t.seconds))
+    return e
+
+
+def _time_dict(t) -> dict:
+    return {"seconds": round(t.seconds, 3), "terms": {x.name: round(x.seconds, 6) for x in t.terms}}
+
+
+def _time_lines(e: Entry, device, layout, cal) -> list[str]:
+    from genjudge.time_model import duration
+
+    where = {
+        "cpu": "on the CPU",
+        "one": "on one GPU",
+        "device_map": f"device_map over {layout.gpus} GPUs: one at a time, so one GPU's figures",
+        "tensor": f"tensor over {layout.gpus} GPUs",
+    }[layout.kind]
+    out = [f"  time per job ({where}; {device.describe()}):"]
+    if cal is not None:
+        out.append(f"    calibrated: {cal.source}")
+    for label, t in e.times.items():
+        out.append(f"    {e.role} job, {label}: about {duration(t.seconds)}")
+        out += t.lines("      ")
+    return out
+
+
+def wall_clock(config, exp, entries, role_gpus, nodes, roles) -> list[str]:
+    """The whole run on the GPUs it may use: total and critical path."""
+    from genjudge.schedule import Job, Pool, schedule
+    from genjudge.time_model import duration
+
+    shared = role_gpus["generator"] is role_gpus["judge"]
+    if nodes:
+        per_node = {
+            r: (config["slurm"].get(s) or {}).get("gpus_per_node") or config["slurm"]["gpus_per_node"]
+            for r, s in (("generator", "generate"), ("judge", "judge"))
+        }
+        same = nodes["generator"] == nodes["judge"] and per_node["generator"] == per_node["judge"]
+        pools = {r: Pool(r, [per_node[r]] * nodes[r], f"{nodes[r]} node(s) x {per_node[r]} GPUs") for r in ROLES}
+        if same and shared:
+            pools = {r: pools["judge"] for r in ROLES}
+        where = "SLURM: " + (
+            "; ".join(f"{r}s on {pools[r].label}" for r in ROLES) if not (same and shared) else pools["judge"].label
+        )
+    else:
+        pools = {}
+        for r, step in (("generator", "generate"), ("judge", "judge")):
+            gpus = role_gpus[r]
+            if gpus:
+                pools[r] = Pool(r, [len(gpus)], f"{len(gpus)} x {gpus[0].name}")
+            else:  # `--cores all`: as many jobs at once as their threads fit the cores
+                slots = max(1, (os.cpu_count() or 1) // config["resources"][step]["cpus"])
+                pools[r] = Pool(r, [slots], f"the CPU, {slots} job(s) at a time (--cores {os.cpu_count()})")
+        if shared:
+            pools = {r: pools["judge"] for r in ROLES}
+        where = (
+            "; ".join(f"{r}s on {pools[r].label}" for r in ROLES)
+            if not shared
+            else pools["judge"].label + (f", --resources gpu={len(role_gpus['judge'])}" if role_gpus["judge"] else "")
+        )
+    jobs = []
+    by_cell: dict = {}
+    for e in entries:
+        pool = "shared" if pools["generator"] is pools["judge"] else e.role
+        for job_name, seconds, gpus, inputs, cell in e.jobs:
+            after = [j for key in inputs for j in by_cell.get(key, [])]
+            jobs.append(Job(job_name, pool, gpus, seconds, after))
+            if cell:
+                by_cell.setdefault(cell, []).append(job_name)
+    pool_map = {"shared": pools["judge"]} if pools["generator"] is pools["judge"] else pools
+    sched = schedule(jobs, pool_map)
+    label = "the planned roles" if set(roles) != set(ROLES) else "the whole run"
+    out = [
+        f"wall-clock of {label} ({where}): about {duration(sched.total)} for its model jobs (an estimate from the "
+        "time model above; split, merge, parse and report come on top)"
+    ]
+    out += [f"  {n}" for n in sched.notes]
+    path = sched.critical_path()
+    if path:
+        out.append(
+            "  critical path: " + " -> ".join(f"{p.job.name} [{duration(p.start)} - {duration(p.end)}]" for p in path)
+        )
+    return out
 
 
 def write_plan(path, plans: list[dict]) -> None:

@@ -398,6 +398,48 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
     return "\n".join(out)
 
 
+def time_model_check(config: dict, gen_metas: list, judge_metas: dict) -> dict:
+    """Each model job's predicted seconds (the time model on its own counts) against its measured ones."""
+    from genjudge import calibration
+    from genjudge.time_model import GB
+
+    gens = [(f"generate {m.generator}/{m.dataset}/{m.shard}", m) for m in gen_metas]
+    judges = [(f"judge {j}/{i}", job) for j, meta in judge_metas.items() for i, job in enumerate(meta.jobs())]
+    return calibration.summary(calibration.checks(gens, judges, config["plan"]["load_gb_per_s"] * GB))
+
+
+def time_model_markdown(check: dict) -> list[str]:
+    """report.md's table of predicted against measured seconds per job (none without timings)."""
+    if not check:
+        return []
+    out = [
+        "## Time model: predicted against measured",
+        "",
+        "The time model of `genjudge plan` (genjudge.time_model) on each job's own counts (requests, prompt "
+        "tokens, batches, decoding steps) with its stated assumptions, against the seconds the job measured "
+        "(load: reading the model; prefill: to each batch's first new token; decode: the steps after it). "
+        "`genjudge plan --calibrate results/<run>` plans the next run from these measurements.",
+        "",
+        "| job | device | requests | batch | load s (pred / meas) | prefill s | decode s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for j in check["jobs"]:
+        p, m = j["predicted"], j["measured"]
+        cols = [
+            f"{p[k]:.3g} / {m[k]:.3g}" if m[k] is not None else f"{p[k]:.3g} / -" for k in ("load", "prefill", "decode")
+        ]
+        out.append(f"| {j['job']} | {j['device']} | {j['requests']} | {j['batch_size']} | " + " | ".join(cols) + " |")
+    ratio = check["measured_over_predicted"]
+    out += [
+        "",
+        "Measured over predicted, all jobs: "
+        + ", ".join(f"{k} {'-' if v is None else f'{v:.2f}x'}" for k, v in ratio.items() if k != "compute")
+        + ".",
+        "",
+    ]
+    return out
+
+
 def run_report(
     config: dict,
     judgments_paths: dict,
@@ -420,6 +462,7 @@ def run_report(
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
     run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)
     run.validity = summarise_validity(exp, config, judgments)
+    run.time_model = time_model_check(config, gen_metas, judge_metas)
     atomic.write_json(provenance_path, provenance(config, exp, gen_metas, judge_metas, workflow_dir))
     run.write(summary_path)
     n_examples = int(config["report"]["n_examples"])
@@ -429,6 +472,7 @@ def run_report(
     else:
         text = render_experiment(run, cells, n_examples)
     text = with_validity(text, run.validity)
+    text += "\n" + "\n".join(time_model_markdown(run.time_model))
     atomic.write_text(md_path, text)
     frames = []
     for s, _ in cells.values():

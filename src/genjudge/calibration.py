@@ -1,0 +1,244 @@
+"""The time model against a finished run, and a run's measurements as the next plan's figures.
+
+Every generating job's meta records its batches, prompt tokens, prefill and decode seconds and
+decoding steps (engine/decoding.py's Timing), its load seconds, its devices and its memory plan
+(the model's numbers). For each job the time model is run on exactly those counts, with the
+stated assumptions (datasheet figures x efficiency, the configured read rate): set against the
+measured seconds it says how good the model is (the report's "time model" table). The measurements,
+per model, calibrate the next plan (`genjudge plan --calibrate results/<run>`): the measured load
+seconds per job replace the load term, measured/predicted prefill and decode seconds scale those
+terms, the measured decoding steps per batch (as a share of max_new_tokens) replace "every batch
+runs to max_new_tokens", and the measured mean answer length sizes the judge's prompts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from genjudge.time_model import (
+    DEFAULT_READ_RATE,
+    Calibration,
+    Device,
+    Layout,
+    ModelNumbers,
+    Requests,
+    engine_of,
+    gpu_of_size,
+    job_time,
+    measure_cpu,
+)
+
+
+def job_device(meta) -> tuple[Device, int]:
+    """The device a job ran on (its first GPU, by name, from torch's view in the meta; else this CPU)
+    and its GPU count."""
+    devices = (meta.device or {}).get("devices") or []
+    if not devices:
+        return measure_cpu(int((meta.device or {}).get("threads") or 1)), 0
+    first = devices[0]
+    return gpu_of_size(first.get("total_memory") or 0, first.get("name") or ""), len(devices)
+
+
+def job_layout(meta, n_gpus: int) -> Layout:
+    if not n_gpus:
+        return Layout("cpu", 0)
+    if getattr(meta, "parallel", None) == "tensor" and meta.tensor_parallel_size:
+        return Layout("tensor", meta.tensor_parallel_size)
+    return Layout("device_map" if n_gpus > 1 else "one", n_gpus)
+
+
+@dataclass
+class JobCheck:
+    """One job: the time model on its own counts, and what it measured (seconds)."""
+
+    job: str
+    role: str
+    model: str
+    device: str
+    requests: int
+    batch: int | None
+    predicted: dict
+    measured: dict
+    weight_bytes: float
+    steps_fraction: float | None
+
+    def row(self) -> dict:
+        return {
+            "job": self.job,
+            "role": self.role,
+            "model": self.model,
+            "device": self.device,
+            "requests": self.requests,
+            "batch_size": self.batch,
+            "predicted": {k: round(v, 3) for k, v in self.predicted.items()},
+            "measured": {k: round(v, 3) for k, v in self.measured.items()},
+        }
+
+
+def check_job(meta, name: str, role: str, read_rate: float) -> JobCheck | None:
+    """The time model on one finished job's counts, or None for a job with nothing to compare
+    (nothing computed, or a meta without timings or the model's numbers)."""
+    plan = meta.memory_plan or {}
+    if not meta.batches or not meta.computed_items or "kv_bytes_per_token" not in plan:
+        return None
+    model = ModelNumbers.from_plan(plan)
+    device, n_gpus = job_device(meta)
+    layout = job_layout(meta, n_gpus)
+    n = meta.computed_items
+    steps = meta.decode_steps / meta.batches
+    req = Requests(n, meta.n_prompt_tokens / n, meta.max_new_tokens or 0, batches=meta.batches, steps=steps)
+    # engine_of reads a meta's `engine` where it records one, as it reads a spec's.
+    t = job_time(model, device, layout, [req], meta.batch_size or 1, engine_of(meta), read_rate)
+    decode = sum(x.seconds for x in t.terms if x.name.startswith("decode"))
+    compute = getattr(meta, "generate_seconds", None) or getattr(meta, "judge_seconds", 0.0)
+    span = max(1, (meta.max_new_tokens or 1) - 1)
+    return JobCheck(
+        job=name,
+        role=role,
+        model=meta.model,
+        device=device.name,
+        requests=n,
+        batch=meta.batch_size,
+        predicted={
+            "load": t.term("load"),
+            "prefill": t.term("prefill"),
+            "decode": decode,
+            "compute": t.term("prefill") + decode,
+        },
+        measured={
+            "load": meta.load_seconds,
+            "prefill": meta.prefill_seconds,
+            "decode": meta.decode_seconds,
+            "compute": compute,
+        },
+        weight_bytes=model.weight_bytes,
+        steps_fraction=steps / span if meta.max_new_tokens and meta.max_new_tokens > 1 else None,
+    )
+
+
+def run_metas(run_dir) -> tuple[list, list]:
+    """(generation metas, judge job metas) of a run directory, each with a name."""
+    from genjudge.records import GenerateMeta, JudgeMeta, RecordError
+
+    run_dir = Path(run_dir)
+    gens, judges = [], []
+    for path in sorted((run_dir / "generations").glob("*/*/*.meta.json")):
+        try:
+            m = GenerateMeta.read(path)
+        except (RecordError, json.JSONDecodeError, TypeError):
+            continue
+        gens.append((f"generate {m.generator}/{m.dataset}/{m.shard}", m))
+    for path in sorted((run_dir / "judge").glob("*/shards/*.meta.json")):
+        try:
+            m = JudgeMeta.read(path)
+        except (RecordError, json.JSONDecodeError, TypeError):
+            continue
+        judges.append((f"judge {path.parent.parent.name}/{path.name.split('.')[0]}", m))
+    return gens, judges
+
+
+def checks(gens: list, judges: list, read_rate: float = DEFAULT_READ_RATE) -> list[JobCheck]:
+    out = []
+    for role, metas in (("generator", gens), ("judge", judges)):
+        for name, meta in metas:
+            c = check_job(meta, name, role, read_rate)
+            if c is not None:
+                out.append(c)
+    return out
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 and a > 0 else None
+
+
+def summary(job_checks: list[JobCheck]) -> dict:
+    """For summary.json: each job's predicted and measured seconds, and the totals' ratios."""
+    if not job_checks:
+        return {}
+    total = {
+        side: {k: sum(getattr(c, side)[k] or 0 for c in job_checks) for k in ("load", "prefill", "decode", "compute")}
+        for side in ("predicted", "measured")
+    }
+    return {
+        "what": "the time model (genjudge.time_model) on each job's own counts (requests, prompt tokens, "
+        "batches, decoding steps) with the stated assumptions, against the seconds the job measured",
+        "jobs": [c.row() for c in job_checks],
+        "total": {side: {k: round(v, 3) for k, v in values.items()} for side, values in total.items()},
+        "measured_over_predicted": {
+            k: None if r is None else round(r, 3)
+            for k in ("load", "prefill", "decode", "compute")
+            for r in [_ratio(total["measured"][k], total["predicted"][k])]
+        },
+    }
+
+
+@dataclass
+class RunCalibration:
+    """A finished run's figures for the next plan, per model and role."""
+
+    source: str
+    by_model: dict = field(default_factory=dict)  # (model, role) -> Calibration
+    answer_tokens: dict = field(default_factory=dict)  # generator model -> mean tokens per answer
+    jobs: int = 0
+
+    def for_model(self, model: str, role: str) -> Calibration | None:
+        return self.by_model.get((model, role))
+
+    def describe(self) -> list[str]:
+        out = [
+            f"calibrated from {self.source} ({self.jobs} finished jobs): its measured seconds replace the assumptions"
+        ]
+        for (model, role), c in self.by_model.items():
+            out.append(f"  {role} {model}: {c.note}")
+        for model, tokens in self.answer_tokens.items():
+            out.append(f"  answers of {model}: {tokens:,.0f} tokens on average (judge prompts sized with that)")
+        return out
+
+
+def calibrate(job_checks: list[JobCheck], gens: list, source: str) -> RunCalibration | None:
+    if not job_checks:
+        return None
+    cal = RunCalibration(source, jobs=len(job_checks))
+    groups: dict = {}
+    for c in job_checks:
+        groups.setdefault((c.model, c.role), []).append(c)
+    for key, cs in groups.items():
+        loaded = [c.measured["load"] for c in cs if c.measured["load"] > 0]
+        load = sum(loaded) / len(loaded) if loaded else None
+        prefill = _ratio(sum(c.measured["prefill"] or 0 for c in cs), sum(c.predicted["prefill"] for c in cs))
+        decode = _ratio(sum(c.measured["decode"] or 0 for c in cs), sum(c.predicted["decode"] for c in cs))
+        fractions = [c.steps_fraction for c in cs if c.steps_fraction is not None]
+        steps = sum(fractions) / len(fractions) if fractions else None
+        parts = []
+        if load is not None:
+            parts.append(f"load {load:.1f} s per job")
+        if prefill:
+            parts.append(f"prefill x{prefill:.2f} of the model")
+        if decode:
+            parts.append(f"decode x{decode:.2f}")
+        if steps is not None:
+            parts.append(f"batches decoded {steps:.0%} of max_new_tokens")
+        devices = sorted({c.device for c in cs})
+        cal.by_model[key] = Calibration(
+            source=f"{source}, {len(cs)} job(s) on {', '.join(devices)}",
+            load_seconds=load,
+            prefill_factor=prefill or 1.0,
+            decode_factor=decode or 1.0,
+            steps_fraction=steps,
+            note=", ".join(parts) + f" ({len(cs)} job(s) on {', '.join(devices)})",
+        )
+    answered: dict = {}
+    for _, m in gens:
+        if m.n_items and m.n_generated_tokens:  # every row's answer, resumed ones too
+            tokens, n = answered.get(m.model, (0, 0))
+            answered[m.model] = (tokens + m.n_generated_tokens, n + m.n_items)
+    cal.answer_tokens = {model: t / n for model, (t, n) in answered.items() if n}
+    return cal
+
+
+def from_run(run_dir, read_rate: float = DEFAULT_READ_RATE) -> RunCalibration | None:
+    """The calibration a run directory's metas give, or None where none has timings."""
+    gens, judges = run_metas(run_dir)
+    return calibrate(checks(gens, judges, read_rate), gens, str(run_dir))

@@ -1,0 +1,306 @@
+"""The time plan of a new user's experiment, term by term against a hand computation: two 8B
+generators on GSM8K and MT-bench, a 70B judge in 4-bit, 4 x A100-80GB (stand-in config.jsons of
+Llama-3.1-8B and -70B, datasets of the same shape and size; nothing is downloaded or loaded)."""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from genjudge import config as wfconfig
+from genjudge.schedule import Job, Pool, schedule
+from genjudge.time_model import GB, GIB, gpu_type
+
+ROOT = Path(__file__).resolve().parents[1]
+MT = ROOT / "config" / "examples" / "templates" / "mt_bench"
+LLAMA_70B = json.loads((ROOT / "tests" / "data" / "llama-3.1-70b-config" / "config.json").read_text())
+# Llama-3.1-8B's config.json differs from 70B's in its dimensions only.
+LLAMA_8B = {
+    **LLAMA_70B,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+}
+CATEGORIES = ["writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"]
+REFERENCED = {"math", "reasoning", "coding"}
+Q_GSM, REF_GSM = 240, 300  # characters of every GSM8K question and reference
+Q1, Q2, REF_MT = 400, 200, 300  # MT-bench: turn 1 and 2 questions, each turn's reference
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    from genjudge.stages.plan import make_plan
+
+    d = tmp_path_factory.mktemp("scenario")
+    for name, cfg in (("Llama-3.1-8B-Instruct", LLAMA_8B), ("Llama-3.1-70B-Instruct", LLAMA_70B)):
+        (d / name).mkdir()
+        (d / name / "config.json").write_text(json.dumps(cfg))
+    with open(d / "gsm8k.jsonl", "w") as fh:  # the test split's 1,319 items
+        for i in range(1319):
+            fh.write(json.dumps({"question": f"{i:04d}".ljust(Q_GSM, "q"), "answer": "a" * (REF_GSM - 7) + "#### 72"}))
+            fh.write("\n")
+    with open(d / "mt.jsonl", "w") as fh:  # 80 two-turn questions, references for 3 of 8 categories
+        for i in range(80):
+            row = {"question_id": 81 + i, "category": CATEGORIES[i % 8], "turns": ["a" * Q1, "b" * Q2]}
+            if CATEGORIES[i % 8] in REFERENCED:
+                row["reference"] = ["r" * REF_MT, "s" * REF_MT]
+            fh.write(json.dumps(row) + "\n")
+    mt_single = yaml.safe_load((ROOT / "config" / "examples" / "mt_bench_single.yaml").read_text())["judge"]
+    cfg = {
+        "run": "compare",
+        "shards": 8,
+        "datasets": {
+            "gsm8k": {"path": str(d / "gsm8k.jsonl"), "fields": {"id": None, "prompt": "question", "category": None}},
+            "mt-bench": {
+                "path": str(d / "mt.jsonl"),
+                "fields": {"id": "question_id", "prompt": "turns", "reference": "reference", "category": "category"},
+                "shards": 4,
+            },
+        },
+        "generator": {"dtype": "bfloat16", "max_new_tokens": 512, "batch_size": 32},
+        "generators": {
+            "llama8b": {"model": str(d / "Llama-3.1-8B-Instruct")},
+            "other8b": {"model": str(d / "Llama-3.1-8B-Instruct")},
+        },
+        # FastChat's MT-bench judge: its templates by category and turn, a rating after an explanation.
+        "judge": {
+            **{k: mt_single[k] for k in ("mode", "template", "templates", "verdict_pattern")},
+            "model": str(d / "Llama-3.1-70B-Instruct"),
+            "quantization": "4bit",
+            "parallel": "auto",
+            "batch_size": 64,
+            "max_new_tokens": 512,
+        },
+    }
+    config = wfconfig.validate(json.loads(json.dumps(cfg)), ROOT)
+    lines, plans = make_plan(config, "4xA100-80GB", workflow_dir=ROOT)
+    return {"raw": cfg, "config": config, "lines": lines, "plans": {(p["role"], p["name"]): p for p in plans}}
+
+
+# --- the hand computation: every figure from the config.jsons, the datasets and the datasheet ---
+
+A100_BW, A100_FLOPS = 2039e9 * 0.7, 312e12 * 0.5  # datasheet x the stated efficiencies
+GPU_STEP = 1.0e-3  # transformers' per-step overhead on a GPU: 1 ms + 0.25 ms a layer
+
+
+def llama_parameters(c) -> tuple[int, int]:
+    """(all parameters, those bitsandbytes quantizes: the decoder layers' Linear weights)."""
+    h, inter, layers, heads, kv = (
+        c["hidden_size"],
+        c["intermediate_size"],
+        c["num_hidden_layers"],
+        c["num_attention_heads"],
+        c["num_key_value_heads"],
+    )
+    head = h // heads
+    linear = h * h * 2 + h * kv * head * 2 + 3 * h * inter  # q, o; k, v; gate, up, down
+    embeddings = 2 * c["vocab_size"] * h  # input and output, not tied
+    norms = layers * 2 * h + h
+    return embeddings + layers * linear + norms, layers * linear
+
+
+def template_chars(name: str) -> tuple[int, list[str]]:
+    text = (MT / name).read_text()
+    names = re.findall(r"\{(\w+)\}", text)
+    return len(text) - sum(len(n) + 2 for n in names), names
+
+
+def test_the_models_numbers_match_the_architecture(scenario):
+    p8 = scenario["plans"][("generator", "llama8b")]
+    p70 = scenario["plans"][("judge", "Llama-3.1-70B-Instruct")]
+    n8, _ = llama_parameters(LLAMA_8B)
+    n70, q70 = llama_parameters(LLAMA_70B)
+    assert (p8["parameters"], p70["parameters"]) == (n8, n70) == (8_030_261_248, 70_553_706_496)
+    assert p70["quantized_parameters"] == q70
+    # 4-bit as bitsandbytes stores it: 4 bits a weight, its absmax double-quantized (8 bits per 64
+    # weights, one fp32 per 256 blocks), the embeddings, output head and norms left in bf16.
+    four_bit = q70 * (0.5 + 1 / 64 + 4 / (64 * 256)) + (n70 - q70) * 2
+    assert abs(p70["weights_bytes"]["4bit"] - four_bit) < 1000  # the rotary buffers, 256 bytes
+    assert round(p70["weights_bytes"]["4bit"] / GB, 1) == 39.5
+    assert p8["weights_bytes"]["bfloat16"] == pytest.approx(2 * n8, rel=1e-6)
+    # K and V of every layer, bf16: 2 x layers x kv heads x head size x 2 bytes.
+    assert p70["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 2 == 327_680
+    assert p8["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+
+
+def test_the_judge_jobs_terms_match_the_hand_computation(scenario):
+    p = scenario["plans"][("judge", "Llama-3.1-70B-Instruct")]
+    n70, q70 = llama_parameters(LLAMA_70B)
+    w = p["weights_bytes"]["4bit"]
+    assert p["parallel"]["choice"] == "replicas"  # 39.5 GB fits one 80 GiB GPU: 4 jobs of one GPU
+    jobs = 4
+    answer = 512  # each answer counted at the generators' max_new_tokens
+    # Requests per (item, turn, sample), both generators: GSM8K 1319 x 1 turn, MT-bench 80 x 2 turns.
+    single, names_single = template_chars("single-v1.txt")  # {question} {answer}
+    math1, _ = template_chars("single-math-v1.txt")  # {question} {ref_answer_1} {answer}
+    multi, names_multi = template_chars("single-v1-multi-turn.txt")  # q1 a1 q2 a2
+    math2, names_math2 = template_chars("single-math-v1-multi-turn.txt")  # q1 r1 q2 r2 q1 a1 q2 a2
+    assert names_single == ["question", "answer"] and names_multi == [
+        "question_1",
+        "answer_1",
+        "question_2",
+        "answer_2",
+    ]
+    assert sorted(names_math2) == sorted(["question_1", "ref_answer_1", "question_2", "ref_answer_2"] * 1 + names_multi)
+    groups = [  # (requests, prompt tokens each)
+        (2 * 1319, (single + Q_GSM) / 4 + answer),  # GSM8K has no category: the default template
+        (2 * 30, (math1 + Q1 + REF_MT) / 4 + answer),  # turn 1, math/reasoning/coding (30 of 80)
+        (2 * 50, (single + Q1) / 4 + answer),
+        (2 * 30, (math2 + 2 * Q1 + 2 * Q2 + 2 * REF_MT) / 4 + 2 * answer),  # turn 2 holds both answers
+        (2 * 50, (multi + Q1 + Q2) / 4 + 2 * answer),
+    ]
+    assert sum(n for n, _ in groups) == 2958
+    per_job = [(n / jobs, tokens) for n, tokens in groups]
+    prompt_tokens = sum(n * t for n, t in per_job)
+    # The plan batches per dataset and turn: GSM8K 659.5 per job, MT-bench 40 per turn; batches of 64.
+    batches = math.ceil(2 * 1319 / jobs / 64) + 1 + 1
+    assert batches == 13
+    step = GPU_STEP + 80 * 0.25e-3
+    traffic = w + q70 * 4  # at batch > 1 bitsandbytes dequantizes every 4-bit weight to bf16: +2 +2 bytes
+    steps = batches * (512 - 1)  # the first new token comes from the prefill
+    hand = {
+        "start-up": 5.0,
+        "load": 5.0 + w / 1e9,
+        "prefill": 2 * n70 * prompt_tokens / A100_FLOPS + batches * step,
+        "decode weights": steps * traffic / A100_BW,
+        # transformers' cache grows by torch.cat: a step reads and writes it, attention reads it.
+        "decode KV cache": 3 * sum(n * 327_680 * (511 * t + 511 * 512 / 2) for n, t in per_job) / A100_BW,
+        "decode step overhead": steps * step,
+    }
+    terms = p["time"]["each job"]["terms"]
+    assert set(terms) == set(hand)
+    for name, seconds in hand.items():
+        assert terms[name] == pytest.approx(seconds, rel=1e-3, abs=0.01), name
+    # Decoding is memory bound here: the FLOPs of the steps take less than their bytes.
+    assert 2 * n70 * sum(n for n, _ in per_job) * 511 / A100_FLOPS < (steps * traffic) / A100_BW
+    assert p["time"]["each job"]["seconds"] == pytest.approx(sum(hand.values()), abs=0.1)
+
+
+def test_a_generation_jobs_terms_match_the_hand_computation(scenario):
+    p = scenario["plans"][("generator", "llama8b")]
+    n8, _ = llama_parameters(LLAMA_8B)
+    # bf16: 2 bytes a parameter, and the rotary embedding's two buffers of 64 (256 bytes).
+    assert p["weights_bytes"]["bfloat16"] == 2 * n8 + 256
+    n = 1319 / 8  # a GSM8K shard
+    batches = math.ceil(n / 32)
+    step = GPU_STEP + 32 * 0.25e-3
+    hand = {
+        "load": 5.0 + p["weights_bytes"]["bfloat16"] / 1e9,
+        "prefill": 2 * n8 * n * Q_GSM / 4 / A100_FLOPS + batches * step,
+        "decode weights": batches * 511 * p["weights_bytes"]["bfloat16"] / A100_BW,
+        "decode KV cache": 3 * n * 131_072 * (511 * Q_GSM / 4 + 511 * 512 / 2) / A100_BW,
+        "decode step overhead": batches * 511 * step,
+    }
+    terms = p["time"]["gsm8k"]["terms"]
+    for name, seconds in hand.items():
+        assert terms[name] == pytest.approx(seconds, rel=1e-3), name
+    # MT-bench's turn 2 is sent with turn 1 and the generator's own answer to it.
+    mt = p["time"]["mt-bench"]["terms"]
+    tokens = 20 * Q1 / 4 + 20 * ((Q1 + Q2) / 4 + 512)  # a shard: 20 items, 2 turns
+    assert mt["prefill"] == pytest.approx(2 * n8 * tokens / A100_FLOPS + 2 * step, rel=1e-3)
+
+
+def test_the_plan_prints_the_terms_the_totals_and_the_critical_path(scenario):
+    out = "\n".join(scenario["lines"])
+    assert "GPUs of the generators and judges (hypothetical): 4 x NVIDIA A100-SXM4-80GB, 80 GiB" in out
+    assert "requests (item, turn, sample): 2,958, 740 per job" in out
+    assert re.search(r"decode weights: 6.64 k steps x 313.3 GB \(39.5 GB \+ 273.8 GB 4-bit dequantization", out)
+    assert "2,039 GB/s x 0.7" in out and "312.0 TFLOP/s x 0.5" in out
+    assert re.search(r"wall-clock of the whole run \(4 x NVIDIA A100-SXM4-80GB, --resources gpu=4\): about \d", out)
+    # 24 generation jobs share 4 GPUs, then the 4 judge replicas: the path ends in a judge job.
+    path = re.search(r"critical path: (.*)", out).group(1).split(" -> ")
+    assert path[0].startswith("generate ") and path[-1].startswith("judge Llama-3.1-70B-Instruct/")
+    assert re.search(r"resources\.judge\.runtime: about \d+ min \(the longest job's", out)
+
+
+def test_batch_size_changes_the_time_as_well_as_the_kv_cache(scenario):
+    from genjudge.stages.plan import make_plan
+
+    _, plans = make_plan(scenario["config"], "4xA100-80GB", roles=["judge"], batch_size=1, workflow_dir=ROOT)
+    one = plans[0]
+    assert one["batch_size"] == 1 and one["kv_cache_bytes"] == 327_680 * one["seq_len"]
+    big = scenario["plans"][("judge", "Llama-3.1-70B-Instruct")]["time"]["each job"]
+    small = one["time"]["each job"]
+    # 740 batches of one: 740 x 511 steps reading the packed weights (no dequantization at batch 1).
+    assert small["terms"]["decode weights"] == pytest.approx(
+        740 * 511 * one["weights_bytes"]["4bit"] / A100_BW, rel=1e-3
+    )
+    assert small["seconds"] > 3 * big["seconds"]
+
+
+def test_the_gpu_table_knows_nvidia_smi_names_and_refuses_to_guess():
+    assert gpu_type("NVIDIA A100-SXM4-80GB").bandwidth == 2039e9
+    assert gpu_type("NVIDIA A100-SXM4-40GB").memory_bytes == 40 * GIB
+    assert gpu_type("NVIDIA A100 80GB PCIe").name == "NVIDIA A100 80GB PCIe"
+    assert gpu_type("NVIDIA H100 80GB HBM3").flops == 989e12
+    assert gpu_type("NVIDIA H100 PCIe").bandwidth == 2000e9
+    assert gpu_type("NVIDIA H200").memory_bytes == 141 * GIB
+    assert gpu_type("NVIDIA L40S").name == "NVIDIA L40S" and gpu_type("NVIDIA L4").name == "NVIDIA L4"
+    assert gpu_type("NVIDIA GeForce RTX 4090").bandwidth == 1008e9
+    assert gpu_type("Tesla V100-SXM2-32GB").memory_bytes == 32 * GIB
+    assert gpu_type("NVIDIA RTX A6000").name == "NVIDIA RTX A6000" and gpu_type("NVIDIA A10").bandwidth == 600e9
+    assert gpu_type("a100") is None  # 40 or 80 GB: the plan asks rather than guesses
+    assert gpu_type("NVIDIA A10G") is None  # not an A10's figures
+
+
+def test_the_schedule_places_jobs_on_free_gpus_and_names_the_critical_path():
+    jobs = [
+        Job("g0", "p", 1, 10.0),
+        Job("g1", "p", 1, 10.0),
+        Job("g2", "p", 1, 4.0),
+        Job("big", "p", 2, 5.0),  # waits for two free GPUs
+        Job("judge", "p", 2, 20.0, after=["g0", "g1", "g2"]),
+    ]
+    s = schedule(jobs, {"p": Pool("p", [2])})
+    start = {n: (p.start, p.end) for n, p in s.placed.items()}
+    assert start == {"g0": (0, 10), "g1": (0, 10), "g2": (10, 14), "big": (14, 19), "judge": (19, 39)}
+    assert s.total == 39
+    # g0 and g1 end together; the later one in the list is the one that freed the GPU.
+    assert [p.job.name for p in s.critical_path()] == ["g1", "g2", "big", "judge"]
+    assert [p.why for p in s.critical_path()] == ["", "GPUs", "GPUs", "GPUs"]
+    # On two nodes of one GPU a 2-GPU job cannot run: it gets a whole node, and the plan says so.
+    s = schedule([Job("two", "p", 2, 1.0)], {"p": Pool("p", [1, 1])})
+    assert s.total == 1 and "more than a node has (1)" in s.notes[0]
+
+
+def test_on_slurm_the_plan_lays_the_judge_out_as_the_run_will(scenario):
+    """On SLURM the run knows a GPU's size only from judge.gpu_memory: without it `parallel: auto`
+    spreads the 4-bit judge over a node (one job), and the plan says so, times it so, and says
+    what to set; the sbatch preview agrees."""
+    from genjudge.stages.plan import make_plan, sbatch_preview
+
+    config = scenario["config"]
+    lines, plans = make_plan(config, "4xA100-80GB", roles=["judge"], nodes=["1"], workflow_dir=ROOT)
+    out = "\n".join(lines)
+    assert (
+        plans[0]["parallel"]["choice"] == "device_map" and "requests (item, turn, sample): 2,958, 2,958 per job" in out
+    )
+    assert "recommendation: set judge.gpu_memory: 80GiB and judge.parallel: auto chooses replicas (4 job(s)" in out
+    assert "judge (Llama-3.1-70B-Instruct, 1 job(s)): sbatch" in "\n".join(sbatch_preview(config))
+    raw = json.loads(json.dumps(scenario["raw"]))
+    raw["judge"]["gpu_memory"] = "80GiB"
+    known = wfconfig.validate(raw, ROOT)
+    lines, plans = make_plan(known, "4xA100-80GB", roles=["judge"], nodes=["1"], workflow_dir=ROOT)
+    assert plans[0]["parallel"]["choice"] == "replicas" and "740 per job" in "\n".join(lines)
+    assert "judge (Llama-3.1-70B-Instruct, 4 job(s)): sbatch" in "\n".join(sbatch_preview(known))
+
+
+def test_each_role_gets_its_own_gpus_and_nodes():
+    from genjudge.errors import InputError
+    from genjudge.stages.plan import gpus_by_role, nodes_by_role
+
+    config = wfconfig.defaults(plan={"gpus": {"judge": "4xA100-80GB"}})
+    assert gpus_by_role(config, None) == {"generator": None, "judge": "4xA100-80GB"}
+    assert gpus_by_role(config, ["generator=8xL4"]) == {"generator": "8xL4", "judge": "4xA100-80GB"}
+    assert gpus_by_role(config, ["2xH100", "judge=8xH200"]) == {"generator": "2xH100", "judge": "8xH200"}
+    with pytest.raises(InputError, match="--gpus gen=8xL4: the role is generator or judge, not 'gen'"):
+        gpus_by_role(config, ["gen=8xL4"])
+    assert nodes_by_role(["2"]) == {"generator": 2, "judge": 2}
+    assert nodes_by_role(["generator=4", "judge=1"]) == {"generator": 4, "judge": 1}
+    with pytest.raises(InputError, match="--nodes: give a count for both roles"):
+        nodes_by_role(["judge=1"])
