@@ -304,3 +304,46 @@ def test_each_role_gets_its_own_gpus_and_nodes():
     assert nodes_by_role(["generator=4", "judge=1"]) == {"generator": 4, "judge": 1}
     with pytest.raises(InputError, match="--nodes: give a count for both roles"):
         nodes_by_role(["judge=1"])
+
+
+def test_a_vllm_generator_is_planned_with_vllms_terms_and_compared_with_transformers(scenario):
+    from genjudge.stages.plan import make_plan
+
+    cfg = json.loads(json.dumps(scenario["raw"]))
+    cfg["generator"]["engine"] = "vllm"
+    cfg["generator"]["batch_size"] = "auto"
+    config = wfconfig.validate(cfg, ROOT)
+    lines, plans = make_plan(config, "4xA100-80GB", roles=["generator"], workflow_dir=ROOT)
+    p = {(q["role"], q["name"]): q for q in plans}[("generator", "llama8b")]
+    w = p["weights_bytes"]["bfloat16"]
+    # vLLM's batch: what its KV cache holds of the longest request (0.9 of the GPU, less the weights
+    # and ~5% for activations), up to its 256 sequences.
+    fits = int((80 * GIB * 0.9 - w * 1.05) // (131_072 * p["seq_len"]))
+    assert p["batch_size"] == min(256, fits)
+    n = 1319 / 8
+    batches = math.ceil(n / p["batch_size"])
+    terms = p["time"]["gsm8k"]["terms"]
+    assert terms["start-up"] == 40.0  # importing vLLM, profiling, KV cache, CUDA graphs
+    # Paged attention reads each step's KV cache once, in place (transformers: three passes); with one
+    # batch of all 165 sequences the step's FLOPs outweigh its bytes: decoding turns compute bound.
+    n8, _ = llama_parameters(LLAMA_8B)
+    kv = n * 131_072 * (511 * Q_GSM / 4 + 511 * 512 / 2)
+    memory = (batches * 511 * w + kv) / A100_BW
+    compute = 2 * n8 * n * 511 / A100_FLOPS
+    assert compute > memory and batches == 1
+    assert terms["decode (compute bound)"] == pytest.approx(compute, rel=1e-3)
+    assert terms["decode step overhead"] == pytest.approx(batches * 511 * (0.3e-3 + 32 * 0.01e-3), rel=1e-3)
+    out = "\n".join(lines)
+    # Each job says which engine the time model finds faster and why, from both engines' terms:
+    # here transformers, by vLLM's 35 s more start-up on jobs of about a minute.
+    for line in [x for x in out.splitlines() if x.strip().startswith("engine:")]:
+        m = re.match(
+            r"\s+engine: (\w+) is faster for this job by the time model, ([\d.]+)x: vllm about ([\d.]+) (s|min) "
+            r"\(batch (\d+)\) vs transformers about ([\d.]+) (s|min) \(batch (\d+)\); start-up 40 s vs 5.0 s",
+            line,
+        )
+        assert m, line
+        ours, theirs = (float(m[3]) * (60 if m[4] == "min" else 1), float(m[6]) * (60 if m[7] == "min" else 1))
+        assert m[1] == ("vllm" if ours < theirs else "transformers")
+        assert float(m[2]) == pytest.approx(max(ours, theirs) / min(ours, theirs), abs=0.15)
+        assert "pay back vLLM's start-up" in line if m[1] == "transformers" else "continuous batching" in line

@@ -110,13 +110,16 @@ class Entry:
     lines: list = field(default_factory=list)
 
 
-def planned_batch(p: dict, spec, given: int | None) -> tuple[int, str]:
+def planned_batch(p: dict, spec, given: int | None, engine: str | None = None) -> tuple[int, str]:
     """The batch the jobs will run: --batch-size, the configured size, or what `auto` would pick
-    (memory left after the weights / KV cache per sequence; a fixed size on the CPU)."""
+    (memory left after the weights / KV cache per sequence; a fixed size on the CPU). `engine`:
+    another engine than the spec's (the plan's comparison)."""
     from genjudge.engine.decoding import CPU_AUTO_BATCH
 
     if given:
         return given, "--batch-size"
+    if (engine or spec.engine) == "vllm":
+        return vllm_batch(p, spec)
     if spec.batch_size != "auto":
         return int(spec.batch_size), "batch_size"
     if not p.get("gpus"):
@@ -128,6 +131,67 @@ def planned_batch(p: dict, spec, given: int | None) -> tuple[int, str]:
             f"{p['seq_len']} tokens, margin {spec.memory_margin}; an estimate)"
         )
     return 1, "batch_size auto: nothing fits beside the weights"
+
+
+def vllm_batch(p: dict, spec) -> tuple[int, str]:
+    """vLLM's running batch: as many sequences of the longest request as its KV cache holds, up to
+    max_num_seqs (`batch_size` when a number, else vLLM's 256)."""
+    from genjudge.time_model import VLLM_MAX_NUM_SEQS
+    from genjudge.vllm_support import parse_bytes
+
+    cap = int(spec.batch_size) if spec.batch_size != "auto" else VLLM_MAX_NUM_SEQS
+    seq = p["kv_bytes_per_token"] * p["seq_len"]
+    v = spec.vllm
+    if v["kv_cache_memory"]:
+        kv, where = parse_bytes(v["kv_cache_memory"]), f"vllm.kv_cache_memory {v['kv_cache_memory']}"
+    elif not p.get("gpus"):
+        kv, where = max(GIB, 4 * seq), "the CPU's KV cache (room for 4 sequences of the context, at least 1 GiB)"
+    else:
+        gpu = min(g["total_bytes"] for g in p["gpus"]) * len(p["gpus"])
+        weights = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
+        kv = max(0, gpu * v["gpu_memory_utilization"] - weights * 1.05)  # ~5% for activations
+        where = f"gpu_memory_utilization {v['gpu_memory_utilization']} of the GPUs, less the weights"
+    fits = int(kv // seq) if seq else cap
+    batch = max(1, min(cap, fits))
+    return batch, (
+        f"vLLM runs up to {cap} sequences at once; its KV cache ({where}: {kv / GIB:.1f} GiB) holds {fits} of "
+        f"{p['seq_len']} tokens; continuous batching keeps the batch full"
+    )
+
+
+def engine_comparison(e, model, device, layout, requests, batch_size, read_rate) -> str:
+    """Which engine is faster for this job by the time model, and why (its terms side by side)."""
+    from genjudge.time_model import duration, engine_of, job_time
+
+    spec, current = e.spec, e.times
+    other = "transformers" if spec.engine == "vllm" else "vllm"
+    alt_spec = type("Alt", (), {"engine": other, "vllm": spec.vllm})()
+    alt_batch, _ = planned_batch(e.plan, spec, batch_size, engine=other)
+    ours = next(iter(current.values()))
+    alt = job_time(model, device, layout, requests, alt_batch, engine_of(alt_spec), read_rate)
+    faster, slower = (ours, alt) if ours.seconds <= alt.seconds else (alt, ours)
+    winner = spec.engine if faster is ours else other
+    ratio = slower.seconds / max(faster.seconds, 1e-9)
+    terms = ", ".join(
+        f"{name} {duration(ours.term(name))} vs {duration(alt.term(name))}"
+        for name in ("start-up", "prefill", "decode")
+        if abs(ours.term(name) - alt.term(name)) > 1e-3
+    )
+    why = (
+        "continuous batching fills its batch and each step reads the KV cache once, in place"
+        if winner == "vllm"
+        else "the job is too small to pay back vLLM's start-up"
+    )
+    installed = ""
+    if other == "vllm":
+        from genjudge.vllm_support import installed as vllm_installed
+
+        installed = "" if vllm_installed() else "; make setup ENGINE=vllm installs it"
+    return (
+        f"  engine: {winner} is faster for this job by the time model, {ratio:.1f}x: {spec.engine} about "
+        f"{duration(ours.seconds)} (batch {e.batch}) vs {other} about {duration(alt.seconds)} (batch {alt_batch}); "
+        f"{terms} ({why}){installed}"
+    )
 
 
 def with_batch(p: dict, batch: int) -> None:
@@ -371,8 +435,17 @@ def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, 
     e.lines.append(host_memory_line(p, "generate"))
     e.lines += _time_lines(e, device, layout, c)
     if e.times:
+        d = max(e.times, key=lambda k: e.times[k].seconds)  # the dataset of the longest job
+        shards = exp.shards(d, config)
+        reqs = [r.share(1 / shards) for r in wl.requests[d]]
+        e.lines.append(engine_comparison(_only(e, d), model, device, layout, reqs, batch_size, read_rate))
         e.lines.append(runtime_line(config, "generate", max(t.seconds for t in e.times.values())))
     return e
+
+
+def _only(e: Entry, label: str) -> Entry:
+    """`e` with one of its job times (the comparison's)."""
+    return Entry(e.role, e.name, e.spec, e.plan, e.batch, e.device, times={label: e.times[label]})
 
 
 def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal, read_rate, workflow_dir, nodes):
@@ -455,6 +528,17 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
         )
     e.lines.append(host_memory_line(p, "judge"))
     e.lines += _time_lines(e, device, layout, c)
+    e.lines.append(
+        engine_comparison(
+            e,
+            ModelNumbers.from_plan(p),
+            device,
+            layout,
+            [r.share(1 / lay.jobs) for r in wl.all()],
+            batch_size,
+            read_rate,
+        )
+    )
     e.lines.append(runtime_line(config, "judge", t.seconds))
     return e
 
