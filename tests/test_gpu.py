@@ -204,3 +204,32 @@ def test_one_gpu_end_to_end_demo_run(workflow):
     assert judge["gpus"] == [first] and set(judge["placement"]) == {"cuda:0"}
     summary = json.loads((workflow.results() / "report" / "summary.json").read_text())
     assert summary and (workflow.results() / "report" / "report.md").exists()
+
+
+def test_vllm_on_one_gpu_answers_as_transformers_does_in_fp32(workflow):
+    pytest.importorskip("vllm", reason="engine: vllm needs vLLM (make setup ENGINE=vllm)")
+    fp32 = {"dtype": "float32", "max_new_tokens": 8}
+    vllm = {**fp32, "engine": "vllm", "vllm": {"gpu_memory_utilization": 0.3, "enforce_eager": True}}
+    cfg = workflow.write_config(**small(gpu_inventory="auto", shards=1, generator=vllm, judge=vllm))
+    workflow.run("--cores", "2", "--resources", "gpu=1", "--configfile", cfg)
+    meta = workflow.metas()[0]
+    assert meta["engine"] == "vllm" and meta["device"]["platform"] == "cuda" and len(meta["gpus"]) == 1
+    hf = workflow.write_config(
+        "hf.yaml",
+        **small(run="hf", cache_dir="results/.hf", gpu_inventory="auto", shards=1, generator=fp32, judge=fp32),
+    )
+    workflow.run("--cores", "2", "--resources", "gpu=1", "--configfile", hf)
+    for part in ("generations/demo-generator/questions.parquet", "judge/demo-judge/raw.parquet"):
+        a, b = pd.read_parquet(workflow.results() / part), pd.read_parquet(workflow.results("hf") / part)
+        column = "output" if part.startswith("generations") else "judge_output"
+        assert a[column].tolist() == b[column].tolist(), part
+
+
+@two_gpus
+def test_vllm_judge_over_two_gpus_with_tensor_parallelism(workflow):
+    pytest.importorskip("vllm", reason="engine: vllm needs vLLM (make setup ENGINE=vllm)")
+    judge = {"engine": "vllm", "parallel": "tensor", "gpus": 2, "vllm": {"gpu_memory_utilization": 0.3}}
+    cfg = workflow.write_config(**small(gpu_inventory="auto", shards=1, judge=judge))
+    workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
+    meta = json.loads((workflow.results() / "judge" / "demo-judge" / "raw.meta.json").read_text())
+    assert meta["engine_settings"]["tensor_parallel_size"] == 2 and len(meta["gpus"]) == 2
