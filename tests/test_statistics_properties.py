@@ -1,9 +1,12 @@
 """Properties every statistic of the report keeps, on inputs hypothesis makes up (no model, no
-workflow): a kappa is not defined exactly when its expected agreement is 1."""
+workflow): a kappa is not defined exactly when its expected agreement is 1; rates and their
+intervals stay within [0, 1]."""
 
 from collections import Counter
 
-from hypothesis import given
+import pandas as pd
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from genjudge.judging import agreement
@@ -37,3 +40,60 @@ def test_fleiss_kappa_is_undefined_exactly_when_every_vote_is_one_category(m, vo
     assert (value is None) == (abs(p_e - 1) < 1e-12) == (why is not None)
     if value is not None:
         assert value <= 1 + 1e-9
+
+
+# --- rates and their intervals stay in [0, 1] ----------------------------------------------------
+
+
+def within_unit(r: dict) -> bool:
+    lo, hi = r["ci95"]
+    return 0 <= lo <= r["value"] <= hi <= 1
+
+
+@st.composite
+def clusters(draw):
+    trials = draw(st.lists(st.integers(1, 6), min_size=1, max_size=25))
+    return [draw(st.integers(0, t)) for t in trials], trials
+
+
+@given(clusters())
+def test_a_clustered_rate_and_its_interval_stay_within_zero_and_one(data):
+    from genjudge.judging.stats import clustered_rate, wilson_interval
+
+    successes, trials = data
+    r = clustered_rate(successes, trials)
+    assert r["value"] == pytest.approx(sum(successes) / sum(trials)) and within_unit(r)
+    assert r["n"] == len(trials)
+    if all(t == 1 for t in trials):  # one answer per item: the plain Wilson interval
+        assert r["ci95"] == pytest.approx(list(wilson_interval(sum(successes), len(trials))))
+
+
+VERDICTS = st.sampled_from(["correct", "incorrect", None])
+
+
+@st.composite
+def sampled_items(draw):
+    n_items, n_samples = draw(st.integers(1, 12)), draw(st.integers(1, 4))
+    rows = [
+        (f"q{i}", s, draw(st.sampled_from(["1", "2", "3"])), draw(VERDICTS))
+        for i in range(n_items)
+        for s in range(n_samples)
+    ]
+    df = pd.DataFrame(rows, columns=["id", "sample", "output", "verdict"])
+    return df.assign(exact_match=df["output"] == "1", answer_extracted=None)
+
+
+@settings(deadline=None)
+@given(sampled_items())
+def test_every_rate_over_samples_and_items_stays_within_zero_and_one(df):
+    from genjudge.judging.items import item_rate
+    from genjudge.judging.sampling_stats import reference_measures
+
+    m = reference_measures(df)
+    rates = [v for v in m.values() if isinstance(v, dict) and "ci95" in v]
+    rates += list(m["pass_at_k"].values())
+    parsed = df[df["verdict"].notna()]
+    rates.append(item_rate(parsed, parsed["verdict"] == "correct"))
+    for r in rates:
+        if r["value"] is not None and r["ci95"] is not None:
+            assert within_unit(r), r

@@ -268,10 +268,12 @@ class RunSummary(_Record):
     schema_version: int = SCHEMA_VERSION
     run: str = ""
     mode: str = ""
-    n_items: int = 0
-    n_judged: int = 0
+    n_items: int = 0  # items (ids); an item's turns and samples are its answers
+    n_answers: int = 0  # answers judged: items x turns x samples
+    answers_per_item: str | None = None  # e.g. "3 samples per item"; None: one answer each
+    n_judged: int = 0  # answers with a parsed verdict
     n_unparsed: int = 0
-    unparsed_rate: float | None = None
+    unparsed_rate: float | None = None  # of the answers
     unparsed_reasons: dict = field(default_factory=dict)
     accuracy: float | None = None
     accuracy_ci95: list | None = None

@@ -11,8 +11,8 @@ from genjudge.conversation import per_turn, turn_table
 from genjudge.experiment import of_cell
 from genjudge.judging import modes, sampling_stats
 from genjudge.judging.extraction import NO_ANSWER
+from genjudge.judging.items import answers_per_item, count_items, item_rate
 from genjudge.judging.modes.base import pct, rate_text
-from genjudge.judging.stats import rate
 from genjudge.provenance import provenance
 from genjudge.records import GenerateMeta, JudgeMeta, RunSummary
 from genjudge.stages.validity import headline as validity_headline
@@ -25,21 +25,20 @@ def parse_options(judge: dict) -> dict:
 
 def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: JudgeMeta, config: dict) -> RunSummary:
     mode = modes.get(config["judge"]["mode"])
-    n = len(df)
+    n = len(df)  # answers: items x turns x samples
     parsed = df[df["verdict"].notna()]
-    em_all = df["exact_match"].dropna().astype(bool)
     metrics = mode.metrics(df)
     extra = mode.summary(df, metrics, parse_options(config["judge"]))
     if "sample" in df and df["sample"].nunique() > 1:  # generator.n_samples > 1: measures item by item
         extra["samples"] = mode.over_samples(df)
     per_cat = {}
     for cat, g in df.groupby(df["category"].fillna("(none)"), sort=True):
-        em = g["exact_match"].dropna()
         per_cat[str(cat)] = {
-            "n_items": len(g),
+            "n_items": count_items(g),
+            "n_answers": len(g),
             "n_judged": int(g["verdict"].notna().sum()),
             "n_unparsed": int(g["verdict"].isna().sum()),
-            "exact_match": rate(int(em.astype(bool).sum()), len(em)),
+            "exact_match": exact_match_rate(g),
             **mode.metrics(g),
         }
     warnings = []
@@ -78,14 +77,16 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     return RunSummary(
         run=config["run"],
         mode=mode.name,
-        n_items=n,
+        n_items=count_items(df),
+        n_answers=n,
+        answers_per_item=answers_per_item(df),
         n_judged=len(parsed),
         n_unparsed=n - len(parsed),
         unparsed_rate=(n - len(parsed)) / n if n else None,
         unparsed_reasons={str(k): int(v) for k, v in df["unparsed_reason"].dropna().value_counts().items()},
         accuracy=extra.pop("accuracy", None),
         accuracy_ci95=extra.pop("accuracy_ci95", None),
-        exact_match=rate(int(em_all.sum()), len(em_all)),
+        exact_match=exact_match_rate(df),
         per_category=per_cat,
         placement_warnings=warnings,
         answers_not_extracted=int(df["answer_reason"].fillna("").str.startswith(NO_ANSWER).sum())
@@ -98,11 +99,39 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     )
 
 
+def exact_match_rate(df: pd.DataFrame) -> dict:
+    """Normalised exact match over the answers that have a reference, clustered by item."""
+    has = df[df["exact_match"].notna()]
+    return item_rate(has, has["exact_match"].astype(bool))
+
+
+def items_text(s: RunSummary) -> str:
+    """`12`, or `12 (36 answers: 3 samples per item)` where items have several answers."""
+    if s.n_answers and s.n_answers != s.n_items:
+        return f"{s.n_items} ({s.n_answers} answers: {s.answers_per_item or 'several per item'})"
+    return str(s.n_items)
+
+
+def intervals_note(clustered: bool) -> str:
+    """What n counts and what the intervals are, under a headline or a leaderboard."""
+    note = (
+        "n counts items. Rates have 95% Wilson intervals, mean scores 95% normal intervals; unparsed verdicts "
+        "are excluded from every rate and mean, never counted as wrong."
+    )
+    if clustered:
+        note += (
+            " An item's several answers (turns, samples) are not independent: every interval is clustered by "
+            "item (rates: Wilson at the effective number of answers, within [0, 1]; means: cluster-robust "
+            "standard error)."
+        )
+    return note
+
+
 def headline_rows(s: RunSummary) -> list[tuple[str, str]]:
     """(measure, value) rows: counts, the mode's measures, exact match."""
     flat = s.to_dict()
     return [
-        ("items", str(s.n_items)),
+        ("items", items_text(s)),
         ("judged (parsed verdicts)", str(s.n_judged)),
         ("unparsed", f"{s.n_unparsed} ({pct(s.unparsed_rate)})"),
         *modes.get(s.mode).headline(flat),
@@ -166,12 +195,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         out += [f"> **Warning:** {w}", ""]
     out += ["## Headline", "", "| measure | value |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in headline_rows(s)]
-    out += [
-        "",
-        "Rates have 95% Wilson intervals, mean scores 95% normal intervals. Unparsed verdicts are excluded "
-        "from every rate and mean, never counted as wrong.",
-        "",
-    ]
+    out += ["", intervals_note(s.n_answers != s.n_items), ""]
     out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
     out += sampling_stats.markdown(s.metrics.get("samples"))
     out += ["## By category", "", *_category_table(s), ""]
@@ -236,6 +260,7 @@ def leaderboard_row(s: RunSummary, generator: str, dataset: str, judge: str, opp
         "opponent": opponent,
         "mode": s.mode,
         "n_items": s.n_items,
+        "n_answers": s.n_answers,
         "n_judged": s.n_judged,
         "n_unparsed": s.n_unparsed,
         **modes.get(s.mode).leaderboard(s.to_dict()),
@@ -267,7 +292,7 @@ def summarise_experiment(
         only.across_cells = across
         return only, cells
     summaries = [s for s, _ in cells.values()]
-    n, judged = sum(s.n_items for s in summaries), sum(s.n_judged for s in summaries)
+    n, judged = sum(s.n_answers for s in summaries), sum(s.n_judged for s in summaries)
     reasons: dict = {}
     for s in summaries:
         for k, v in s.unparsed_reasons.items():
@@ -276,7 +301,8 @@ def summarise_experiment(
     run = RunSummary(
         run=config["run"],
         mode=mode_names[0] if len(mode_names) == 1 else "mixed",
-        n_items=n,
+        n_items=sum(s.n_items for s in summaries),
+        n_answers=n,
         n_judged=judged,
         n_unparsed=n - judged,
         unparsed_rate=(n - judged) / n if n else None,
@@ -336,6 +362,7 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
                     "opponent",
                     "mode",
                     "n_items",
+                    "n_answers",
                     "n_judged",
                     "n_unparsed",
                     "exact_match",
@@ -370,8 +397,7 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
         "",
         *leaderboard_markdown(run.leaderboard),
         "",
-        "Rates have 95% Wilson intervals, mean scores 95% normal intervals; unparsed verdicts are excluded "
-        "from every rate and mean, never counted as wrong.",
+        intervals_note(any(r.get("n_answers", r["n_items"]) != r["n_items"] for r in run.leaderboard)),
         "",
     ]
     for judge, measures in run.across_cells.items():

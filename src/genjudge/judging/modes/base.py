@@ -18,7 +18,7 @@ from genjudge.conversation import placeholders, reference_turns
 from genjudge.dataset import is_missing
 from genjudge.errors import InputError
 from genjudge.judging.extraction import check_answer
-from genjudge.judging.stats import mean_interval, rate
+from genjudge.judging.items import item_mean, item_rate
 from genjudge.judging.templates import render_request
 from genjudge.judging.verdicts import Verdict, compile_pattern, parse_verdict
 from genjudge.samples import ROW_KEY, with_sample
@@ -229,11 +229,13 @@ def counts(series: pd.Series) -> dict:
 
 
 def share(parsed: pd.DataFrame, value: str) -> dict:
-    return rate(int((parsed["verdict"] == value).sum()), len(parsed))
+    """The share of parsed verdicts equal to `value`, its interval clustered by item (turns, samples)."""
+    return item_rate(parsed, parsed["verdict"] == value)
 
 
-def mean_of(values) -> dict:
-    return mean_interval([float(x) for x in values])
+def mean_of(parsed: pd.DataFrame, column: str) -> dict:
+    """The mean of a parsed column (a score), its interval clustered by item (turns, samples)."""
+    return item_mean(parsed, parsed[column])
 
 
 _REGISTRY: dict[str, JudgeMode] = {}

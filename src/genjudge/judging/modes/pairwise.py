@@ -10,6 +10,7 @@ import pandas as pd
 
 from genjudge.conversation import placeholders, reference_turns, swapped
 from genjudge.errors import InputError
+from genjudge.judging.items import item_rate
 from genjudge.judging.modes.base import (
     NO_REFERENCE,
     JudgeMode,
@@ -23,7 +24,6 @@ from genjudge.judging.modes.base import (
     share,
     truncated,
 )
-from genjudge.judging.stats import rate
 from genjudge.judging.templates import render_request
 from genjudge.samples import SampleView, answers_by_row
 
@@ -137,8 +137,8 @@ class Pairwise(JudgeMode):
     def metrics(self, g: pd.DataFrame) -> dict:
         parsed = g[g["verdict"].notna()]
         out = {k: share(parsed, k) for k in OUTCOMES}
-        cons = parsed["position_consistent"].dropna().astype(bool)
-        out["position_consistency"] = rate(int(cons.sum()), len(cons))
+        cons = parsed[parsed["position_consistent"].notna()]
+        out["position_consistency"] = item_rate(cons, cons["position_consistent"].astype(bool))
         return out
 
     def headline(self, s: dict) -> list[tuple[str, str]]:

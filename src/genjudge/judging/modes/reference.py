@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from genjudge.judging.items import item_rate
 from genjudge.judging.modes.base import JudgeMode, counts, rate_text, register, share
-from genjudge.judging.stats import rate
 
 
 class Reference(JudgeMode):
@@ -28,11 +28,12 @@ class Reference(JudgeMode):
     def summary(self, df: pd.DataFrame, metrics: dict, options: dict | None = None) -> dict:
         parsed = df[df["verdict"].notna()]
         both = parsed[parsed["exact_match"].notna() & (parsed["decided_by"] == "judge")]
-        agree = int(((both["verdict"] == "correct") == both["exact_match"].astype(bool)).sum())
+        agree = (both["verdict"] == "correct") == both["exact_match"].astype(bool)
         return {
             "accuracy": metrics["accuracy"]["value"],
             "accuracy_ci95": metrics["accuracy"]["ci95"],
-            "judge_exact_match_agreement": rate(agree, len(both)),
+            "accuracy_rate": metrics["accuracy"],  # with n (items) and, clustered, n_answers and n_effective
+            "judge_exact_match_agreement": item_rate(both, agree),
             "decided_by": counts(df["decided_by"]),
         }
 
@@ -53,6 +54,8 @@ class Reference(JudgeMode):
         return "accuracy", lambda c: rate_text(c["accuracy"])
 
     def leaderboard(self, s: dict) -> dict:
+        if s.get("accuracy_rate"):
+            return {"accuracy": s["accuracy_rate"]}
         return {"accuracy": {"value": s["accuracy"], "ci95": s["accuracy_ci95"], "n": s["n_judged"]}}
 
 

@@ -44,7 +44,7 @@ class Score(JudgeMode):
     def metrics(self, g: pd.DataFrame) -> dict:
         parsed = g[g["verdict"].notna()]
         return {
-            "mean_score": mean_of(parsed["score"]),
+            "mean_score": mean_of(parsed, "score"),
             "score_counts": {_fmt(k): int(v) for k, v in parsed["score"].value_counts().sort_index().items()},
         }
 

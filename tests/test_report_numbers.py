@@ -1,0 +1,108 @@
+"""The report's numbers on judgments made up here (no models, no workflow): what n counts,
+intervals within [0, 1], truncated answers, unparsed causes, strengths of two generators, paired
+differences between generators and the warnings that go with them."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from genjudge.config import defaults
+from genjudge.experiment import resolve
+from genjudge.records import GenerateMeta, JudgeMeta
+from genjudge.stages.report import render_experiment, render_markdown, summarise_experiment
+
+
+def judgments(generator, verdicts, dataset="data", samples=1, opponent=None, **columns):
+    """One cell's judgments: `verdicts` in item order, `samples` per item."""
+    n = len(verdicts)
+    df = pd.DataFrame(
+        {
+            "generator": generator,
+            "dataset": dataset,
+            "opponent": opponent,
+            "id": [f"q{i // samples}" for i in range(n)],
+            "sample": [i % samples for i in range(n)],
+            "turn": 1,
+            "category": "c",
+            "prompt": "question",
+            "reference": "4",
+            "output": "4",
+            "exact_match": True,
+            "decided_by": "judge",
+            "judge_output": "VERDICT: x",
+            "p_correct": np.nan,
+            "verdict": verdicts,
+            "unparsed_reason": [None if v is not None else "no verdict marker" for v in verdicts],
+        }
+    )
+    for k, v in columns.items():
+        df[k] = v
+    if all(v is None or str(v).replace(".", "").isdigit() for v in verdicts):
+        df["score"] = pd.to_numeric(df["verdict"], errors="coerce")
+    return df
+
+
+def summarise(frames, generators, judge=None, datasets=("data",), **cfg):
+    cfg = defaults(
+        run="numbers",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={g: {} for g in generators},
+        datasets={d: {} for d in datasets},
+        judge={"model": "j", **(judge or {})},
+        **cfg,
+    )
+    exp = resolve(cfg, check_pairs=False)
+    metas = [
+        GenerateMeta(generator=g, dataset=d, started_at=0.0, finished_at=1.0) for g in generators for d in datasets
+    ]
+    judge_metas = {j: JudgeMeta(started_at=0.0, finished_at=1.0) for j in exp.judges}
+    frames = frames if isinstance(frames, dict) else {next(iter(exp.judges)): frames}
+    frames = {j: pd.concat(f, ignore_index=True) if isinstance(f, list) else f for j, f in frames.items()}
+    run, cells = summarise_experiment(exp, cfg, frames, metas, judge_metas)
+    md = render_markdown(*next(iter(cells.values()))) if len(cells) == 1 else render_experiment(run, cells, 3)
+    return run, cells, md
+
+
+# --- n counts items; intervals clustered by item and within [0, 1] ----------------------------
+
+C, W = "correct", "incorrect"
+# 12 items x 3 samples: 8 items right every time, 3 right twice, 1 never: 30 of 36 answers (83.3%),
+# pass@3 11/12.
+TWELVE_BY_THREE = [C] * 24 + [C, C, W] * 3 + [W] * 3
+
+
+def test_the_headline_counts_items_not_samples_and_its_interval_is_clustered_by_item():
+    run, cells, md = summarise(judgments("a", TWELVE_BY_THREE, samples=3), ["a"])
+    s = run.to_dict()
+    assert s["n_items"] == 12 and s["n_answers"] == 36 and s["n_judged"] == 36
+    assert s["accuracy"] == pytest.approx(30 / 36)
+    acc = s["accuracy_rate"]
+    assert acc["n"] == 12 and acc["n_answers"] == 36 and acc["n_effective"] < 36
+    # Wilson over the 36 answers as if independent would be [68.1, 92.1]; over items it is wider.
+    lo, hi = s["accuracy_ci95"]
+    assert lo < 0.681 and hi > 0.921 and lo >= 0 and hi <= 1
+    assert s["leaderboard"][0]["accuracy"]["n"] == 12 and s["leaderboard"][0]["n_items"] == 12
+    assert "| items | 12 (36 answers: 3 samples per item) |" in md
+    assert "n counts items" in md and "clustered by item" in md
+
+
+def test_rates_over_samples_stay_within_zero_and_one():
+    run, _, md = summarise(judgments("a", TWELVE_BY_THREE, samples=3), ["a"])
+    samples = run.to_dict()["samples"]
+    assert samples["pass_at_k"]["3"]["value"] == pytest.approx(11 / 12)
+    assert samples["mean_accuracy"]["value"] == pytest.approx(30 / 36)
+    for name, v in [*samples.items(), *((f"pass@{k}", x) for k, x in samples["pass_at_k"].items())]:
+        if isinstance(v, dict) and v.get("ci95"):
+            assert 0 <= v["ci95"][0] <= v["value"] <= v["ci95"][1] <= 1, (name, v)
+    assert "1.0" not in "".join(line for line in md.splitlines() if line.startswith("| pass@"))
+
+
+def test_one_answer_per_item_keeps_the_plain_wilson_interval():
+    from genjudge.judging.stats import wilson_interval
+
+    run, _, _ = summarise(judgments("a", [C] * 9 + [W] * 3), ["a"])
+    s = run.to_dict()
+    assert s["n_items"] == s["n_answers"] == 12
+    assert s["accuracy_ci95"] == pytest.approx(list(wilson_interval(9, 12)))
+    assert "n_effective" not in s["accuracy_rate"]
