@@ -106,3 +106,17 @@ def test_one_answer_per_item_keeps_the_plain_wilson_interval():
     assert s["n_items"] == s["n_answers"] == 12
     assert s["accuracy_ci95"] == pytest.approx(list(wilson_interval(9, 12)))
     assert "n_effective" not in s["accuracy_rate"]
+
+
+# --- pairs: all with two generators ---------------------------------------------------------------
+
+
+def test_pairs_all_with_two_generators_gives_strengths_and_names_the_opponent():
+    verdicts = ["win"] * 7 + ["loss"] * 2 + ["tie"] * 3
+    df = judgments("a", verdicts, opponent="b", position_consistent=True)
+    run, cells, md = summarise(df, ["a", "b"], judge={"mode": "pairwise", "pairs": "all"})
+    s = run.to_dict()
+    strengths = s["across_cells"]["j"]["bradley_terry"]["data"]
+    assert set(strengths) == {"a", "b"} and strengths["a"]["strength"] > strengths["b"]["strength"]
+    assert "## Bradley-Terry strengths: data (judge j)" in md
+    assert "vs baseline" not in md and "| win (vs b) | 58.3% [" in md

@@ -196,6 +196,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     out += ["## Headline", "", "| measure | value |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in headline_rows(s)]
     out += ["", intervals_note(s.n_answers != s.n_items), ""]
+    out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells)]
     out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
     out += sampling_stats.markdown(s.metrics.get("samples"))
     out += ["## By category", "", *_category_table(s), ""]
@@ -389,18 +390,10 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
     return out
 
 
-def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
-    out = [
-        f"# Report: run `{run.run}`",
-        "",
-        "## Leaderboard",
-        "",
-        *leaderboard_markdown(run.leaderboard),
-        "",
-        intervals_note(any(r.get("n_answers", r["n_items"]) != r["n_items"] for r in run.leaderboard)),
-        "",
-    ]
-    for judge, measures in run.across_cells.items():
+def strengths_markdown(across: dict) -> list[str]:
+    """The Bradley-Terry tables of every judge and dataset."""
+    out = []
+    for judge, measures in across.items():
         for dataset, strengths in measures.get("bradley_terry", {}).items():
             out += [
                 f"### Bradley-Terry strengths: {dataset} (judge {judge})",
@@ -416,6 +409,21 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
                 "half; intervals from a seeded bootstrap over items.",
                 "",
             ]
+    return out
+
+
+def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
+    out = [
+        f"# Report: run `{run.run}`",
+        "",
+        "## Leaderboard",
+        "",
+        *leaderboard_markdown(run.leaderboard),
+        "",
+        intervals_note(any(r.get("n_answers", r["n_items"]) != r["n_items"] for r in run.leaderboard)),
+        "",
+    ]
+    out += strengths_markdown(run.across_cells)
     for key, (s, df) in cells.items():
         body = render_markdown(s, df, n_examples).splitlines()
         out += [f"## {key}", ""]

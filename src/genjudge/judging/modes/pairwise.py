@@ -142,17 +142,20 @@ class Pairwise(JudgeMode):
         return out
 
     def headline(self, s: dict) -> list[tuple[str, str]]:
-        rows = [(f"{k} (vs baseline)", rate_text(s[k])) for k in OUTCOMES]
+        # The opponent is a generator of the run (its name), or the outside `judge.baseline` file.
+        opponent = next((r["opponent"] for r in s.get("leaderboard") or [] if r.get("opponent")), None)
+        rows = [(f"{k} (vs {opponent or 'baseline'})", rate_text(s[k])) for k in OUTCOMES]
         rows.append(("position consistency", rate_text(s["position_consistency"])))
         return rows
 
     def across_cells(self, df: pd.DataFrame, seed: int = 0) -> dict:
         """Bradley-Terry strengths per dataset from every pair judged (ties count half), with 95%
-        bootstrap intervals over items; only when generators met each other (`pairs: all`)."""
+        bootstrap intervals over items; where generators of the run met each other (`pairs: all`,
+        or a generator as the baseline), two of them included."""
         from genjudge.judging.stats import bradley_terry_intervals
 
         games = df[df["opponent"].notna() & df["verdict"].notna()]
-        if games.empty or games["opponent"].nunique() + games["generator"].nunique() < 3:
+        if games.empty or len(set(games["generator"]) | set(games["opponent"])) < 2:
             return {}
         score = {"win": 1.0, "tie": 0.5, "loss": 0.0}
         out = {}
