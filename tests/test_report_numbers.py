@@ -120,3 +120,25 @@ def test_pairs_all_with_two_generators_gives_strengths_and_names_the_opponent():
     assert set(strengths) == {"a", "b"} and strengths["a"]["strength"] > strengths["b"]["strength"]
     assert "## Bradley-Terry strengths: data (judge j)" in md
     assert "vs baseline" not in md and "| win (vs b) | 58.3% [" in md
+
+
+# --- truncated answers ----------------------------------------------------------------------------
+
+
+def test_truncated_answers_are_counted_per_cell_in_the_headline_and_the_leaderboard_with_examples():
+    finish = ["length"] * 3 + ["stop"] * 9
+    outputs = [f"Step {i}: so far we have computed the cost as 12 times" for i in range(3)] + ["4"] * 9
+    a = judgments("a", [C] * 6 + [W] * 6, finish_reason=finish, output=outputs)
+    b = judgments("b", [C] * 12, finish_reason="stop")
+    run, cells, md = summarise([a, b], ["a", "b"])
+    s = run.to_dict()
+    rows = {r["generator"]: r for r in s["leaderboard"]}
+    assert (rows["a"]["n_truncated"], rows["a"]["truncated_rate"]) == (3, 0.25)
+    assert (rows["b"]["n_truncated"], rows["b"]["truncated_rate"]) == (0, 0.0)
+    assert s["n_truncated"] == 3 and s["truncated_rate"] == pytest.approx(3 / 24)
+    cell = s["cells"]["a/data"]
+    assert cell["n_truncated"] == 3 and [e["id"] for e in cell["truncated_examples"]] == ["q0", "q1", "q2"]
+    assert cell["truncated_examples"][0]["output_end"].endswith("cost as 12 times")
+    assert "| a | data | j | " in md and "| 3 (25.0%) |" in md  # the leaderboard's truncated column
+    assert "| truncated answers (reached generator.max_new_tokens) | 3 (25.0%) |" in md
+    assert "### Truncated answers" in md and "cost as 12 times" in md

@@ -275,6 +275,9 @@ class RunSummary(_Record):
     n_unparsed: int = 0
     unparsed_rate: float | None = None  # of the answers
     unparsed_reasons: dict = field(default_factory=dict)
+    n_truncated: int = 0  # answers the generator cut at max_new_tokens (finish_reason "length")
+    truncated_rate: float | None = None  # of the answers
+    truncated_examples: list = field(default_factory=list)  # {id[, turn, sample], output_end}
     accuracy: float | None = None
     accuracy_ci95: list | None = None
     exact_match: dict = field(default_factory=dict)

@@ -38,6 +38,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
             "n_answers": len(g),
             "n_judged": int(g["verdict"].notna().sum()),
             "n_unparsed": int(g["verdict"].isna().sum()),
+            "n_truncated": int(truncated_answers(g).sum()),
             "exact_match": exact_match_rate(g),
             **mode.metrics(g),
         }
@@ -51,6 +52,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
             )
     shards = _shard_rows(gen_metas)
     g, j = config["generator"], config["judge"]
+    cut = truncated_answers(df)
     generator = {
         "model": g["model"],
         "revision": g["revision"],
@@ -84,6 +86,9 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         n_unparsed=n - len(parsed),
         unparsed_rate=(n - len(parsed)) / n if n else None,
         unparsed_reasons={str(k): int(v) for k, v in df["unparsed_reason"].dropna().value_counts().items()},
+        n_truncated=int(cut.sum()),
+        truncated_rate=float(cut.mean()) if n else None,
+        truncated_examples=truncated_examples(df, cut, int(config["report"]["n_examples"])),
         accuracy=extra.pop("accuracy", None),
         accuracy_ci95=extra.pop("accuracy_ci95", None),
         exact_match=exact_match_rate(df),
@@ -97,6 +102,29 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         judge=judge,
         metrics={**metrics, **extra, **({"per_turn": turns} if (turns := per_turn(df, mode)) else {})},
     )
+
+
+def truncated_answers(df: pd.DataFrame) -> pd.Series:
+    """Which answers the generator cut at max_new_tokens (all False for judgments that do not say)."""
+    if "finish_reason" not in df:
+        return pd.Series(False, index=df.index)
+    return df["finish_reason"].eq("length").fillna(False).astype(bool)
+
+
+def truncated_examples(df: pd.DataFrame, cut: pd.Series, n: int, width: int = 160) -> list[dict]:
+    """The first `n` truncated answers: their item (turn, sample where items have several) and how the text ends."""
+    several = [k for k in ("turn", "sample") if k in df and df[k].nunique() > 1]
+    out = []
+    for row in df[cut].head(n).itertuples():
+        ex = {"id": str(row.id), **{k: int(getattr(row, k)) for k in several}}
+        text = " ".join(str(row.output or "").split())
+        ex["output_end"] = text if len(text) <= width else "..." + text[-width:]
+        out.append(ex)
+    return out
+
+
+def truncated_text(n: int, share: float | None) -> str:
+    return f"{n} ({pct(share)})"
 
 
 def exact_match_rate(df: pd.DataFrame) -> dict:
@@ -134,6 +162,7 @@ def headline_rows(s: RunSummary) -> list[tuple[str, str]]:
         ("items", items_text(s)),
         ("judged (parsed verdicts)", str(s.n_judged)),
         ("unparsed", f"{s.n_unparsed} ({pct(s.unparsed_rate)})"),
+        ("truncated answers (reached generator.max_new_tokens)", truncated_text(s.n_truncated, s.truncated_rate)),
         *modes.get(s.mode).headline(flat),
         *validity_headline(s.validity),
         (
@@ -204,6 +233,21 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         out += ["## Unparsed verdicts", "", "| reason | count |", "|---|---|"]
         out += [f"| {r} | {k} |" for r, k in s.unparsed_reasons.items()]
         out.append("")
+    if s.truncated_examples:
+        out += [
+            "## Truncated answers",
+            "",
+            f"{s.n_truncated} answer(s) ({pct(s.truncated_rate)}) reached generator.max_new_tokens "
+            f"({s.generator.get('max_new_tokens')}) before they ended; the judge graded them as they are. "
+            "The first of them:",
+            "",
+            "| id | the answer ends |",
+            "|---|---|",
+        ]
+        for e in s.truncated_examples:
+            where = e["id"] + "".join(f", {k} {e[k]}" for k in ("turn", "sample") if k in e)
+            out.append(f"| {_cell(where, 30)} | {_cell(e['output_end'], 170)} |")
+        out.append("")
     out += ["## Examples", ""]
     groups = [(v, df[df["verdict"] == v]) for v in sorted(df["verdict"].dropna().unique())]
     groups.append(("unparsed", df[df["verdict"].isna()]))
@@ -264,6 +308,8 @@ def leaderboard_row(s: RunSummary, generator: str, dataset: str, judge: str, opp
         "n_answers": s.n_answers,
         "n_judged": s.n_judged,
         "n_unparsed": s.n_unparsed,
+        "n_truncated": s.n_truncated,
+        "truncated_rate": s.truncated_rate,
         **modes.get(s.mode).leaderboard(s.to_dict()),
         "exact_match": s.exact_match,
     }
@@ -299,6 +345,7 @@ def summarise_experiment(
         for k, v in s.unparsed_reasons.items():
             reasons[k] = reasons.get(k, 0) + v
     mode_names = sorted({s.mode for s in summaries})
+    n_cut = sum(s.n_truncated for s in summaries)
     run = RunSummary(
         run=config["run"],
         mode=mode_names[0] if len(mode_names) == 1 else "mixed",
@@ -308,6 +355,8 @@ def summarise_experiment(
         n_unparsed=n - judged,
         unparsed_rate=(n - judged) / n if n else None,
         unparsed_reasons=reasons,
+        n_truncated=n_cut,
+        truncated_rate=n_cut / n if n else None,
         leaderboard=[row for s in summaries for row in s.leaderboard],
         cells={k: s.to_dict() for k, (s, _) in cells.items()},
         across_cells=across,
@@ -350,29 +399,41 @@ def _measure(v) -> str:
     return rate_text(v)
 
 
+# A leaderboard row's fields that are not the mode's measures.
+ROW_FIELDS = (
+    "generator",
+    "dataset",
+    "judge",
+    "opponent",
+    "mode",
+    "n_items",
+    "n_answers",
+    "n_judged",
+    "n_unparsed",
+    "n_truncated",
+    "truncated_rate",
+    "exact_match",
+)
+
+
 def leaderboard_markdown(rows: list[dict]) -> list[str]:
     measures = []
     for r in rows:
         for k in r:
-            if (
-                k
-                not in (
-                    "generator",
-                    "dataset",
-                    "judge",
-                    "opponent",
-                    "mode",
-                    "n_items",
-                    "n_answers",
-                    "n_judged",
-                    "n_unparsed",
-                    "exact_match",
-                )
-                and k not in measures
-            ):
+            if k not in ROW_FIELDS and k not in measures:
                 measures.append(k)
     pairwise = any(r["opponent"] for r in rows)
-    head = ["generator", *(["vs"] if pairwise else []), "dataset", "judge", *measures, "n", "unparsed", "exact match"]
+    head = [
+        "generator",
+        *(["vs"] if pairwise else []),
+        "dataset",
+        "judge",
+        *measures,
+        "n",
+        "unparsed",
+        "truncated",
+        "exact match",
+    ]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         vs = r["opponent"] or ("baseline" if modes.get(r["mode"]).needs_baseline else "")
@@ -384,6 +445,7 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
             *[_measure(r.get(m)) if r.get(m) is not None else "" for m in measures],
             str(r["n_items"]),
             str(r["n_unparsed"]),
+            truncated_text(r.get("n_truncated", 0), r.get("truncated_rate")),
             pct(r["exact_match"]["value"]),
         ]
         out.append("| " + " | ".join(cells) + " |")
