@@ -142,3 +142,30 @@ def test_truncated_answers_are_counted_per_cell_in_the_headline_and_the_leaderbo
     assert "| a | data | j | " in md and "| 3 (25.0%) |" in md  # the leaderboard's truncated column
     assert "| truncated answers (reached generator.max_new_tokens) | 3 (25.0%) |" in md
     assert "### Truncated answers" in md and "cost as 12 times" in md
+
+
+# --- unparsed verdicts by cause -------------------------------------------------------------------
+
+
+def test_unparsed_verdicts_are_counted_by_cause_with_the_text_ends_as_examples():
+    cause = r"no match for the verdict pattern RESULT:\s*(CORRECT|INCORRECT)"
+    df = judgments("a", [None] * 4 + [C] * 8)
+    df.loc[:3, "unparsed_reason"] = [
+        cause,
+        cause,
+        # as judgments parsed before causes and text ends were apart held them
+        f"{cause}; the text ends: ...so it is INCORRECT",
+        "no verdict marker",
+    ]
+    df["unparsed_detail"] = ["the text ends: ...INCORRECT", "the text ends: ...VERDICT", None] + [None] * 9
+    run, cells, md = summarise(df, ["a"])
+    s = run.to_dict()
+    assert s["unparsed_reasons"] == {cause: 3, "no verdict marker": 1}
+    examples = s["unparsed_examples"][cause]
+    assert [e["detail"] for e in examples] == [
+        "the text ends: ...INCORRECT",
+        "the text ends: ...VERDICT",
+        "the text ends: ...so it is INCORRECT",
+    ]
+    assert [e["id"] for e in examples] == ["q0", "q1", "q2"]
+    assert "| no verdict marker | 1 |" in md and "the text ends: ...VERDICT" in md

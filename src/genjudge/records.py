@@ -274,7 +274,8 @@ class RunSummary(_Record):
     n_judged: int = 0  # answers with a parsed verdict
     n_unparsed: int = 0
     unparsed_rate: float | None = None  # of the answers
-    unparsed_reasons: dict = field(default_factory=dict)
+    unparsed_reasons: dict = field(default_factory=dict)  # cause -> answers
+    unparsed_examples: dict = field(default_factory=dict)  # cause -> [{id, detail}, ...] (how texts ended)
     n_truncated: int = 0  # answers the generator cut at max_new_tokens (finish_reason "length")
     truncated_rate: float | None = None  # of the answers
     truncated_examples: list = field(default_factory=list)  # {id[, turn, sample], output_end}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 
@@ -53,6 +54,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     shards = _shard_rows(gen_metas)
     g, j = config["generator"], config["judge"]
     cut = truncated_answers(df)
+    unparsed_reasons, unparsed_examples = unparsed_causes(df, int(config["report"]["n_examples"]))
     generator = {
         "model": g["model"],
         "revision": g["revision"],
@@ -85,7 +87,8 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         n_judged=len(parsed),
         n_unparsed=n - len(parsed),
         unparsed_rate=(n - len(parsed)) / n if n else None,
-        unparsed_reasons={str(k): int(v) for k, v in df["unparsed_reason"].dropna().value_counts().items()},
+        unparsed_reasons=unparsed_reasons,
+        unparsed_examples=unparsed_examples,
         n_truncated=int(cut.sum()),
         truncated_rate=float(cut.mean()) if n else None,
         truncated_examples=truncated_examples(df, cut, int(config["report"]["n_examples"])),
@@ -102,6 +105,45 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         judge=judge,
         metrics={**metrics, **extra, **({"per_turn": turns} if (turns := per_turn(df, mode)) else {})},
     )
+
+
+# How judgments parsed before causes and details were apart wrote them: the detail inside the reason.
+_LEGACY = [
+    (re.compile(r"^(?P<cause>.*?); (?P<detail>the text ends: \.\.\..*)$", re.S), "{cause}"),
+    (re.compile(r"^score (?P<detail>\S+) outside (?P<range>.+)$"), "score outside {range}"),
+    (re.compile(r"^label (?P<detail>.+) is not one of (?P<labels>\[.*\])$"), "label not one of {labels}"),
+]
+
+
+def cause_of(reason: str, detail) -> tuple[str, str | None]:
+    """(cause, detail) of an unparsed verdict; a reason written with its detail inside is split."""
+    if isinstance(detail, str) and detail:
+        return reason, detail
+    for rx, cause in _LEGACY:
+        m = rx.match(reason)
+        if m:
+            d = m.group("detail")
+            if cause.startswith("score"):
+                d = f"score {d}"
+            elif cause.startswith("label"):
+                d = f"label {d}"
+            return cause.format(**m.groupdict()), d
+    return reason, None
+
+
+def unparsed_causes(df: pd.DataFrame, n_examples: int) -> tuple[dict, dict]:
+    """({cause: answers}, {cause: the first n_examples [{id, detail}]}), causes most frequent first."""
+    rows = df[df["unparsed_reason"].notna()]
+    details = rows["unparsed_detail"] if "unparsed_detail" in rows else pd.Series(None, index=rows.index)
+    counts: dict = {}
+    examples: dict = {}
+    for item, reason, detail in zip(rows["id"], rows["unparsed_reason"], details):
+        cause, d = cause_of(str(reason), detail)
+        counts[cause] = counts.get(cause, 0) + 1
+        if d and len(examples.setdefault(cause, [])) < n_examples:
+            examples[cause].append({"id": str(item), "detail": d})
+    order = sorted(counts, key=lambda c: -counts[c])
+    return {c: counts[c] for c in order}, {c: examples[c] for c in order if examples.get(c)}
 
 
 def truncated_answers(df: pd.DataFrame) -> pd.Series:
@@ -230,8 +272,10 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     out += sampling_stats.markdown(s.metrics.get("samples"))
     out += ["## By category", "", *_category_table(s), ""]
     if s.unparsed_reasons:
-        out += ["## Unparsed verdicts", "", "| reason | count |", "|---|---|"]
-        out += [f"| {r} | {k} |" for r, k in s.unparsed_reasons.items()]
+        out += ["## Unparsed verdicts", "", "| reason | count | examples |", "|---|---|---|"]
+        for r, k in s.unparsed_reasons.items():
+            shown = "; ".join(f"{e['id']}: {_cell(e['detail'], 60)}" for e in s.unparsed_examples.get(r, []))
+            out.append(f"| {_cell(r, 200)} | {k} | {shown} |")
         out.append("")
     if s.truncated_examples:
         out += [
@@ -341,9 +385,13 @@ def summarise_experiment(
     summaries = [s for s, _ in cells.values()]
     n, judged = sum(s.n_answers for s in summaries), sum(s.n_judged for s in summaries)
     reasons: dict = {}
-    for s in summaries:
+    examples: dict = {}
+    for key, (s, _) in cells.items():
         for k, v in s.unparsed_reasons.items():
             reasons[k] = reasons.get(k, 0) + v
+        for k, es in s.unparsed_examples.items():
+            room = int(config["report"]["n_examples"]) - len(examples.setdefault(k, []))
+            examples[k] += [{"cell": key, **e} for e in es[: max(room, 0)]]
     mode_names = sorted({s.mode for s in summaries})
     n_cut = sum(s.n_truncated for s in summaries)
     run = RunSummary(
@@ -354,7 +402,8 @@ def summarise_experiment(
         n_judged=judged,
         n_unparsed=n - judged,
         unparsed_rate=(n - judged) / n if n else None,
-        unparsed_reasons=reasons,
+        unparsed_reasons=dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        unparsed_examples=examples,
         n_truncated=n_cut,
         truncated_rate=n_cut / n if n else None,
         leaderboard=[row for s in summaries for row in s.leaderboard],

@@ -153,6 +153,7 @@ class JudgeMode:
         ]
         df["verdict"] = [self.rule_verdict if p is None else p.verdict for p in parsed]
         df["unparsed_reason"] = [None if p is None else p.reason for p in parsed]
+        df["unparsed_detail"] = [None if p is None else p.detail for p in parsed]
         df["n_verdict_markers"] = [0 if p is None else p.n_markers for p in parsed]
         return df
 
@@ -205,7 +206,7 @@ TRUNCATED = "truncated: the judge reached max_new_tokens before its verdict (rai
 def truncated(v: Verdict, finish_reason) -> Verdict:
     """An unparsed verdict of a judge cut off at max_new_tokens is a truncation, said as such."""
     if v.verdict is None and finish_reason == "length" and v.reason != "empty judge output":
-        return Verdict(None, TRUNCATED, v.n_markers)
+        return Verdict(None, TRUNCATED, v.n_markers, v.detail)
     return v
 
 

@@ -105,13 +105,14 @@ class Pairwise(JudgeMode):
         df["judge_output"] = first["judge_output"].to_numpy()
         df["p_correct"] = first["p_correct"].to_numpy()
         df["judge_output_swapped"] = second["judge_output"].to_numpy()
-        verdicts, reasons, o0s, o1s, consistent = [], [], [], [], []
+        verdicts, reasons, details, o0s, o1s, consistent = [], [], [], [], [], []
         f0 = first["judge_finish_reason"] if "judge_finish_reason" in first else [None] * len(df)
         f1 = second["judge_finish_reason"] if "judge_finish_reason" in second else [None] * len(df)
         for d, t0, t1, e0, e1 in zip(df["decided_by"], df["judge_output"], df["judge_output_swapped"], f0, f1):
             if d == NO_REFERENCE:
                 verdicts.append(None)
                 reasons.append(NO_REFERENCE)
+                details.append(None)
                 o0s.append(None)
                 o1s.append(None)
                 consistent.append(None)
@@ -125,12 +126,16 @@ class Pairwise(JudgeMode):
             if o0 is None or o1 is None:
                 verdicts.append(None)
                 reasons.append("; ".join(f"order {i}: {p.reason}" for i, p in enumerate((p0, p1)) if p.reason))
+                details.append(
+                    "; ".join(f"order {i}: {p.detail}" for i, p in enumerate((p0, p1)) if p.reason and p.detail) or None
+                )
                 consistent.append(None)
             else:
                 consistent.append(o0 == o1)
                 verdicts.append(o0 if o0 == o1 else "tie")
                 reasons.append(None)
-        df["verdict"], df["unparsed_reason"] = verdicts, reasons
+                details.append(None)
+        df["verdict"], df["unparsed_reason"], df["unparsed_detail"] = verdicts, reasons, details
         df["outcome_order0"], df["outcome_order1"], df["position_consistent"] = o0s, o1s, consistent
         return df
 

@@ -31,9 +31,9 @@ class Score(JudgeMode):
         try:
             score = float(v.verdict)
         except ValueError:
-            return Verdict(None, f"score {v.verdict!r} is not a number", v.n_markers)
+            return Verdict(None, "score is not a number", v.n_markers, f"score {v.verdict!r}")
         if not lo <= score <= hi:
-            return Verdict(None, f"score {_fmt(score)} outside {_fmt(lo)}-{_fmt(hi)}", v.n_markers)
+            return Verdict(None, f"score outside {_fmt(lo)}-{_fmt(hi)}", v.n_markers, f"score {_fmt(score)}")
         return Verdict(_fmt(score), None, v.n_markers)
 
     def parse(self, df, raw, pattern, options=None):
