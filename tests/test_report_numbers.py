@@ -169,3 +169,50 @@ def test_unparsed_verdicts_are_counted_by_cause_with_the_text_ends_as_examples()
     ]
     assert [e["id"] for e in examples] == ["q0", "q1", "q2"]
     assert "| no verdict marker | 1 |" in md and "the text ends: ...VERDICT" in md
+
+
+# --- paired differences between generators ----------------------------------------------------------
+
+
+def test_two_generators_on_the_same_items_get_a_paired_difference_and_mcnemars_test():
+    from scipy.stats import binomtest
+
+    # 30 items: a right on 24, b right on 15; a right where b is wrong on 11 items, b right where a is wrong on 2.
+    a = [C] * 13 + [C] * 11 + [W] * 2 + [W] * 4
+    b = [C] * 13 + [W] * 11 + [C] * 2 + [W] * 4
+    run, _, md = summarise([judgments("a", a), judgments("b", b)], ["a", "b"])
+    (p,) = run.to_dict()["paired"]
+    assert (p["judge"], p["dataset"], p["a"], p["b"], p["measure"]) == ("j", "data", "a", "b", "accuracy")
+    assert p["difference"] == pytest.approx(24 / 30 - 15 / 30) and p["n_items"] == 30
+    lo, hi = p["ci95"]
+    assert lo < p["difference"] < hi and lo > 0  # a is better, and the interval says so
+    assert p["test"] == "McNemar exact" and (p["a_only"], p["b_only"]) == (11, 2)
+    assert p["p_value"] == pytest.approx(binomtest(11, 13, 0.5).pvalue)
+    assert "## Paired differences" in md and "| j | data | a - b | accuracy | +30.0 pp [" in md
+
+
+def test_scores_with_samples_are_paired_by_item_and_tested_with_wilcoxon():
+    from scipy.stats import wilcoxon
+
+    rng = np.random.default_rng(1)
+    sa = rng.integers(4, 11, 40)  # 20 items x 2 samples
+    sb = np.clip(sa - rng.integers(0, 3, 40), 1, 10)
+    fa = judgments("a", [f"{x}" for x in sa], samples=2)
+    fb = judgments("b", [f"{x}" for x in sb], samples=2)
+    run, _, md = summarise([fa, fb], ["a", "b"], judge={"mode": "score"})
+    (p,) = run.to_dict()["paired"]
+    assert p["measure"] == "mean_score" and p["n_items"] == 20 and p["test"] == "Wilcoxon signed-rank"
+    assert p["difference"] == pytest.approx(sa.mean() - sb.mean())
+    per_item = sa.reshape(20, 2).mean(axis=1) - sb.reshape(20, 2).mean(axis=1)
+    assert p["p_value"] == pytest.approx(wilcoxon(per_item).pvalue)
+    assert p["ci95"][0] <= p["difference"] <= p["ci95"][1]
+    assert "| j | data | a - b | mean_score | +" in md
+
+
+def test_verdicts_with_several_answers_per_item_are_tested_over_items():
+    a = judgments("a", TWELVE_BY_THREE, samples=3)
+    b = judgments("b", [C, W, W] * 12, samples=3)
+    run, _, _ = summarise([a, b], ["a", "b"])
+    (p,) = run.to_dict()["paired"]
+    assert p["n_items"] == 12 and p["test"] == "Wilcoxon signed-rank over items' accuracies"
+    assert p["difference"] == pytest.approx(30 / 36 - 12 / 36)

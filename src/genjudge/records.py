@@ -291,6 +291,7 @@ class RunSummary(_Record):
     leaderboard: list = field(default_factory=list)  # one row per (generator, dataset, judge[, opponent])
     cells: dict = field(default_factory=dict)  # several cells: each cell's own summary, by its key
     across_cells: dict = field(default_factory=dict)  # judge -> measures over all its cells (e.g. strengths)
+    paired: list = field(default_factory=list)  # paired differences of every two generators per judge and dataset
     validity: dict = field(default_factory=dict)  # agreement with human labels, bias diagnostics, panels
     metrics: dict = field(default_factory=dict)
 

@@ -10,7 +10,7 @@ import pandas as pd
 from genjudge import atomic
 from genjudge.conversation import per_turn, turn_table
 from genjudge.experiment import of_cell
-from genjudge.judging import modes, sampling_stats
+from genjudge.judging import modes, paired, sampling_stats
 from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.items import answers_per_item, count_items, item_rate
 from genjudge.judging.modes.base import pct, rate_text
@@ -407,6 +407,7 @@ def summarise_experiment(
         n_truncated=n_cut,
         truncated_rate=n_cut / n if n else None,
         leaderboard=[row for s in summaries for row in s.leaderboard],
+        paired=paired.paired_table(exp, cells),
         cells={k: s.to_dict() for k, (s, _) in cells.items()},
         across_cells=across,
         placement_warnings=list(dict.fromkeys(w for s in summaries for w in s.placement_warnings)),
@@ -535,6 +536,7 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
         "",
     ]
     out += strengths_markdown(run.across_cells)
+    out += paired.markdown(run.paired)
     for key, (s, df) in cells.items():
         body = render_markdown(s, df, n_examples).splitlines()
         out += [f"## {key}", ""]

@@ -233,8 +233,7 @@ def with_validity(text: str, v: dict) -> str:
     if not v:
         return text
     lines = text.splitlines()
-    heads = [
-        i for i, line in enumerate(lines) if line.startswith("## ") and line not in ("## Leaderboard", "## Headline")
-    ]
+    first = ("## Leaderboard", "## Headline", "## Bradley-Terry strengths", "## Paired differences")
+    heads = [i for i, line in enumerate(lines) if line.startswith("## ") and not line.startswith(first)]
     at = heads[0] if heads else len(lines)
     return "\n".join([*lines[:at], *render(v), *lines[at:]])

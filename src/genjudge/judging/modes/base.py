@@ -79,6 +79,8 @@ class JudgeMode:
     needs_baseline = False
     needs_reference = False  # grades against the reference: an item without one is "no reference"
     requests_per_item = 1  # judge calls per answer (pairwise: both orders)
+    paired_measure: str | None = None  # the headline two generators are compared by (judging/paired.py)
+    paired_binary = True  # the paired measure is a share of answers (McNemar), not a mean score
 
     # --- configuration ---
     def default_template(self) -> str:
@@ -187,6 +189,11 @@ class JudgeMode:
     def across_cells(self, df: pd.DataFrame, seed: int = 0) -> dict:
         """Measures over all of a judge's cells at once (pairwise: strengths of every generator)."""
         return {}
+
+    def per_item(self, df: pd.DataFrame) -> pd.DataFrame:
+        """One row per item id: `num` over `den` parsed answers make up its part of `paired_measure`
+        (answers judged correct, or the sum of scores), for paired differences between generators."""
+        raise NotImplementedError
 
     def leaderboard(self, s: dict) -> dict:
         """The headline measures of one cell, each {value, ci95, n}, for the leaderboard

@@ -16,6 +16,7 @@ class Reference(JudgeMode):
     logprob_labels = ("CORRECT", "INCORRECT")
     rule_verdict = "correct"
     needs_reference = True  # an item without a reference is "no reference", never graded against "(none)"
+    paired_measure = "accuracy"
 
     def metrics(self, g: pd.DataFrame) -> dict:
         parsed = g[g["verdict"].notna()]
@@ -49,6 +50,11 @@ class Reference(JudgeMode):
         from genjudge.judging.sampling_stats import reference_measures
 
         return reference_measures(df)
+
+    def per_item(self, df: pd.DataFrame) -> pd.DataFrame:
+        parsed = df[df["verdict"].notna()]
+        g = parsed.assign(num=parsed["verdict"] == "correct").groupby("id", sort=False)
+        return pd.DataFrame({"num": g["num"].sum().astype(float), "den": g.size().astype(float)})
 
     def category_column(self):
         return "accuracy", lambda c: rate_text(c["accuracy"])

@@ -22,6 +22,8 @@ class Score(JudgeMode):
     pattern = r"SCORE:\s*\**\s*\[{0,2}\s*(-?\d+(?:\.\d+)?)(?![\d.])"
     labels: dict[str, str] = {}  # the captured number is the verdict
     marker = "SCORE"
+    paired_measure = "mean_score"
+    paired_binary = False
 
     def parse_text(self, text, rx, custom, options=None):
         v = super().parse_text(text, rx, custom, options)
@@ -65,6 +67,11 @@ class Score(JudgeMode):
         from genjudge.judging.sampling_stats import score_measures
 
         return score_measures(df)
+
+    def per_item(self, df: pd.DataFrame) -> pd.DataFrame:
+        scores = pd.to_numeric(df["verdict"], errors="coerce")
+        g = df.assign(num=scores)[scores.notna()].groupby("id", sort=False)
+        return pd.DataFrame({"num": g["num"].sum().astype(float), "den": g.size().astype(float)})
 
     def category_column(self):
         return "mean score", lambda c: "n/a" if c["mean_score"]["value"] is None else f"{c['mean_score']['value']:.2f}"
