@@ -42,10 +42,10 @@ def judgments(generator, verdicts, dataset="data", samples=1, opponent=None, **c
     return df
 
 
-def summarise(frames, generators, judge=None, datasets=("data",), **cfg):
+def summarise(frames, generators, judge=None, datasets=("data",), dataset=None, **cfg):
     cfg = defaults(
         run="numbers",
-        dataset={"path": "data.jsonl"},
+        dataset=dataset or {"path": "data.jsonl"},
         generator={"model": "g"},
         generators={g: {} for g in generators},
         datasets={d: {} for d in datasets},
@@ -216,3 +216,29 @@ def test_verdicts_with_several_answers_per_item_are_tested_over_items():
     (p,) = run.to_dict()["paired"]
     assert p["n_items"] == 12 and p["test"] == "Wilcoxon signed-rank over items' accuracies"
     assert p["difference"] == pytest.approx(30 / 36 - 12 / 36)
+
+
+# --- headlines that fit the mode ----------------------------------------------------------------------
+
+LONG = "A good answer explains that the tides come from the moon's pull on the oceans and the earth's turn."
+
+
+def test_exact_match_of_open_ended_answers_against_long_references_is_not_a_headline():
+    df = judgments("a", ["7", "8", "6", "9"], reference=LONG, exact_match=False)
+    run, _, md = summarise(df, ["a"], judge={"mode": "score"})
+    s = run.to_dict()
+    assert s["exact_match_shown"] is False and "not short answers" in s["exact_match_note"]
+    assert "| normalised exact match | 0.0%" not in md
+    assert "| normalised exact match | not shown: the references are not short answers" in md
+    assert s["exact_match"]["value"] == 0.0  # still there for machines
+    assert s["leaderboard"][0]["exact_match_shown"] is False
+
+
+@pytest.mark.parametrize(
+    "reference,answer,shown",
+    [("Lima", {}, True), (LONG, {"reference": "last_number", "candidate": "last_number"}, True)],
+)
+def test_exact_match_is_shown_for_short_references_or_where_an_answer_is_extracted(reference, answer, shown):
+    df = judgments("a", ["7", "8", "6", "9"], reference=reference)
+    run, _, md = summarise(df, ["a"], judge={"mode": "score"}, dataset={"path": "data.jsonl", "answer": answer})
+    assert run.to_dict()["exact_match_shown"] is shown and "| normalised exact match | 100.0% [" in md

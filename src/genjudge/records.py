@@ -282,6 +282,8 @@ class RunSummary(_Record):
     accuracy: float | None = None
     accuracy_ci95: list | None = None
     exact_match: dict = field(default_factory=dict)
+    exact_match_shown: bool = True  # whether exact match means something here (short references, or extraction)
+    exact_match_note: str | None = None  # why it is shown or not
     answers_not_extracted: int = 0  # answers from which the dataset's extraction found nothing
     per_category: dict = field(default_factory=dict)
     placement_warnings: list = field(default_factory=list)

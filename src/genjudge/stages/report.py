@@ -54,6 +54,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     shards = _shard_rows(gen_metas)
     g, j = config["generator"], config["judge"]
     cut = truncated_answers(df)
+    em_shown, em_note = exact_match_fits(df, config.get("dataset"))
     unparsed_reasons, unparsed_examples = unparsed_causes(df, int(config["report"]["n_examples"]))
     generator = {
         "model": g["model"],
@@ -95,6 +96,8 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         accuracy=extra.pop("accuracy", None),
         accuracy_ci95=extra.pop("accuracy_ci95", None),
         exact_match=exact_match_rate(df),
+        exact_match_shown=em_shown,
+        exact_match_note=em_note,
         per_category=per_cat,
         placement_warnings=warnings,
         answers_not_extracted=int(df["answer_reason"].fillna("").str.startswith(NO_ANSWER).sum())
@@ -144,6 +147,29 @@ def unparsed_causes(df: pd.DataFrame, n_examples: int) -> tuple[dict, dict]:
             examples[cause].append({"id": str(item), "detail": d})
     order = sorted(counts, key=lambda c: -counts[c])
     return {c: counts[c] for c in order}, {c: examples[c] for c in order if examples.get(c)}
+
+
+SHORT_WORDS = 5  # a short answer: at most this many words
+SHORT_SHARE = 0.9  # of the references that are there
+
+
+def exact_match_fits(df: pd.DataFrame, dataset: dict | None) -> tuple[bool, str]:
+    """Whether normalised exact match means something for these answers, and why: the dataset
+    extracts an answer before comparing (`answer`), or its references are short answers (at most
+    SHORT_WORDS words in SHORT_SHARE of them). Against long open-ended references it is ~0% noise."""
+    answer = (dataset or {}).get("answer") or {}
+    if answer.get("reference") or answer.get("candidate"):
+        return True, "the dataset extracts the answer before comparing (answer)"
+    refs = [str(r) for r in df["reference"] if isinstance(r, str) and r.strip()] if "reference" in df else []
+    if not refs:
+        return False, "no item has a reference"
+    short = sum(len(r.split()) <= SHORT_WORDS for r in refs) / len(refs)
+    if short >= SHORT_SHARE:
+        return True, f"the references are short answers ({short:.0%} of at most {SHORT_WORDS} words)"
+    return False, (
+        f"the references are not short answers (only {short:.0%} of at most {SHORT_WORDS} words) and the dataset "
+        "extracts no answer (answer.reference / answer.candidate)"
+    )
 
 
 def truncated_answers(df: pd.DataFrame) -> pd.Series:
@@ -209,12 +235,16 @@ def headline_rows(s: RunSummary) -> list[tuple[str, str]]:
         *validity_headline(s.validity),
         (
             "normalised exact match",
-            rate_text(s.exact_match)
-            + (
-                f" ({s.answers_not_extracted} answers with nothing extracted, counted as no match)"
-                if s.answers_not_extracted
-                else ""
-            ),
+            (
+                rate_text(s.exact_match)
+                + (
+                    f" ({s.answers_not_extracted} answers with nothing extracted, counted as no match)"
+                    if s.answers_not_extracted
+                    else ""
+                )
+            )
+            if s.exact_match_shown
+            else f"not shown: {s.exact_match_note}",
         ),
     ]
 
@@ -223,10 +253,8 @@ def _category_table(s: RunSummary) -> list[str]:
     head, cell = modes.get(s.mode).category_column()
     out = [f"| category | items | judged | unparsed | {head} | exact match |", "|---|---|---|---|---|---|"]
     for cat, c in s.per_category.items():
-        out.append(
-            f"| {cat} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} | "
-            f"{pct(c['exact_match']['value'])} |"
-        )
+        em = pct(c["exact_match"]["value"]) if s.exact_match_shown else "-"
+        out.append(f"| {cat} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} | {em} |")
     return out
 
 
@@ -356,6 +384,7 @@ def leaderboard_row(s: RunSummary, generator: str, dataset: str, judge: str, opp
         "truncated_rate": s.truncated_rate,
         **modes.get(s.mode).leaderboard(s.to_dict()),
         "exact_match": s.exact_match,
+        "exact_match_shown": s.exact_match_shown,
     }
 
 
@@ -369,7 +398,12 @@ def summarise_experiment(
         for cell in exp.cells(judge):
             df = of_cell(df_j, cell).reset_index(drop=True)
             metas = [m for m in gen_metas if (m.generator, m.dataset) == (cell.generator, cell.dataset)]
-            cfg = {**config, "generator": exp.generators[cell.generator], "judge": exp.judges[judge]}
+            cfg = {
+                **config,
+                "generator": exp.generators[cell.generator],
+                "dataset": exp.datasets[cell.dataset],
+                "judge": exp.judges[judge],
+            }
             s = summarise(df, metas, judge_metas[judge], cfg)
             own = judge_metas[judge].cells.get(cell.key)
             if own:  # this cell's share of the judge's work, not the whole job's
@@ -463,6 +497,7 @@ ROW_FIELDS = (
     "n_truncated",
     "truncated_rate",
     "exact_match",
+    "exact_match_shown",
 )
 
 
@@ -496,7 +531,7 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
             str(r["n_items"]),
             str(r["n_unparsed"]),
             truncated_text(r.get("n_truncated", 0), r.get("truncated_rate")),
-            pct(r["exact_match"]["value"]),
+            pct(r["exact_match"]["value"]) if r.get("exact_match_shown", True) else "-",
         ]
         out.append("| " + " | ".join(cells) + " |")
     return out

@@ -42,7 +42,8 @@ class Reference(JudgeMode):
         rows = [("accuracy (judge, over parsed)", rate_text({"value": s["accuracy"], "ci95": s["accuracy_ci95"]}))]
         if "mean_p_correct" in s:
             rows.append(("mean judge probability of CORRECT (logprob)", f"{s['mean_p_correct']:.3f}"))
-        rows.append(("judge agrees with exact match", rate_text(s["judge_exact_match_agreement"])))
+        if s.get("exact_match_shown", True):
+            rows.append(("judge agrees with exact match", rate_text(s["judge_exact_match_agreement"])))
         rows.append(("decided by", ", ".join(f"{k}: {v}" for k, v in s["decided_by"].items())))
         return rows
 
