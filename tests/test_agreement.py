@@ -474,3 +474,22 @@ def test_length_correlation_of_answers_all_the_same_length_names_the_lengths():
     df = pd.DataFrame({"verdict": ["correct", "incorrect", "correct"], "output": ["ab", "cd", "ef"]})
     c = length_correlation(df, modes.get("reference"))["length_correlation"]
     assert c["pearson"] is None and c["undefined"] == "the answer lengths are constant: every value is 2"
+
+
+def test_labels_naming_no_generator_applied_to_differing_answers_are_warned_about(tmp_path):
+    from genjudge.stages.validity import label_agreement, render
+
+    mode = modes.get("reference")
+    a, b = judged(["correct"] * 4, generator="a"), judged(["incorrect"] * 4, generator="b")
+    b["output"] = ["y", "x", "z", "w"]  # q1 is the same answer as a's; q0, q2, q3 differ
+    section = write_labels(tmp_path / "l.jsonl", [{"id": f"q{i}", "label": "correct"} for i in range(4)])
+    h = label_agreement(pd.concat([a, b], ignore_index=True), section, mode, "judge.labels")
+    assert h["n_labelled"] == 8
+    d = h["labels_on_differing_answers"]
+    assert (d["n_labels"], d["n_answers"], d["generators"]) == (3, 6, ["a", "b"])
+    v = {"judges": {"j": {"human": h, "bias": {}}}, "panels": {}, "self_preference": [], "length_measure": "x"}
+    md = "\n".join(render(v))
+    assert "3 labels of" in md and "were each applied to answers that differ (6 answers" in md
+    assert "labels.fields.generator" in md
+    same = label_agreement(pd.concat([a, a.assign(generator="b")], ignore_index=True), section, mode, "judge.labels")
+    assert "labels_on_differing_answers" not in same

@@ -31,6 +31,7 @@ def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
     joined = human.join(df, labels, mode, source, where)
     parsed = joined[joined["verdict"].notna()]
     k = human.kind(mode)
+    differing = human.differing_answers(joined, labels)
     out = {
         "labels": source,
         "kind": k,
@@ -39,6 +40,8 @@ def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
         "n_judged": len(parsed),
         "n_unparsed": len(joined) - len(parsed),
     }
+    if differing:
+        out["labels_on_differing_answers"] = differing
     if k == "score":
         scores = pd.to_numeric(parsed["verdict"], errors="coerce")
         out.update(agreement.agreement(list(parsed["human"].astype(float)), list(scores), kappa=False))
@@ -117,8 +120,27 @@ def headline(v: dict) -> list[tuple[str, str]]:
                 value += f", Spearman {_corr(h['correlation'], 'spearman')}"
             if h["n_unparsed"]:
                 value += f" ({h['n_unparsed']} labelled items unparsed, not counted)"
+            if h.get("labels_on_differing_answers"):
+                d = h["labels_on_differing_answers"]
+                value += f" (warning: {d['n_labels']} labels each applied to answers that differ)"
             rows.append((f"agreement with human labels ({kind} {name})", value))
     return rows
+
+
+def differing_text(kind: str, name: str, h: dict) -> str:
+    """The warning for labels each applied to answers that differ."""
+    d = h["labels_on_differing_answers"]
+    text = (
+        f"{kind} {name}: {d['n_labels']} labels of {h['labels']} were each applied to answers that differ "
+        f"({d['n_answers']} answers, of generator{'s' if len(d['generators']) > 1 else ''} "
+        f"{', '.join(d['generators'])}); the agreement counts every one of them."
+    )
+    if len(d["generators"]) > 1:
+        text += (
+            " A label that names no generator is applied to every generator's answer: if the labels are about one "
+            "generator's answers, map its field (labels.fields.generator)."
+        )
+    return text
 
 
 def _confusion(c: dict) -> list[str]:
@@ -160,6 +182,9 @@ def render(v: dict) -> list[str]:
             "or no majority) are counted apart, never as disagreement. Agreement has a 95% Wilson interval.",
             "",
         ]
+        for k, n, h in labelled:
+            if h.get("labels_on_differing_answers"):
+                out += [f"> **Warning:** {differing_text(k, n, h)}", ""]
         for k, n, h in labelled:
             if not h["confusion"]:
                 continue
