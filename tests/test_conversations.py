@@ -99,6 +99,8 @@ def test_two_turn_items_give_one_generation_per_turn_with_turn_one_in_the_turn_t
     again, meta2 = generate(tmp_path, items, name="again")
     assert meta2.computed_items == 0 and meta2.resumed_items == 5
     assert again["output"].tolist() == out["output"].tolist()
+    # Nothing was computed, so no model was loaded: no load time, only the tokenizer's and fingerprint's.
+    assert meta.load_seconds > 0 and meta2.load_seconds == 0 and meta2.setup_seconds > 0
 
 
 def test_turns_resume_one_at_a_time(tmp_path):

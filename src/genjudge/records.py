@@ -85,7 +85,8 @@ class JobMeta(_Record):
     chat_template: bool | None = None
     n_items: int = 0
     batch_size: int | None = None
-    load_seconds: float = 0.0
+    setup_seconds: float = 0.0  # tokenizer load and model fingerprint
+    load_seconds: float = 0.0  # the model's weights; 0 when every item came from the item store
     resumed_items: int = 0
     computed_items: int = 0
     tokens_per_second: float | None = None
@@ -186,6 +187,7 @@ class JudgeMeta(JobMeta):
             n_items=sum(m.n_items for m in metas),
             n_requests=sum(m.n_requests for m in metas),
             n_decided_by_rule=sum(m.n_decided_by_rule for m in metas),
+            setup_seconds=round(sum(m.setup_seconds for m in metas), 3),
             load_seconds=round(sum(m.load_seconds for m in metas), 3),
             judge_seconds=round(sum(m.judge_seconds for m in metas), 3),
             resumed_items=sum(m.resumed_items for m in metas),

@@ -57,6 +57,7 @@ class Completion:
     info: dict = field(default_factory=dict)  # placement, device
     computed_tokens: int = 0
     computed_keys: set = field(default_factory=set)  # keys computed now (the rest came from the store)
+    setup_seconds: float = 0.0  # the tokenizer and the model's fingerprint, paid even when nothing is computed
 
 
 class PromptSet:
@@ -152,8 +153,9 @@ def complete(
         sum(k in done for k in keys),
         len(todo),
     )
-    # The tokenizer's time is paid once per PromptSet, however many completions it makes.
-    load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, None, {}, []
+    # The tokenizer's time is paid once per PromptSet, however many completions it makes; the model's
+    # load only by a completion with something to compute (none when every item came from the store).
+    setup_seconds, load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, 0.0, None, {}, []
     pset.setup_seconds = 0.0
     if todo:
         from genjudge.engine.context import check_context
@@ -219,6 +221,7 @@ def complete(
         info,
         sum(r["n_generated_tokens"] for r in new),
         {keys[i] for i in todo},
+        setup_seconds,
     )
 
 
@@ -241,6 +244,7 @@ def combined(cs: list[Completion]) -> Completion:
         next((c.info for c in cs if c.info), {}),
         sum(c.computed_tokens for c in cs),
         set().union(*(c.computed_keys for c in cs)),
+        sum(c.setup_seconds for c in cs),
     )
 
 
@@ -250,6 +254,7 @@ def completion_meta(c: Completion, seconds_name: str) -> dict:
         "model_fingerprint": c.model_fingerprint,
         "chat_template": c.chat_template,
         "batch_size": c.batch_size,
+        "setup_seconds": round(c.setup_seconds, 3),
         "load_seconds": round(c.load_seconds, 3),
         seconds_name: round(c.compute_seconds, 3),
         "resumed_items": c.resumed,
