@@ -36,13 +36,7 @@ def table_to_pairs(table: dict) -> tuple[list, list]:
 )
 def test_cohen_kappa_on_textbook_tables(table, kappa):
     a, b = table_to_pairs(table)
-    assert agreement.cohen_kappa(a, b) == pytest.approx(kappa, abs=5e-5)
-
-
-def test_cohen_kappa_edges():
-    assert agreement.cohen_kappa([], []) is None
-    assert agreement.cohen_kappa(["x"] * 4, ["x"] * 4) == 1.0
-    assert agreement.cohen_kappa(list("abab"), list("baba")) == pytest.approx(-1.0)
+    assert agreement.cohen_kappa(a, b)[0] == pytest.approx(kappa, abs=5e-5)
 
 
 def test_fleiss_kappa_on_the_textbook_table():
@@ -59,7 +53,7 @@ def test_fleiss_kappa_on_the_textbook_table():
         [6, 5, 2, 1, 0],
         [0, 2, 2, 3, 7],
     ]
-    assert agreement.fleiss_kappa(table) == pytest.approx(0.2099, abs=5e-4)
+    assert agreement.fleiss_kappa(table)[0] == pytest.approx(0.2099, abs=5e-4)
     with pytest.raises(ValueError, match="same number"):
         agreement.fleiss_kappa([[1, 1], [2, 1]])
 
@@ -203,7 +197,7 @@ def test_fleiss_kappa_of_a_panel_over_items_all_judges_parsed():
     ij = inter_judge(df, ["a", "b", "c"])
     assert ij["n_all_parsed"] == 3
     table = [[3, 0], [2, 1], [0, 3]]
-    assert ij["fleiss_kappa"] == pytest.approx(agreement.fleiss_kappa(table))
+    assert ij["fleiss_kappa"] == pytest.approx(agreement.fleiss_kappa(table)[0])
     assert ij["pairs"]["a / b"]["cohen_kappa"] == 1.0
 
 
@@ -406,3 +400,96 @@ def test_panel_votes_are_matched_per_turn():
         ("q0", 2, "incorrect"),
         ("q1", 2, "incorrect"),
     ]
+
+
+def test_cohen_kappa_edges():
+    assert agreement.cohen_kappa([], []) == (None, "no items rated by both")
+    assert agreement.cohen_kappa(list("abab"), list("baba"))[0] == pytest.approx(-1.0)
+    assert agreement.cohen_kappa(list("abab"), list("abab")) == (1.0, None)
+
+
+@pytest.mark.parametrize("label", ["correct", "incorrect"])
+def test_cohen_kappa_of_one_label_throughout_is_not_defined_never_one(label):
+    # Four labels all `correct` and a judge that said `correct` to all four: agreement 100%, but
+    # the expected agreement is 1 as well, so kappa is 0/0.
+    value, why = agreement.cohen_kappa([label] * 4, [label] * 4)
+    assert value is None and f"every label is {label!r} on both sides" in why and "expected agreement is 1" in why
+    out = agreement.agreement([label] * 4, [label] * 4)
+    assert out["agreement"]["value"] == 1.0 and out["cohen_kappa"] is None
+    assert out["cohen_kappa_undefined"] == why
+
+
+def test_fleiss_kappa_of_one_category_throughout_is_not_defined():
+    value, why = agreement.fleiss_kappa([[3, 0], [3, 0], [3, 0]])
+    assert value is None and "expected agreement is 1" in why
+    assert agreement.fleiss_kappa([]) == (None, "no item rated by every rater")
+
+
+def test_a_panel_incorrect_throughout_reports_its_kappas_as_not_defined():
+    from genjudge.stages.validity import render
+
+    a, b = judged(["incorrect"] * 4), judged(["incorrect"] * 4)
+    panel = {"judges": ["a", "b"], "rule": "majority", "mode": "reference"}
+    df = panel_judgments(panel, {"a": a, "b": b})
+    s = panel_summary(panel, df)
+    ij = s["inter_judge"]
+    assert ij["fleiss_kappa"] is None and "expected agreement is 1" in ij["fleiss_kappa_undefined"]
+    pair = ij["pairs"]["a / b"]
+    assert pair["cohen_kappa"] is None and "every label is 'incorrect' on both sides" in pair["cohen_kappa_undefined"]
+    md = "\n".join(render({"judges": {}, "panels": {"p": s}, "self_preference": [], "length_measure": "x"}))
+    assert "1.00" not in md
+    assert "Fleiss' kappa not defined (" in md and "a / b not defined (every label is 'incorrect'" in md
+
+
+def test_agreement_with_human_labels_all_correct_says_kappa_is_not_defined(tmp_path):
+    from genjudge.stages.validity import headline, label_agreement, render
+
+    mode = modes.get("reference")
+    df = judged(["correct"] * 4)
+    section = write_labels(tmp_path / "l.jsonl", [{"id": f"q{i}", "label": "correct"} for i in range(4)])
+    h = label_agreement(df, section, mode, "judge.labels")
+    assert h["agreement"]["value"] == 1.0 and h["cohen_kappa"] is None
+    assert "expected agreement is 1" in h["cohen_kappa_undefined"]
+    v = {"judges": {"j": {"human": h, "bias": {}}}, "panels": {}, "self_preference": [], "length_measure": "x"}
+    md = "\n".join(render(v))
+    assert "1.00" not in md and "not defined (every label is 'correct' on both sides" in md
+    (row,) = headline(v)
+    assert "Cohen's kappa not defined (every label is 'correct'" in row[1]
+
+
+@pytest.mark.parametrize(
+    "x,y,why",
+    [
+        ([1, 1, 1], [1, 2, 3], "the first variable is constant: every value is 1"),
+        ([1, 2, 3], [5, 5, 5], "the second variable is constant: every value is 5"),
+        ([1, 2], [1, 2], "fewer than 3 pairs (2)"),
+    ],
+)
+def test_correlations_of_constant_inputs_are_not_defined_with_the_reason(x, y, why):
+    c = agreement.correlations(x, y)
+    assert c["pearson"] is None and c["spearman"] is None and c["undefined"] == why
+
+
+def test_length_correlation_of_answers_all_the_same_length_names_the_lengths():
+    df = pd.DataFrame({"verdict": ["correct", "incorrect", "correct"], "output": ["ab", "cd", "ef"]})
+    c = length_correlation(df, modes.get("reference"))["length_correlation"]
+    assert c["pearson"] is None and c["undefined"] == "the answer lengths are constant: every value is 2"
+
+
+def test_labels_naming_no_generator_applied_to_differing_answers_are_warned_about(tmp_path):
+    from genjudge.stages.validity import label_agreement, render
+
+    mode = modes.get("reference")
+    a, b = judged(["correct"] * 4, generator="a"), judged(["incorrect"] * 4, generator="b")
+    b["output"] = ["y", "x", "z", "w"]  # q1 is the same answer as a's; q0, q2, q3 differ
+    section = write_labels(tmp_path / "l.jsonl", [{"id": f"q{i}", "label": "correct"} for i in range(4)])
+    h = label_agreement(pd.concat([a, b], ignore_index=True), section, mode, "judge.labels")
+    assert h["n_labelled"] == 8
+    d = h["labels_on_differing_answers"]
+    assert (d["n_labels"], d["n_answers"], d["generators"]) == (3, 6, ["a", "b"])
+    v = {"judges": {"j": {"human": h, "bias": {}}}, "panels": {}, "self_preference": [], "length_measure": "x"}
+    md = "\n".join(render(v))
+    assert "3 labels of" in md and "were each applied to answers that differ (6 answers" in md
+    assert "labels.fields.generator" in md
+    same = label_agreement(pd.concat([a, a.assign(generator="b")], ignore_index=True), section, mode, "judge.labels")
+    assert "labels_on_differing_answers" not in same

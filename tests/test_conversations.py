@@ -99,6 +99,8 @@ def test_two_turn_items_give_one_generation_per_turn_with_turn_one_in_the_turn_t
     again, meta2 = generate(tmp_path, items, name="again")
     assert meta2.computed_items == 0 and meta2.resumed_items == 5
     assert again["output"].tolist() == out["output"].tolist()
+    # Nothing was computed, so no model was loaded: no load time, only the tokenizer's and fingerprint's.
+    assert meta.load_seconds > 0 and meta2.load_seconds == 0 and meta2.setup_seconds > 0
 
 
 def test_turns_resume_one_at_a_time(tmp_path):
@@ -177,7 +179,7 @@ def test_a_multi_turn_run_is_judged_and_reported_per_turn(workflow):
     assert judged.loc[("82", 1), "decided_by"] == "no reference" == judged.loc[("82", 2), "unparsed_reason"]
     assert pd.isna(raw.loc[("82", 2), "judge_prompt"])  # never sent to the judge
     summary = json.loads((res / "report" / "summary.json").read_text())
-    assert summary["n_items"] == 7 and summary["unparsed_reasons"]["no reference"] == 2
+    assert summary["n_items"] == 4 and summary["n_answers"] == 7 and summary["unparsed_reasons"]["no reference"] == 2
     turns = summary["per_turn"]
     assert {t: c["n_items"] for t, c in turns.items()} == {"1": 4, "2": 3}
     assert turns["2"]["n_judged"] + turns["2"]["n_unparsed"] == 3

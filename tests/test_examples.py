@@ -117,7 +117,8 @@ def test_mt_bench_single_example_plans_and_picks_fastchat_templates_per_category
     rx = score.compile(j["verdict_pattern"])
     options = {"score_range": j["score_range"]}
     assert score.parse_text("Fine overall. Rating: [[7.5]]", rx, True, options).verdict == "7.5"
-    assert score.parse_text("Rating: [[37]]", rx, True, options).reason == "score 37 outside 1-10"
+    off = score.parse_text("Rating: [[37]]", rx, True, options)
+    assert (off.reason, off.detail) == ("score outside 1-10", "score 37")
 
 
 def test_mt_bench_pairwise_example_plans_both_generators_and_swaps_whole_conversations(workflow):

@@ -99,6 +99,38 @@ def test_score_distribution_keeps_decimals_and_refuses_out_of_range_scores():
     gens = GENS.assign(id=["a", "b", "c"])
     r = raw(["[[5]]", "[[5.5]]", "[[37]]"], ["eos"] * 3)
     df = parse_judgments(gens, r, "score", r"\[\[(\d+\.?\d*)\]\]", options={"score_range": [1, 10]})
-    assert df["score"].tolist()[:2] == [5.0, 5.5] and df["unparsed_reason"][2] == "score 37 outside 1-10"
+    assert df["score"].tolist()[:2] == [5.0, 5.5] and df["unparsed_reason"][2] == "score outside 1-10"
     m = modes.get("score").metrics(df)
     assert m["score_counts"] == {"5": 1, "5.5": 1} and m["mean_score"]["value"] == 5.25
+
+
+def test_unparsed_reasons_are_causes_and_the_text_ends_are_kept_apart():
+    rx = r"RESULT:\s*(CORRECT|INCORRECT)"
+    outputs = ["I think it is fine, INCORRECT", "so the final VERDICT", "RESULT: MAYBE"]
+    df = parse_judgments(GENS, raw(outputs, ["eos"] * 3), "reference", pattern=rx)
+    assert df["unparsed_reason"].nunique() == 1  # one cause, however each text ends
+    assert df["unparsed_reason"][0] == f"no match for the verdict pattern {rx}"
+    assert df["unparsed_detail"].tolist() == [f"the text ends: ...{t}" for t in outputs]
+    score = modes.get("score")
+    for text, cause, detail in (
+        ("SCORE: 37", "score outside 1-10", "score 37"),
+        ("SCORE: 12", "score outside 1-10", "score 12"),
+    ):
+        v = score.parse_text(text, score.compile(None), False, {"score_range": [1, 10]})
+        assert (v.verdict, v.reason, v.detail) == (None, cause, detail)
+    ref = modes.get("reference")
+    v = ref.parse_text("VERDICT: maybe", ref.compile(r"VERDICT:\s*(\w+)"), True)
+    assert v.reason == "label not one of ['CORRECT', 'INCORRECT', 'PARTIAL']" and v.detail == "label 'maybe'"
+
+
+def test_pairwise_unparsed_reasons_name_each_order_by_cause():
+    gens = GENS.assign(opponent_output="o")
+    rows = pd.concat([raw(["WINNER: A"] * 3, ["eos"] * 3), raw(["none a", "none b", "VERDICT: B"], ["eos"] * 3)])
+    rows["order"] = [0] * 3 + [1] * 3
+    df = parse_judgments(gens, rows, "pairwise", pattern=r"WINNER:\s*(A|B|TIE)")
+    assert (
+        df["unparsed_reason"][0]
+        == df["unparsed_reason"][1]
+        == "order 1: no match for the verdict pattern " + (r"WINNER:\s*(A|B|TIE)")
+    )
+    assert df["unparsed_detail"][0] == "order 1: the text ends: ...none a"

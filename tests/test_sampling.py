@@ -7,7 +7,6 @@ item gives the same text whatever the batch, shard layout or resume point
 """
 
 import json
-import math
 
 import pandas as pd
 import pytest
@@ -22,6 +21,7 @@ from genjudge.judging.sampling_stats import (
     reported_ks,
     score_measures,
 )
+from genjudge.judging.stats import wilson_bounds
 
 # --- measures over samples: constructed tables -----------------------------------------------
 
@@ -80,10 +80,13 @@ def test_reference_measures_on_a_constructed_table():
     assert m["answer_agreement"]["value"] == pytest.approx((1 + 2 / 3 + 1 / 3 + 2 / 3) / 4)
     # unanimous parsed verdicts: a and d yes; b and c no.
     assert m["verdict_unanimity"]["value"] == pytest.approx(0.5)
-    # The interval is over the 4 items' accuracies, not the 11 parsed samples.
-    sd = math.sqrt(sum((x - sum(per_item) / 4) ** 2 for x in per_item) / 3)
-    lo, hi = m["mean_accuracy"]["ci95"]
-    assert hi - lo == pytest.approx(2 * 1.959964 * sd / 2)
+    # The interval is over the 4 items' accuracies, not the 11 parsed samples: Wilson at the effective
+    # n, p(1 - p) over the variance of the mean of the items' accuracies.
+    p = sum(per_item) / 4
+    var = sum((x - p) ** 2 for x in per_item) / 4 / 4
+    acc = m["mean_accuracy"]
+    assert acc["n"] == 4 and acc["n_answers"] == 11 and acc["n_effective"] == pytest.approx(p * (1 - p) / var, abs=0.01)
+    assert acc["ci95"] == pytest.approx(list(wilson_bounds(p, p * (1 - p) / var)))
 
 
 def test_majority_vote_rules():

@@ -7,8 +7,8 @@ from genjudge.records import GenerateMeta
 from genjudge.shard_sizing import sizing
 
 
-def write_metas(run_dir, generator, n_shards, items, load, per_item, resumed=0):
-    for i in range(n_shards):
+def write_metas(run_dir, generator, n_shards, items, load, per_item, resumed=0, first=0):
+    for i in range(first, first + n_shards):
         path = run_dir / "generations" / generator / "questions" / f"{i}.meta.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         computed = items - resumed
@@ -49,3 +49,20 @@ def test_a_run_without_metas_is_an_error(tmp_path):
         [sys.executable, "-m", "genjudge.cli", "shards", str(tmp_path)], capture_output=True, text=True
     )
     assert proc.returncode == 1 and "no generation meta files" in proc.stderr
+
+
+def test_shards_that_came_from_the_cache_print_no_nan_and_no_load(tmp_path):
+    # Every shard of "cached" came from the item cache: no model loaded, nothing to size by.
+    write_metas(tmp_path, "cached", 3, 100, load=0.0, per_item=0.1, resumed=100)
+    # "mixed": two shards computed (load 8 s), two came from the cache (no load): the load is the loaders'.
+    write_metas(tmp_path, "mixed", 2, 100, load=8.0, per_item=0.1)
+    write_metas(tmp_path, "mixed", 2, 100, load=0.0, per_item=0.1, resumed=100, first=2)
+    frame = sizing(tmp_path).set_index("generator")
+    assert frame.loc["mixed", "load_s"] == 8.0 and frame.loc["mixed", "compute_s_per_item"] == 0.1
+    assert frame.loc["cached", "load_s"] is None and frame.loc["cached", "max_shards"] is None
+    out = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "shards", str(tmp_path)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "nan" not in out.lower()
+    assert "| cached | questions | 3 | 100.0 | - | - | - | - | - |" in out
+    assert "cached/questions: every shard came from the item cache" in out

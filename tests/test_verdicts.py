@@ -52,7 +52,8 @@ def test_custom_pattern_replaces_the_default_one():
     # A custom pattern that does not match says so, not "no verdict marker".
     v = parse_verdict("VERDICT: CORRECT", pattern=r"\[\[(A|B)\]\]", labels={"A": "a"}, marker=None)
     assert v.verdict is None
-    assert v.reason == "no match for the verdict pattern \\[\\[(A|B)\\]\\]; the text ends: ...VERDICT: CORRECT"
+    assert v.reason == "no match for the verdict pattern \\[\\[(A|B)\\]\\]"
+    assert v.detail == "the text ends: ...VERDICT: CORRECT"
 
 
 def test_score_and_pairwise_patterns_take_the_last_marker():
@@ -64,7 +65,7 @@ def test_score_and_pairwise_patterns_take_the_last_marker():
     rx = score.compile(None)
     assert score.parse_text("SCORE: 3 ... no, SCORE: 10", rx, False).verdict == "10"
     v = score.parse_text("SCORE: 11", rx, False)
-    assert v.verdict is None and v.reason == "score 11 outside 1-10"
+    assert v.verdict is None and (v.reason, v.detail) == ("score outside 1-10", "score 11")
     assert score.parse_text("SCORE: [[7.5]]", rx, False).verdict == "7.5"
     assert score.parse_text("SCORE: 37", rx, False, {"score_range": [0, 100]}).verdict == "37"
     fastchat = score.compile(r"\[\[(\d+\.?\d*)\]\]")

@@ -21,6 +21,9 @@ def cmd_summary(args) -> int:
         from genjudge.stages.report import leaderboard_markdown
 
         print("\n".join(leaderboard_markdown(s.leaderboard)))
+        from genjudge.judging.paired import markdown as paired_markdown
+
+        print("\n".join(paired_markdown(s.paired)[1:]))
         from genjudge.stages.validity import headline
 
         for k, v in headline(s.validity):

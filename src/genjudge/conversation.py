@@ -163,10 +163,13 @@ def per_turn(df: pd.DataFrame, mode) -> dict:
     """The mode's measures per turn ({} for a single-turn dataset): "1", "2", ..."""
     if "turn" not in df or df["turn"].nunique() < 2:
         return {}
+    from genjudge.judging.items import count_items
+
     out = {}
     for turn, g in df.groupby("turn", sort=True):
         out[str(int(turn))] = {
-            "n_items": len(g),
+            "n_items": count_items(g),
+            "n_answers": len(g),
             "n_judged": int(g["verdict"].notna().sum()),
             "n_unparsed": int(g["verdict"].isna().sum()),
             **mode.metrics(g),

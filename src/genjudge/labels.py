@@ -177,6 +177,27 @@ def join(judgments: pd.DataFrame, labels: pd.DataFrame, mode, source: str, where
     return merged.drop(columns=["label"])
 
 
+def differing_answers(joined: pd.DataFrame, labels: pd.DataFrame) -> dict | None:
+    """Labels each applied to answers that differ (a label naming no generator applied to every
+    generator's answer, or to every sample): {n_labels, n_answers, generators}, None where there are none."""
+    keys = ["id", *[k for k in KEYS if k in labels]]
+    if "dataset" in joined and "dataset" not in keys:
+        keys.append("dataset")  # the same id in two datasets is two items, and two labels
+    shown = [c for c in ("output", "opponent_output") if c in joined]
+    if not shown:
+        return None
+    answer = joined[shown].astype(str).apply(lambda r: " ".join(" ".join(r).split()), axis=1)
+    n_answers = answer.groupby([joined[k] for k in keys], dropna=False).transform("nunique")
+    hit = joined[n_answers > 1]
+    if hit.empty:
+        return None
+    return {
+        "n_labels": int(len(hit[keys].drop_duplicates())),
+        "n_answers": len(hit),
+        "generators": sorted(map(str, hit["generator"].unique())),
+    }
+
+
 def check_config_labels(config: dict, exp, ids_by_dataset: dict) -> None:
     """While planning: every judge's labels file reads, and names only items of the run."""
     from genjudge.judging import modes

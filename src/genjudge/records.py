@@ -85,7 +85,8 @@ class JobMeta(_Record):
     chat_template: bool | None = None
     n_items: int = 0
     batch_size: int | None = None
-    load_seconds: float = 0.0
+    setup_seconds: float = 0.0  # tokenizer load and model fingerprint
+    load_seconds: float = 0.0  # the model's weights; 0 when every item came from the item store
     resumed_items: int = 0
     computed_items: int = 0
     tokens_per_second: float | None = None
@@ -198,6 +199,7 @@ class JudgeMeta(JobMeta):
             n_items=sum(m.n_items for m in metas),
             n_requests=sum(m.n_requests for m in metas),
             n_decided_by_rule=sum(m.n_decided_by_rule for m in metas),
+            setup_seconds=round(sum(m.setup_seconds for m in metas), 3),
             load_seconds=round(sum(m.load_seconds for m in metas), 3),
             judge_seconds=round(sum(m.judge_seconds for m in metas), 3),
             resumed_items=sum(m.resumed_items for m in metas),
@@ -292,14 +294,22 @@ class RunSummary(_Record):
     schema_version: int = SCHEMA_VERSION
     run: str = ""
     mode: str = ""
-    n_items: int = 0
-    n_judged: int = 0
+    n_items: int = 0  # items (ids); an item's turns and samples are its answers
+    n_answers: int = 0  # answers judged: items x turns x samples
+    answers_per_item: str | None = None  # e.g. "3 samples per item"; None: one answer each
+    n_judged: int = 0  # answers with a parsed verdict
     n_unparsed: int = 0
-    unparsed_rate: float | None = None
-    unparsed_reasons: dict = field(default_factory=dict)
+    unparsed_rate: float | None = None  # of the answers
+    unparsed_reasons: dict = field(default_factory=dict)  # cause -> answers
+    unparsed_examples: dict = field(default_factory=dict)  # cause -> [{id, detail}, ...] (how texts ended)
+    n_truncated: int = 0  # answers the generator cut at max_new_tokens (finish_reason "length")
+    truncated_rate: float | None = None  # of the answers
+    truncated_examples: list = field(default_factory=list)  # {id[, turn, sample], output_end}
     accuracy: float | None = None
     accuracy_ci95: list | None = None
     exact_match: dict = field(default_factory=dict)
+    exact_match_shown: bool = True  # whether exact match means something here (short references, or extraction)
+    exact_match_note: str | None = None  # why it is shown or not
     answers_not_extracted: int = 0  # answers from which the dataset's extraction found nothing
     per_category: dict = field(default_factory=dict)
     placement_warnings: list = field(default_factory=list)
@@ -309,6 +319,7 @@ class RunSummary(_Record):
     leaderboard: list = field(default_factory=list)  # one row per (generator, dataset, judge[, opponent])
     cells: dict = field(default_factory=dict)  # several cells: each cell's own summary, by its key
     across_cells: dict = field(default_factory=dict)  # judge -> measures over all its cells (e.g. strengths)
+    paired: list = field(default_factory=list)  # paired differences of every two generators per judge and dataset
     validity: dict = field(default_factory=dict)  # agreement with human labels, bias diagnostics, panels
     time_model: dict = field(default_factory=dict)  # each job's predicted (genjudge.time_model) and measured seconds
     metrics: dict = field(default_factory=dict)

@@ -29,7 +29,7 @@ def shard_table(run_dir) -> pd.DataFrame:
                 "shard": m.shard,
                 "n_items": m.n_items,
                 "computed_items": m.computed_items,
-                "load_seconds": m.load_seconds,
+                "load_seconds": m.load_seconds + m.setup_seconds if m.computed_items else 0.0,
                 "generate_seconds": m.generate_seconds,
                 "partition": m.slurm_partition,
             }
@@ -45,37 +45,52 @@ def sizing(run_dir, max_load_share: float = 0.1) -> pd.DataFrame:
         raise FileNotFoundError(f"{run_dir}: no generation meta files (generations/*/*/*.meta.json)")
     out = []
     for (generator, dataset), g in table.groupby(["generator", "dataset"], sort=True):
+        # Only the shards that computed something loaded the model: the others came from the item
+        # cache and say nothing about load or compute time (None: nothing measured).
         computed = g[g.computed_items > 0]
-        per_item = (computed.generate_seconds.sum() / computed.computed_items.sum()) if len(computed) else math.nan
-        load = g.load_seconds.median()
-        n_items = int(g.n_items.sum())
-        # Items a job needs so that load <= share of (load + compute).
-        need = load * (1 - max_load_share) / max_load_share / per_item if per_item and per_item > 0 else math.nan
-        most = max(1, min(n_items, math.floor(n_items / need))) if not math.isnan(need) and need > 0 else None
-        total = g.load_seconds.sum() + g.generate_seconds.sum()
-        out.append(
-            {
-                "generator": generator,
-                "dataset": dataset,
-                "shards": len(g),
-                "items_per_shard": float(g.n_items.median()),
-                "load_s": round(float(load), 3),
-                "compute_s": round(float(g.generate_seconds.median()), 3),
-                "load_share": round(float(g.load_seconds.sum() / total), 3) if total else math.nan,
-                "compute_s_per_item": round(float(per_item), 5),
-                "max_shards": most,
-            }
-        )
-    return pd.DataFrame(out)
+        row = {
+            "generator": generator,
+            "dataset": dataset,
+            "shards": len(g),
+            "items_per_shard": float(g.n_items.median()),
+            "load_s": None,
+            "compute_s": None,
+            "load_share": None,
+            "compute_s_per_item": None,
+            "max_shards": None,
+        }
+        if len(computed):
+            per_item = computed.generate_seconds.sum() / computed.computed_items.sum()
+            load = float(computed.load_seconds.median())
+            n_items = int(g.n_items.sum())
+            # Items a job needs so that load <= share of (load + compute).
+            need = load * (1 - max_load_share) / max_load_share / per_item if per_item > 0 else math.nan
+            total = computed.load_seconds.sum() + computed.generate_seconds.sum()
+            row.update(
+                load_s=round(load, 3),
+                compute_s=round(float(computed.generate_seconds.median()), 3),
+                load_share=round(float(computed.load_seconds.sum() / total), 3) if total else None,
+                compute_s_per_item=round(float(per_item), 5),
+                max_shards=max(1, min(n_items, math.floor(n_items / need))) if need > 0 else None,
+            )
+        out.append(row)
+    return pd.DataFrame(out, dtype=object)
 
 
 def render(frame: pd.DataFrame, max_load_share: float = 0.1) -> list[str]:
     cols = list(frame.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in frame.iterrows():
-        lines.append("| " + " | ".join("" if v is None else str(v) for v in row.tolist()) + " |")
+        lines.append("| " + " | ".join("-" if v is None else str(v) for v in row.tolist()) + " |")
     lines.append(
         f"max_shards: the most shards that keep model loading under {max_load_share:.0%} of each generation job "
-        "(median load seconds against compute seconds per item; a job's scheduling and start-up come on top)"
+        "(median load seconds against compute seconds per item, over the shards that loaded the model; a job's "
+        "scheduling and start-up come on top)"
     )
+    for row in frame.itertuples():
+        if row.load_s is None:
+            lines.append(
+                f"{row.generator}/{row.dataset}: every shard came from the item cache: no model was loaded and "
+                "nothing computed, so there is nothing to size by (a run that computes gives the figures)"
+            )
     return lines

@@ -82,6 +82,7 @@ class Completion:
     computed_tokens: int = 0
     computed_keys: set = field(default_factory=set)  # keys computed now (the rest came from the store)
     timing: Timing = field(default_factory=Timing)  # prefill and decode seconds (generation only)
+    setup_seconds: float = 0.0  # the tokenizer and the model's fingerprint, paid even when nothing is computed
 
 
 class PromptSet:
@@ -188,8 +189,9 @@ def complete(
         sum(k in done for k in keys),
         len(todo),
     )
-    # The tokenizer's time is paid once per PromptSet, however many completions it makes.
-    load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, None, {}, []
+    # The tokenizer's time is paid once per PromptSet, however many completions it makes; the model's
+    # load only by a completion with something to compute (none when every item came from the store).
+    setup_seconds, load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, 0.0, None, {}, []
     timing = Timing()
     pset.setup_seconds = 0.0
     if todo:
@@ -258,6 +260,7 @@ def complete(
         sum(r["n_generated_tokens"] for r in new),
         {keys[i] for i in todo},
         timing,
+        setup_seconds,
     )
 
 
@@ -281,6 +284,7 @@ def combined(cs: list[Completion]) -> Completion:
         sum(c.computed_tokens for c in cs),
         set().union(*(c.computed_keys for c in cs)),
         functools.reduce(Timing.merged, (c.timing for c in cs), Timing()),
+        sum(c.setup_seconds for c in cs),
     )
 
 
@@ -290,6 +294,7 @@ def completion_meta(c: Completion, seconds_name: str) -> dict:
         "model_fingerprint": c.model_fingerprint,
         "chat_template": c.chat_template,
         "batch_size": c.batch_size,
+        "setup_seconds": round(c.setup_seconds, 3),
         "load_seconds": round(c.load_seconds, 3),
         seconds_name: round(c.compute_seconds, 3),
         "resumed_items": c.resumed,

@@ -58,7 +58,9 @@ def length_correlation(df: pd.DataFrame, mode) -> dict | None:
         values = parsed["verdict"].map(VERDICT_VALUE)
     else:
         return None
-    corr = agreement.correlations([answer_length(t) for t in parsed["output"]], values)
+    corr = agreement.correlations(
+        [answer_length(t) for t in parsed["output"]], values, ("the answer lengths", "the verdicts")
+    )
     return {"length_correlation": corr, "length_measure": LENGTH_MEASURE}
 
 

@@ -108,19 +108,25 @@ def panel_judgments(panel: dict, judgments: dict) -> pd.DataFrame:
 
 def inter_judge(df: pd.DataFrame, judges: list[str]) -> dict:
     """Fleiss' kappa over the items every judge parsed, and Cohen's kappa for each pair of judges
-    over the items both parsed."""
+    over the items both parsed; a kappa that is not defined is None with `<name>_undefined` saying why."""
     cols = [f"vote:{j}" for j in judges]
     full = df[df[cols].notna().all(axis=1)]
-    _, table = agreement.count_table([list(r) for r in full[cols].itertuples(index=False)])
+    cats, table = agreement.count_table([list(r) for r in full[cols].itertuples(index=False)])
     pairs = {}
     for i, a in enumerate(judges):
         for b in judges[i + 1 :]:
             both = df[df[f"vote:{a}"].notna() & df[f"vote:{b}"].notna()]
             pairs[f"{a} / {b}"] = {
-                "cohen_kappa": agreement.cohen_kappa(list(both[f"vote:{a}"]), list(both[f"vote:{b}"])),
+                **agreement.kappa_fields(
+                    "cohen_kappa", agreement.cohen_kappa(list(both[f"vote:{a}"]), list(both[f"vote:{b}"]))
+                ),
                 "n": len(both),
             }
-    return {"fleiss_kappa": agreement.fleiss_kappa(table) if table else None, "n_all_parsed": len(full), "pairs": pairs}
+    return {
+        **agreement.kappa_fields("fleiss_kappa", agreement.fleiss_kappa(table, cats)),
+        "n_all_parsed": len(full),
+        "pairs": pairs,
+    }
 
 
 def panel_summary(panel: dict, df: pd.DataFrame) -> dict:

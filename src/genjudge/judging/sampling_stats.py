@@ -2,9 +2,11 @@
 
 The k samples of an item are not independent observations, so every interval here
 is over items: a measure is first reduced to one number per item (its accuracy
-over its samples, its mean score, its share of wins), then averaged over items
-with a normal interval over those per-item values (for pairwise win rates, the
-interval clustered by item). Unparsed verdicts are left out of an item's
+over its samples, its mean score, its share of wins), then averaged over items.
+A rate (accuracy, pass@k, a share) has a Wilson interval at the effective
+number of observations of its per-item values (`stats.clustered_rate`, bounded
+by the samples behind them): it stays within [0, 1]. A mean score has a normal
+interval over the per-item values. Unparsed verdicts are left out of an item's
 samples, as everywhere in the report.
 
 - pass@k: the unbiased estimator of Chen et al. (2021), 1 - C(n-c, k) / C(n, k)
@@ -29,7 +31,7 @@ import pandas as pd
 
 from genjudge.dataset import is_missing
 from genjudge.judging.extraction import NO_ANSWER
-from genjudge.judging.stats import mean_interval, rate
+from genjudge.judging.stats import clustered_rate, mean_interval, rate
 from genjudge.judging.textnorm import normalise
 
 
@@ -94,6 +96,12 @@ def _unanimity(items) -> dict:
     return rate(sum(v.nunique() == 1 for v in several), len(several))
 
 
+def item_share(values: list[float], answers: int) -> dict:
+    """The mean of per-item shares in [0, 1], as a rate with its interval over the items (the
+    effective n bounded by the `answers` behind the shares)."""
+    return clustered_rate(values, [1] * len(values), cap=max(answers, len(values)))
+
+
 def common(df: pd.DataFrame) -> dict:
     return {"n_items": int(len(df[_unit(df)].drop_duplicates())), "n_samples": int(df["sample"].nunique())}
 
@@ -103,6 +111,8 @@ def reference_measures(df: pd.DataFrame, correct: str = "correct") -> dict:
     items = _items(df)
     k_max = int(df["sample"].nunique())
     per_item, passes, votes, agreement, vote_em = [], {k: [] for k in reported_ks(k_max)}, [], [], []
+    answers = {k: 0 for k in passes}  # parsed samples behind each pass@k
+    voters = 0
     for _, g in items:
         parsed = g["verdict"].dropna()
         n, c = len(parsed), int((parsed == correct).sum())
@@ -111,20 +121,22 @@ def reference_measures(df: pd.DataFrame, correct: str = "correct") -> dict:
         for k in passes:
             if n >= k:
                 passes[k].append(pass_at_k(n, c, k))
+                answers[k] += n
         rows = list(g.itertuples())
         answer, share, judged = majority_vote([vote_key(r) for r in rows], g["verdict"].tolist(), correct)
         votes.append(judged)
         if share is not None:
             agreement.append(share)
+            voters += sum(vote_key(r) is not None for r in rows)
         em = [r.exact_match for r in rows if answer is not None and vote_key(r) == answer]
         vote_em.append(bool(em) and not is_missing(em[0]) and bool(em[0]))
     return {
         **common(df),
-        "mean_accuracy": mean_interval(per_item),
-        "pass_at_k": {str(k): mean_interval(v) for k, v in passes.items()},
+        "mean_accuracy": item_share(per_item, answers[1]),
+        "pass_at_k": {str(k): item_share(v, answers[k]) for k, v in passes.items()},
         "majority_vote_accuracy": rate(sum(votes), len(votes)),
         "majority_vote_exact_match": rate(sum(vote_em), len(vote_em)),
-        "answer_agreement": mean_interval(agreement),
+        "answer_agreement": item_share(agreement, voters),
         "verdict_unanimity": _unanimity(items),
     }
 
@@ -151,14 +163,16 @@ def pairwise_measures(df: pd.DataFrame, outcomes=("win", "tie", "loss")) -> dict
     """Each outcome's share among an item's parsed samples, averaged over items (interval clustered by item)."""
     items = _items(df)
     shares = {o: [] for o in outcomes}
+    answers = 0
     for _, g in items:
         parsed = g["verdict"].dropna()
+        answers += len(parsed)
         if len(parsed):
             for o in outcomes:
                 shares[o].append(float((parsed == o).mean()))
     return {
         **common(df),
-        **{f"{o}_over_items": mean_interval(v) for o, v in shares.items()},
+        **{f"{o}_over_items": item_share(v, answers) for o, v in shares.items()},
         "verdict_unanimity": _unanimity(items),
     }
 
@@ -181,7 +195,8 @@ def markdown(m: dict | None) -> list[str]:
         "## Samples",
         "",
         f"{m['n_items']} items x {m['n_samples']} samples. Each measure is per item first, then over items; "
-        "intervals are over items (means: 95% normal, rates: 95% Wilson).",
+        "intervals are over items (rates: 95% Wilson at the effective number of items, within [0, 1]; "
+        "mean scores: 95% normal).",
         "",
         "| measure | value | items |",
         "|---|---|---|",

@@ -3,7 +3,10 @@
 The pattern is searched everywhere in the text and the LAST match decides, so
 a judge that discusses "incorrect" options in its reasoning before its final
 `VERDICT: CORRECT` is read correctly. No match gives an explicit `unparsed`
-result with a reason; it is never counted as a wrong answer. Each grading mode
+result with a reason; it is never counted as a wrong answer. The reason is the
+cause alone (the same words for every text that fails the same way, so the
+report counts causes); what differs from text to text, such as how it ends or
+the label it gave, is the `detail`. Each grading mode
 (`judging/modes/`) owns its pattern, labels and marker word.
 """
 
@@ -16,8 +19,9 @@ from dataclasses import dataclass
 @dataclass
 class Verdict:
     verdict: str | None  # a label value, or None when unparsed
-    reason: str | None  # why it is unparsed
+    reason: str | None  # why it is unparsed: the cause, the same for every text that fails alike
     n_markers: int
+    detail: str | None = None  # this text's part: how it ends, the label it gave
 
 
 def compile_pattern(pattern: str) -> re.Pattern:
@@ -40,7 +44,7 @@ def parse_verdict(text: str | None, pattern, labels: dict, marker: str | None) -
         if marker:
             return Verdict(None, "no verdict marker", 0)
         tail = " ".join(text.split())[-60:]
-        return Verdict(None, f"no match for the verdict pattern {rx.pattern}; the text ends: ...{tail}", 0)
+        return Verdict(None, f"no match for the verdict pattern {rx.pattern}", 0, f"the text ends: ...{tail}")
     raw = matches[-1].group(1)
     if raw in labels:
         return Verdict(labels[raw], None, len(matches))
@@ -48,4 +52,4 @@ def parse_verdict(text: str | None, pattern, labels: dict, marker: str | None) -
         return Verdict(labels[raw.upper()], None, len(matches))
     if not labels:  # scores: the captured text is the verdict
         return Verdict(raw, None, len(matches))
-    return Verdict(None, f"label {raw!r} is not one of {sorted(labels)}", len(matches))
+    return Verdict(None, f"label not one of {sorted(labels)}", len(matches), f"label {raw!r}")

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 
 from genjudge import atomic
 from genjudge.conversation import per_turn, turn_table
 from genjudge.experiment import of_cell
-from genjudge.judging import modes, sampling_stats
+from genjudge.judging import modes, paired, sampling_stats
 from genjudge.judging.extraction import NO_ANSWER
+from genjudge.judging.items import answers_per_item, count_items, item_rate
 from genjudge.judging.modes.base import pct, rate_text
-from genjudge.judging.stats import rate
 from genjudge.provenance import provenance
 from genjudge.records import GenerateMeta, JudgeMeta, RunSummary
 from genjudge.stages.validity import headline as validity_headline
@@ -25,21 +26,21 @@ def parse_options(judge: dict) -> dict:
 
 def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: JudgeMeta, config: dict) -> RunSummary:
     mode = modes.get(config["judge"]["mode"])
-    n = len(df)
+    n = len(df)  # answers: items x turns x samples
     parsed = df[df["verdict"].notna()]
-    em_all = df["exact_match"].dropna().astype(bool)
     metrics = mode.metrics(df)
     extra = mode.summary(df, metrics, parse_options(config["judge"]))
     if "sample" in df and df["sample"].nunique() > 1:  # generator.n_samples > 1: measures item by item
         extra["samples"] = mode.over_samples(df)
     per_cat = {}
     for cat, g in df.groupby(df["category"].fillna("(none)"), sort=True):
-        em = g["exact_match"].dropna()
         per_cat[str(cat)] = {
-            "n_items": len(g),
+            "n_items": count_items(g),
+            "n_answers": len(g),
             "n_judged": int(g["verdict"].notna().sum()),
             "n_unparsed": int(g["verdict"].isna().sum()),
-            "exact_match": rate(int(em.astype(bool).sum()), len(em)),
+            "n_truncated": int(truncated_answers(g).sum()),
+            "exact_match": exact_match_rate(g),
             **mode.metrics(g),
         }
     warnings = []
@@ -52,6 +53,9 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
             )
     shards = _shard_rows(gen_metas)
     g, j = config["generator"], config["judge"]
+    cut = truncated_answers(df)
+    em_shown, em_note = exact_match_fits(df, config.get("dataset"))
+    unparsed_reasons, unparsed_examples = unparsed_causes(df, int(config["report"]["n_examples"]))
     generator = {
         "model": g["model"],
         "revision": g["revision"],
@@ -78,14 +82,22 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     return RunSummary(
         run=config["run"],
         mode=mode.name,
-        n_items=n,
+        n_items=count_items(df),
+        n_answers=n,
+        answers_per_item=answers_per_item(df),
         n_judged=len(parsed),
         n_unparsed=n - len(parsed),
         unparsed_rate=(n - len(parsed)) / n if n else None,
-        unparsed_reasons={str(k): int(v) for k, v in df["unparsed_reason"].dropna().value_counts().items()},
+        unparsed_reasons=unparsed_reasons,
+        unparsed_examples=unparsed_examples,
+        n_truncated=int(cut.sum()),
+        truncated_rate=float(cut.mean()) if n else None,
+        truncated_examples=truncated_examples(df, cut, int(config["report"]["n_examples"])),
         accuracy=extra.pop("accuracy", None),
         accuracy_ci95=extra.pop("accuracy_ci95", None),
-        exact_match=rate(int(em_all.sum()), len(em_all)),
+        exact_match=exact_match_rate(df),
+        exact_match_shown=em_shown,
+        exact_match_note=em_note,
         per_category=per_cat,
         placement_warnings=warnings,
         answers_not_extracted=int(df["answer_reason"].fillna("").str.startswith(NO_ANSWER).sum())
@@ -98,23 +110,141 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     )
 
 
+# How judgments parsed before causes and details were apart wrote them: the detail inside the reason.
+_LEGACY = [
+    (re.compile(r"^(?P<cause>.*?); (?P<detail>the text ends: \.\.\..*)$", re.S), "{cause}"),
+    (re.compile(r"^score (?P<detail>\S+) outside (?P<range>.+)$"), "score outside {range}"),
+    (re.compile(r"^label (?P<detail>.+) is not one of (?P<labels>\[.*\])$"), "label not one of {labels}"),
+]
+
+
+def cause_of(reason: str, detail) -> tuple[str, str | None]:
+    """(cause, detail) of an unparsed verdict; a reason written with its detail inside is split."""
+    if isinstance(detail, str) and detail:
+        return reason, detail
+    for rx, cause in _LEGACY:
+        m = rx.match(reason)
+        if m:
+            d = m.group("detail")
+            if cause.startswith("score"):
+                d = f"score {d}"
+            elif cause.startswith("label"):
+                d = f"label {d}"
+            return cause.format(**m.groupdict()), d
+    return reason, None
+
+
+def unparsed_causes(df: pd.DataFrame, n_examples: int) -> tuple[dict, dict]:
+    """({cause: answers}, {cause: the first n_examples [{id, detail}]}), causes most frequent first."""
+    rows = df[df["unparsed_reason"].notna()]
+    details = rows["unparsed_detail"] if "unparsed_detail" in rows else pd.Series(None, index=rows.index)
+    counts: dict = {}
+    examples: dict = {}
+    for item, reason, detail in zip(rows["id"], rows["unparsed_reason"], details):
+        cause, d = cause_of(str(reason), detail)
+        counts[cause] = counts.get(cause, 0) + 1
+        if d and len(examples.setdefault(cause, [])) < n_examples:
+            examples[cause].append({"id": str(item), "detail": d})
+    order = sorted(counts, key=lambda c: -counts[c])
+    return {c: counts[c] for c in order}, {c: examples[c] for c in order if examples.get(c)}
+
+
+SHORT_WORDS = 5  # a short answer: at most this many words
+SHORT_SHARE = 0.9  # of the references that are there
+
+
+def exact_match_fits(df: pd.DataFrame, dataset: dict | None) -> tuple[bool, str]:
+    """Whether normalised exact match means something for these answers, and why: the dataset
+    extracts an answer before comparing (`answer`), or its references are short answers (at most
+    SHORT_WORDS words in SHORT_SHARE of them). Against long open-ended references it is ~0% noise."""
+    answer = (dataset or {}).get("answer") or {}
+    if answer.get("reference") or answer.get("candidate"):
+        return True, "the dataset extracts the answer before comparing (answer)"
+    refs = [str(r) for r in df["reference"] if isinstance(r, str) and r.strip()] if "reference" in df else []
+    if not refs:
+        return False, "no item has a reference"
+    short = sum(len(r.split()) <= SHORT_WORDS for r in refs) / len(refs)
+    if short >= SHORT_SHARE:
+        return True, f"the references are short answers ({short:.0%} of at most {SHORT_WORDS} words)"
+    return False, (
+        f"the references are not short answers (only {short:.0%} of at most {SHORT_WORDS} words) and the dataset "
+        "extracts no answer (answer.reference / answer.candidate)"
+    )
+
+
+def truncated_answers(df: pd.DataFrame) -> pd.Series:
+    """Which answers the generator cut at max_new_tokens (all False for judgments that do not say)."""
+    if "finish_reason" not in df:
+        return pd.Series(False, index=df.index)
+    return df["finish_reason"].eq("length").fillna(False).astype(bool)
+
+
+def truncated_examples(df: pd.DataFrame, cut: pd.Series, n: int, width: int = 160) -> list[dict]:
+    """The first `n` truncated answers: their item (turn, sample where items have several) and how the text ends."""
+    several = [k for k in ("turn", "sample") if k in df and df[k].nunique() > 1]
+    out = []
+    for row in df[cut].head(n).itertuples():
+        ex = {"id": str(row.id), **{k: int(getattr(row, k)) for k in several}}
+        text = " ".join(str(row.output or "").split())
+        ex["output_end"] = text if len(text) <= width else "..." + text[-width:]
+        out.append(ex)
+    return out
+
+
+def truncated_text(n: int, share: float | None) -> str:
+    return f"{n} ({pct(share)})"
+
+
+def exact_match_rate(df: pd.DataFrame) -> dict:
+    """Normalised exact match over the answers that have a reference, clustered by item."""
+    has = df[df["exact_match"].notna()]
+    return item_rate(has, has["exact_match"].astype(bool))
+
+
+def items_text(s: RunSummary) -> str:
+    """`12`, or `12 (36 answers: 3 samples per item)` where items have several answers."""
+    if s.n_answers and s.n_answers != s.n_items:
+        return f"{s.n_items} ({s.n_answers} answers: {s.answers_per_item or 'several per item'})"
+    return str(s.n_items)
+
+
+def intervals_note(clustered: bool) -> str:
+    """What n counts and what the intervals are, under a headline or a leaderboard."""
+    note = (
+        "n counts items. Rates have 95% Wilson intervals, mean scores 95% normal intervals; unparsed verdicts "
+        "are excluded from every rate and mean, never counted as wrong."
+    )
+    if clustered:
+        note += (
+            " An item's several answers (turns, samples) are not independent: every interval is clustered by "
+            "item (rates: Wilson at the effective number of answers, within [0, 1]; means: cluster-robust "
+            "standard error)."
+        )
+    return note
+
+
 def headline_rows(s: RunSummary) -> list[tuple[str, str]]:
     """(measure, value) rows: counts, the mode's measures, exact match."""
     flat = s.to_dict()
     return [
-        ("items", str(s.n_items)),
+        ("items", items_text(s)),
         ("judged (parsed verdicts)", str(s.n_judged)),
         ("unparsed", f"{s.n_unparsed} ({pct(s.unparsed_rate)})"),
+        ("truncated answers (reached generator.max_new_tokens)", truncated_text(s.n_truncated, s.truncated_rate)),
         *modes.get(s.mode).headline(flat),
         *validity_headline(s.validity),
         (
             "normalised exact match",
-            rate_text(s.exact_match)
-            + (
-                f" ({s.answers_not_extracted} answers with nothing extracted, counted as no match)"
-                if s.answers_not_extracted
-                else ""
-            ),
+            (
+                rate_text(s.exact_match)
+                + (
+                    f" ({s.answers_not_extracted} answers with nothing extracted, counted as no match)"
+                    if s.answers_not_extracted
+                    else ""
+                )
+            )
+            if s.exact_match_shown
+            else f"not shown: {s.exact_match_note}",
         ),
     ]
 
@@ -123,10 +253,8 @@ def _category_table(s: RunSummary) -> list[str]:
     head, cell = modes.get(s.mode).category_column()
     out = [f"| category | items | judged | unparsed | {head} | exact match |", "|---|---|---|---|---|---|"]
     for cat, c in s.per_category.items():
-        out.append(
-            f"| {cat} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} | "
-            f"{pct(c['exact_match']['value'])} |"
-        )
+        em = pct(c["exact_match"]["value"]) if s.exact_match_shown else "-"
+        out.append(f"| {cat} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} | {em} |")
     return out
 
 
@@ -166,18 +294,31 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         out += [f"> **Warning:** {w}", ""]
     out += ["## Headline", "", "| measure | value |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in headline_rows(s)]
-    out += [
-        "",
-        "Rates have 95% Wilson intervals, mean scores 95% normal intervals. Unparsed verdicts are excluded "
-        "from every rate and mean, never counted as wrong.",
-        "",
-    ]
+    out += ["", intervals_note(s.n_answers != s.n_items), ""]
+    out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells)]
     out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
     out += sampling_stats.markdown(s.metrics.get("samples"))
     out += ["## By category", "", *_category_table(s), ""]
     if s.unparsed_reasons:
-        out += ["## Unparsed verdicts", "", "| reason | count |", "|---|---|"]
-        out += [f"| {r} | {k} |" for r, k in s.unparsed_reasons.items()]
+        out += ["## Unparsed verdicts", "", "| reason | count | examples |", "|---|---|---|"]
+        for r, k in s.unparsed_reasons.items():
+            shown = "; ".join(f"{e['id']}: {_cell(e['detail'], 60)}" for e in s.unparsed_examples.get(r, []))
+            out.append(f"| {_cell(r, 200)} | {k} | {shown} |")
+        out.append("")
+    if s.truncated_examples:
+        out += [
+            "## Truncated answers",
+            "",
+            f"{s.n_truncated} answer(s) ({pct(s.truncated_rate)}) reached generator.max_new_tokens "
+            f"({s.generator.get('max_new_tokens')}) before they ended; the judge graded them as they are. "
+            "The first of them:",
+            "",
+            "| id | the answer ends |",
+            "|---|---|",
+        ]
+        for e in s.truncated_examples:
+            where = e["id"] + "".join(f", {k} {e[k]}" for k in ("turn", "sample") if k in e)
+            out.append(f"| {_cell(where, 30)} | {_cell(e['output_end'], 170)} |")
         out.append("")
     out += ["## Examples", ""]
     groups = [(v, df[df["verdict"] == v]) for v in sorted(df["verdict"].dropna().unique())]
@@ -236,10 +377,14 @@ def leaderboard_row(s: RunSummary, generator: str, dataset: str, judge: str, opp
         "opponent": opponent,
         "mode": s.mode,
         "n_items": s.n_items,
+        "n_answers": s.n_answers,
         "n_judged": s.n_judged,
         "n_unparsed": s.n_unparsed,
+        "n_truncated": s.n_truncated,
+        "truncated_rate": s.truncated_rate,
         **modes.get(s.mode).leaderboard(s.to_dict()),
         "exact_match": s.exact_match,
+        "exact_match_shown": s.exact_match_shown,
     }
 
 
@@ -253,7 +398,12 @@ def summarise_experiment(
         for cell in exp.cells(judge):
             df = of_cell(df_j, cell).reset_index(drop=True)
             metas = [m for m in gen_metas if (m.generator, m.dataset) == (cell.generator, cell.dataset)]
-            cfg = {**config, "generator": exp.generators[cell.generator], "judge": exp.judges[judge]}
+            cfg = {
+                **config,
+                "generator": exp.generators[cell.generator],
+                "dataset": exp.datasets[cell.dataset],
+                "judge": exp.judges[judge],
+            }
             s = summarise(df, metas, judge_metas[judge], cfg)
             own = judge_metas[judge].cells.get(cell.key)
             if own:  # this cell's share of the judge's work, not the whole job's
@@ -267,21 +417,31 @@ def summarise_experiment(
         only.across_cells = across
         return only, cells
     summaries = [s for s, _ in cells.values()]
-    n, judged = sum(s.n_items for s in summaries), sum(s.n_judged for s in summaries)
+    n, judged = sum(s.n_answers for s in summaries), sum(s.n_judged for s in summaries)
     reasons: dict = {}
-    for s in summaries:
+    examples: dict = {}
+    for key, (s, _) in cells.items():
         for k, v in s.unparsed_reasons.items():
             reasons[k] = reasons.get(k, 0) + v
+        for k, es in s.unparsed_examples.items():
+            room = int(config["report"]["n_examples"]) - len(examples.setdefault(k, []))
+            examples[k] += [{"cell": key, **e} for e in es[: max(room, 0)]]
     mode_names = sorted({s.mode for s in summaries})
+    n_cut = sum(s.n_truncated for s in summaries)
     run = RunSummary(
         run=config["run"],
         mode=mode_names[0] if len(mode_names) == 1 else "mixed",
-        n_items=n,
+        n_items=sum(s.n_items for s in summaries),
+        n_answers=n,
         n_judged=judged,
         n_unparsed=n - judged,
         unparsed_rate=(n - judged) / n if n else None,
-        unparsed_reasons=reasons,
+        unparsed_reasons=dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        unparsed_examples=examples,
+        n_truncated=n_cut,
+        truncated_rate=n_cut / n if n else None,
         leaderboard=[row for s in summaries for row in s.leaderboard],
+        paired=paired.paired_table(exp, cells),
         cells={k: s.to_dict() for k, (s, _) in cells.items()},
         across_cells=across,
         placement_warnings=list(dict.fromkeys(w for s in summaries for w in s.placement_warnings)),
@@ -323,28 +483,42 @@ def _measure(v) -> str:
     return rate_text(v)
 
 
+# A leaderboard row's fields that are not the mode's measures.
+ROW_FIELDS = (
+    "generator",
+    "dataset",
+    "judge",
+    "opponent",
+    "mode",
+    "n_items",
+    "n_answers",
+    "n_judged",
+    "n_unparsed",
+    "n_truncated",
+    "truncated_rate",
+    "exact_match",
+    "exact_match_shown",
+)
+
+
 def leaderboard_markdown(rows: list[dict]) -> list[str]:
     measures = []
     for r in rows:
         for k in r:
-            if (
-                k
-                not in (
-                    "generator",
-                    "dataset",
-                    "judge",
-                    "opponent",
-                    "mode",
-                    "n_items",
-                    "n_judged",
-                    "n_unparsed",
-                    "exact_match",
-                )
-                and k not in measures
-            ):
+            if k not in ROW_FIELDS and k not in measures:
                 measures.append(k)
     pairwise = any(r["opponent"] for r in rows)
-    head = ["generator", *(["vs"] if pairwise else []), "dataset", "judge", *measures, "n", "unparsed", "exact match"]
+    head = [
+        "generator",
+        *(["vs"] if pairwise else []),
+        "dataset",
+        "judge",
+        *measures,
+        "n",
+        "unparsed",
+        "truncated",
+        "exact match",
+    ]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         vs = r["opponent"] or ("baseline" if modes.get(r["mode"]).needs_baseline else "")
@@ -356,25 +530,17 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
             *[_measure(r.get(m)) if r.get(m) is not None else "" for m in measures],
             str(r["n_items"]),
             str(r["n_unparsed"]),
-            pct(r["exact_match"]["value"]),
+            truncated_text(r.get("n_truncated", 0), r.get("truncated_rate")),
+            pct(r["exact_match"]["value"]) if r.get("exact_match_shown", True) else "-",
         ]
         out.append("| " + " | ".join(cells) + " |")
     return out
 
 
-def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
-    out = [
-        f"# Report: run `{run.run}`",
-        "",
-        "## Leaderboard",
-        "",
-        *leaderboard_markdown(run.leaderboard),
-        "",
-        "Rates have 95% Wilson intervals, mean scores 95% normal intervals; unparsed verdicts are excluded "
-        "from every rate and mean, never counted as wrong.",
-        "",
-    ]
-    for judge, measures in run.across_cells.items():
+def strengths_markdown(across: dict) -> list[str]:
+    """The Bradley-Terry tables of every judge and dataset."""
+    out = []
+    for judge, measures in across.items():
         for dataset, strengths in measures.get("bradley_terry", {}).items():
             out += [
                 f"### Bradley-Terry strengths: {dataset} (judge {judge})",
@@ -390,6 +556,22 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
                 "half; intervals from a seeded bootstrap over items.",
                 "",
             ]
+    return out
+
+
+def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
+    out = [
+        f"# Report: run `{run.run}`",
+        "",
+        "## Leaderboard",
+        "",
+        *leaderboard_markdown(run.leaderboard),
+        "",
+        intervals_note(any(r.get("n_answers", r["n_items"]) != r["n_items"] for r in run.leaderboard)),
+        "",
+    ]
+    out += strengths_markdown(run.across_cells)
+    out += paired.markdown(run.paired)
     for key, (s, df) in cells.items():
         body = render_markdown(s, df, n_examples).splitlines()
         out += [f"## {key}", ""]

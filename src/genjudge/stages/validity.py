@@ -31,6 +31,7 @@ def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
     joined = human.join(df, labels, mode, source, where)
     parsed = joined[joined["verdict"].notna()]
     k = human.kind(mode)
+    differing = human.differing_answers(joined, labels)
     out = {
         "labels": source,
         "kind": k,
@@ -39,10 +40,14 @@ def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
         "n_judged": len(parsed),
         "n_unparsed": len(joined) - len(parsed),
     }
+    if differing:
+        out["labels_on_differing_answers"] = differing
     if k == "score":
         scores = pd.to_numeric(parsed["verdict"], errors="coerce")
         out.update(agreement.agreement(list(parsed["human"].astype(float)), list(scores), kappa=False))
-        out["correlation"] = agreement.correlations(scores, parsed["human"].astype(float))
+        out["correlation"] = agreement.correlations(
+            scores, parsed["human"].astype(float), ("the scores", "the human labels")
+        )
         out["confusion"] = agreement.confusion([f"{x:g}" for x in parsed["human"]], [f"{x:g}" for x in scores])
     else:
         out.update(agreement.agreement(list(parsed["human"]), list(parsed["verdict"])))
@@ -85,11 +90,18 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
     return out
 
 
-def _kappa(x) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
+def _kappa(entry: dict, key: str) -> str:
+    """A kappa of `entry` as the report says it: the value, or "not defined (why)"."""
+    x = entry.get(key)
+    if x is not None:
+        return f"{x:.2f}"
+    why = entry.get(f"{key}_undefined")
+    return f"not defined ({why})" if why else "n/a"
 
 
 def _corr(c: dict | None, key: str) -> str:
+    if c and c.get(key) is None and c.get("undefined"):
+        return f"not defined ({c['undefined']})"
     return "n/a" if not c or c.get(key) is None else f"{c[key]:+.2f}"
 
 
@@ -103,13 +115,32 @@ def headline(v: dict) -> list[tuple[str, str]]:
                 continue
             value = f"{rate_text(h['agreement'])} over {h['n_judged']} labelled items"
             if h.get("cohen_kappa") is not None or h["kind"] != "score":
-                value += f", Cohen's kappa {_kappa(h.get('cohen_kappa'))}"
+                value += f", Cohen's kappa {_kappa(h, 'cohen_kappa')}"
             if h.get("correlation"):
                 value += f", Spearman {_corr(h['correlation'], 'spearman')}"
             if h["n_unparsed"]:
                 value += f" ({h['n_unparsed']} labelled items unparsed, not counted)"
+            if h.get("labels_on_differing_answers"):
+                d = h["labels_on_differing_answers"]
+                value += f" (warning: {d['n_labels']} labels each applied to answers that differ)"
             rows.append((f"agreement with human labels ({kind} {name})", value))
     return rows
+
+
+def differing_text(kind: str, name: str, h: dict) -> str:
+    """The warning for labels each applied to answers that differ."""
+    d = h["labels_on_differing_answers"]
+    text = (
+        f"{kind} {name}: {d['n_labels']} labels of {h['labels']} were each applied to answers that differ "
+        f"({d['n_answers']} answers, of generator{'s' if len(d['generators']) > 1 else ''} "
+        f"{', '.join(d['generators'])}); the agreement counts every one of them."
+    )
+    if len(d["generators"]) > 1:
+        text += (
+            " A label that names no generator is applied to every generator's answer: if the labels are about one "
+            "generator's answers, map its field (labels.fields.generator)."
+        )
+    return text
 
 
 def _confusion(c: dict) -> list[str]:
@@ -142,7 +173,7 @@ def render(v: dict) -> list[str]:
             out.append(
                 f"| {k} {n} | {h['n_labelled']} of {h['n_items']} ({pct(h['n_labelled'] / h['n_items'])}) | "
                 f"{h['n_judged']} | {h['n_unparsed']} | {rate_text(h['agreement'])} | "
-                f"{_kappa(h.get('cohen_kappa')) if 'cohen_kappa' in h else '-'} | "
+                f"{_kappa(h, 'cohen_kappa') if 'cohen_kappa' in h else '-'} | "
                 f"{_corr(c, 'spearman') if c else '-'} | {_corr(c, 'pearson') if c else '-'} |"
             )
         out += [
@@ -151,6 +182,9 @@ def render(v: dict) -> list[str]:
             "or no majority) are counted apart, never as disagreement. Agreement has a 95% Wilson interval.",
             "",
         ]
+        for k, n, h in labelled:
+            if h.get("labels_on_differing_answers"):
+                out += [f"> **Warning:** {differing_text(k, n, h)}", ""]
         for k, n, h in labelled:
             if not h["confusion"]:
                 continue
@@ -206,9 +240,9 @@ def render(v: dict) -> list[str]:
                 + f" (counted as {p['no_majority_is']})"
                 + f"; no judge parsed: {p['none_parsed']}",
                 f"- judges parsed per item: {per_item}",
-                f"- Fleiss' kappa {_kappa(ij['fleiss_kappa'])} over the {ij['n_all_parsed']} items every judge parsed; "
+                f"- Fleiss' kappa {_kappa(ij, 'fleiss_kappa')} over the {ij['n_all_parsed']} items every judge parsed; "
                 "Cohen's kappa "
-                + ", ".join(f"{pair} {_kappa(x['cohen_kappa'])} (n {x['n']})" for pair, x in ij["pairs"].items()),
+                + ", ".join(f"{pair} {_kappa(x, 'cohen_kappa')} (n {x['n']})" for pair, x in ij["pairs"].items()),
                 "",
             ]
         out += ["An unparsed vote is never a vote; a panel's majority is a strict majority of the parsed votes.", ""]
@@ -224,8 +258,7 @@ def with_validity(text: str, v: dict) -> str:
     if not v:
         return text
     lines = text.splitlines()
-    heads = [
-        i for i, line in enumerate(lines) if line.startswith("## ") and line not in ("## Leaderboard", "## Headline")
-    ]
+    first = ("## Leaderboard", "## Headline", "## Bradley-Terry strengths", "## Paired differences")
+    heads = [i for i, line in enumerate(lines) if line.startswith("## ") and not line.startswith(first)]
     at = heads[0] if heads else len(lines)
     return "\n".join([*lines[:at], *render(v), *lines[at:]])

@@ -18,7 +18,7 @@ from genjudge.conversation import placeholders, reference_turns
 from genjudge.dataset import is_missing
 from genjudge.errors import InputError
 from genjudge.judging.extraction import check_answer
-from genjudge.judging.stats import mean_interval, rate
+from genjudge.judging.items import item_mean, item_rate
 from genjudge.judging.templates import render_request
 from genjudge.judging.verdicts import Verdict, compile_pattern, parse_verdict
 from genjudge.samples import ROW_KEY, with_sample
@@ -79,6 +79,8 @@ class JudgeMode:
     needs_baseline = False
     needs_reference = False  # grades against the reference: an item without one is "no reference"
     requests_per_item = 1  # judge calls per answer (pairwise: both orders)
+    paired_measure: str | None = None  # the headline two generators are compared by (judging/paired.py)
+    paired_binary = True  # the paired measure is a share of answers (McNemar), not a mean score
 
     # --- configuration ---
     def default_template(self) -> str:
@@ -153,6 +155,7 @@ class JudgeMode:
         ]
         df["verdict"] = [self.rule_verdict if p is None else p.verdict for p in parsed]
         df["unparsed_reason"] = [None if p is None else p.reason for p in parsed]
+        df["unparsed_detail"] = [None if p is None else p.detail for p in parsed]
         df["n_verdict_markers"] = [0 if p is None else p.n_markers for p in parsed]
         return df
 
@@ -187,6 +190,11 @@ class JudgeMode:
         """Measures over all of a judge's cells at once (pairwise: strengths of every generator)."""
         return {}
 
+    def per_item(self, df: pd.DataFrame) -> pd.DataFrame:
+        """One row per item id: `num` over `den` parsed answers make up its part of `paired_measure`
+        (answers judged correct, or the sum of scores), for paired differences between generators."""
+        raise NotImplementedError
+
     def leaderboard(self, s: dict) -> dict:
         """The headline measures of one cell, each {value, ci95, n}, for the leaderboard
         (by default every interval-bearing measure of the mode)."""
@@ -205,7 +213,7 @@ TRUNCATED = "truncated: the judge reached max_new_tokens before its verdict (rai
 def truncated(v: Verdict, finish_reason) -> Verdict:
     """An unparsed verdict of a judge cut off at max_new_tokens is a truncation, said as such."""
     if v.verdict is None and finish_reason == "length" and v.reason != "empty judge output":
-        return Verdict(None, TRUNCATED, v.n_markers)
+        return Verdict(None, TRUNCATED, v.n_markers, v.detail)
     return v
 
 
@@ -229,11 +237,13 @@ def counts(series: pd.Series) -> dict:
 
 
 def share(parsed: pd.DataFrame, value: str) -> dict:
-    return rate(int((parsed["verdict"] == value).sum()), len(parsed))
+    """The share of parsed verdicts equal to `value`, its interval clustered by item (turns, samples)."""
+    return item_rate(parsed, parsed["verdict"] == value)
 
 
-def mean_of(values) -> dict:
-    return mean_interval([float(x) for x in values])
+def mean_of(parsed: pd.DataFrame, column: str) -> dict:
+    """The mean of a parsed column (a score), its interval clustered by item (turns, samples)."""
+    return item_mean(parsed, parsed[column])
 
 
 _REGISTRY: dict[str, JudgeMode] = {}

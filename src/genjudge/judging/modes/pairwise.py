@@ -10,6 +10,7 @@ import pandas as pd
 
 from genjudge.conversation import placeholders, reference_turns, swapped
 from genjudge.errors import InputError
+from genjudge.judging.items import item_rate
 from genjudge.judging.modes.base import (
     NO_REFERENCE,
     JudgeMode,
@@ -23,7 +24,6 @@ from genjudge.judging.modes.base import (
     share,
     truncated,
 )
-from genjudge.judging.stats import rate
 from genjudge.judging.templates import render_request
 from genjudge.samples import SampleView, answers_by_row
 
@@ -105,13 +105,14 @@ class Pairwise(JudgeMode):
         df["judge_output"] = first["judge_output"].to_numpy()
         df["p_correct"] = first["p_correct"].to_numpy()
         df["judge_output_swapped"] = second["judge_output"].to_numpy()
-        verdicts, reasons, o0s, o1s, consistent = [], [], [], [], []
+        verdicts, reasons, details, o0s, o1s, consistent = [], [], [], [], [], []
         f0 = first["judge_finish_reason"] if "judge_finish_reason" in first else [None] * len(df)
         f1 = second["judge_finish_reason"] if "judge_finish_reason" in second else [None] * len(df)
         for d, t0, t1, e0, e1 in zip(df["decided_by"], df["judge_output"], df["judge_output_swapped"], f0, f1):
             if d == NO_REFERENCE:
                 verdicts.append(None)
                 reasons.append(NO_REFERENCE)
+                details.append(None)
                 o0s.append(None)
                 o1s.append(None)
                 consistent.append(None)
@@ -125,34 +126,41 @@ class Pairwise(JudgeMode):
             if o0 is None or o1 is None:
                 verdicts.append(None)
                 reasons.append("; ".join(f"order {i}: {p.reason}" for i, p in enumerate((p0, p1)) if p.reason))
+                details.append(
+                    "; ".join(f"order {i}: {p.detail}" for i, p in enumerate((p0, p1)) if p.reason and p.detail) or None
+                )
                 consistent.append(None)
             else:
                 consistent.append(o0 == o1)
                 verdicts.append(o0 if o0 == o1 else "tie")
                 reasons.append(None)
-        df["verdict"], df["unparsed_reason"] = verdicts, reasons
+                details.append(None)
+        df["verdict"], df["unparsed_reason"], df["unparsed_detail"] = verdicts, reasons, details
         df["outcome_order0"], df["outcome_order1"], df["position_consistent"] = o0s, o1s, consistent
         return df
 
     def metrics(self, g: pd.DataFrame) -> dict:
         parsed = g[g["verdict"].notna()]
         out = {k: share(parsed, k) for k in OUTCOMES}
-        cons = parsed["position_consistent"].dropna().astype(bool)
-        out["position_consistency"] = rate(int(cons.sum()), len(cons))
+        cons = parsed[parsed["position_consistent"].notna()]
+        out["position_consistency"] = item_rate(cons, cons["position_consistent"].astype(bool))
         return out
 
     def headline(self, s: dict) -> list[tuple[str, str]]:
-        rows = [(f"{k} (vs baseline)", rate_text(s[k])) for k in OUTCOMES]
+        # The opponent is a generator of the run (its name), or the outside `judge.baseline` file.
+        opponent = next((r["opponent"] for r in s.get("leaderboard") or [] if r.get("opponent")), None)
+        rows = [(f"{k} (vs {opponent or 'baseline'})", rate_text(s[k])) for k in OUTCOMES]
         rows.append(("position consistency", rate_text(s["position_consistency"])))
         return rows
 
     def across_cells(self, df: pd.DataFrame, seed: int = 0) -> dict:
         """Bradley-Terry strengths per dataset from every pair judged (ties count half), with 95%
-        bootstrap intervals over items; only when generators met each other (`pairs: all`)."""
+        bootstrap intervals over items; where generators of the run met each other (`pairs: all`,
+        or a generator as the baseline), two of them included."""
         from genjudge.judging.stats import bradley_terry_intervals
 
         games = df[df["opponent"].notna() & df["verdict"].notna()]
-        if games.empty or games["opponent"].nunique() + games["generator"].nunique() < 3:
+        if games.empty or len(set(games["generator"]) | set(games["opponent"])) < 2:
             return {}
         score = {"win": 1.0, "tie": 0.5, "loss": 0.0}
         out = {}

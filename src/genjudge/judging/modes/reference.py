@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from genjudge.judging.items import item_rate
 from genjudge.judging.modes.base import JudgeMode, counts, rate_text, register, share
-from genjudge.judging.stats import rate
 
 
 class Reference(JudgeMode):
@@ -16,6 +16,7 @@ class Reference(JudgeMode):
     logprob_labels = ("CORRECT", "INCORRECT")
     rule_verdict = "correct"
     needs_reference = True  # an item without a reference is "no reference", never graded against "(none)"
+    paired_measure = "accuracy"
 
     def metrics(self, g: pd.DataFrame) -> dict:
         parsed = g[g["verdict"].notna()]
@@ -28,11 +29,12 @@ class Reference(JudgeMode):
     def summary(self, df: pd.DataFrame, metrics: dict, options: dict | None = None) -> dict:
         parsed = df[df["verdict"].notna()]
         both = parsed[parsed["exact_match"].notna() & (parsed["decided_by"] == "judge")]
-        agree = int(((both["verdict"] == "correct") == both["exact_match"].astype(bool)).sum())
+        agree = (both["verdict"] == "correct") == both["exact_match"].astype(bool)
         return {
             "accuracy": metrics["accuracy"]["value"],
             "accuracy_ci95": metrics["accuracy"]["ci95"],
-            "judge_exact_match_agreement": rate(agree, len(both)),
+            "accuracy_rate": metrics["accuracy"],  # with n (items) and, clustered, n_answers and n_effective
+            "judge_exact_match_agreement": item_rate(both, agree),
             "decided_by": counts(df["decided_by"]),
         }
 
@@ -40,7 +42,8 @@ class Reference(JudgeMode):
         rows = [("accuracy (judge, over parsed)", rate_text({"value": s["accuracy"], "ci95": s["accuracy_ci95"]}))]
         if "mean_p_correct" in s:
             rows.append(("mean judge probability of CORRECT (logprob)", f"{s['mean_p_correct']:.3f}"))
-        rows.append(("judge agrees with exact match", rate_text(s["judge_exact_match_agreement"])))
+        if s.get("exact_match_shown", True):
+            rows.append(("judge agrees with exact match", rate_text(s["judge_exact_match_agreement"])))
         rows.append(("decided by", ", ".join(f"{k}: {v}" for k, v in s["decided_by"].items())))
         return rows
 
@@ -49,10 +52,17 @@ class Reference(JudgeMode):
 
         return reference_measures(df)
 
+    def per_item(self, df: pd.DataFrame) -> pd.DataFrame:
+        parsed = df[df["verdict"].notna()]
+        g = parsed.assign(num=parsed["verdict"] == "correct").groupby("id", sort=False)
+        return pd.DataFrame({"num": g["num"].sum().astype(float), "den": g.size().astype(float)})
+
     def category_column(self):
         return "accuracy", lambda c: rate_text(c["accuracy"])
 
     def leaderboard(self, s: dict) -> dict:
+        if s.get("accuracy_rate"):
+            return {"accuracy": s["accuracy_rate"]}
         return {"accuracy": {"value": s["accuracy"], "ci95": s["accuracy_ci95"], "n": s["n_judged"]}}
 
 

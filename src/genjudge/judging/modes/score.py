@@ -22,6 +22,8 @@ class Score(JudgeMode):
     pattern = r"SCORE:\s*\**\s*\[{0,2}\s*(-?\d+(?:\.\d+)?)(?![\d.])"
     labels: dict[str, str] = {}  # the captured number is the verdict
     marker = "SCORE"
+    paired_measure = "mean_score"
+    paired_binary = False
 
     def parse_text(self, text, rx, custom, options=None):
         v = super().parse_text(text, rx, custom, options)
@@ -31,9 +33,9 @@ class Score(JudgeMode):
         try:
             score = float(v.verdict)
         except ValueError:
-            return Verdict(None, f"score {v.verdict!r} is not a number", v.n_markers)
+            return Verdict(None, "score is not a number", v.n_markers, f"score {v.verdict!r}")
         if not lo <= score <= hi:
-            return Verdict(None, f"score {_fmt(score)} outside {_fmt(lo)}-{_fmt(hi)}", v.n_markers)
+            return Verdict(None, f"score outside {_fmt(lo)}-{_fmt(hi)}", v.n_markers, f"score {_fmt(score)}")
         return Verdict(_fmt(score), None, v.n_markers)
 
     def parse(self, df, raw, pattern, options=None):
@@ -44,7 +46,7 @@ class Score(JudgeMode):
     def metrics(self, g: pd.DataFrame) -> dict:
         parsed = g[g["verdict"].notna()]
         return {
-            "mean_score": mean_of(parsed["score"]),
+            "mean_score": mean_of(parsed, "score"),
             "score_counts": {_fmt(k): int(v) for k, v in parsed["score"].value_counts().sort_index().items()},
         }
 
@@ -65,6 +67,11 @@ class Score(JudgeMode):
         from genjudge.judging.sampling_stats import score_measures
 
         return score_measures(df)
+
+    def per_item(self, df: pd.DataFrame) -> pd.DataFrame:
+        scores = pd.to_numeric(df["verdict"], errors="coerce")
+        g = df.assign(num=scores)[scores.notna()].groupby("id", sort=False)
+        return pd.DataFrame({"num": g["num"].sum().astype(float), "den": g.size().astype(float)})
 
     def category_column(self):
         return "mean score", lambda c: "n/a" if c["mean_score"]["value"] is None else f"{c['mean_score']['value']:.2f}"

@@ -1,0 +1,244 @@
+"""The report's numbers on judgments made up here (no models, no workflow): what n counts,
+intervals within [0, 1], truncated answers, unparsed causes, strengths of two generators, paired
+differences between generators and the warnings that go with them."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from genjudge.config import defaults
+from genjudge.experiment import resolve
+from genjudge.records import GenerateMeta, JudgeMeta
+from genjudge.stages.report import render_experiment, render_markdown, summarise_experiment
+
+
+def judgments(generator, verdicts, dataset="data", samples=1, opponent=None, **columns):
+    """One cell's judgments: `verdicts` in item order, `samples` per item."""
+    n = len(verdicts)
+    df = pd.DataFrame(
+        {
+            "generator": generator,
+            "dataset": dataset,
+            "opponent": opponent,
+            "id": [f"q{i // samples}" for i in range(n)],
+            "sample": [i % samples for i in range(n)],
+            "turn": 1,
+            "category": "c",
+            "prompt": "question",
+            "reference": "4",
+            "output": "4",
+            "exact_match": True,
+            "decided_by": "judge",
+            "judge_output": "VERDICT: x",
+            "p_correct": np.nan,
+            "verdict": verdicts,
+            "unparsed_reason": [None if v is not None else "no verdict marker" for v in verdicts],
+        }
+    )
+    for k, v in columns.items():
+        df[k] = v
+    if all(v is None or str(v).replace(".", "").isdigit() for v in verdicts):
+        df["score"] = pd.to_numeric(df["verdict"], errors="coerce")
+    return df
+
+
+def summarise(frames, generators, judge=None, datasets=("data",), dataset=None, **cfg):
+    cfg = defaults(
+        run="numbers",
+        dataset=dataset or {"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={g: {} for g in generators},
+        datasets={d: {} for d in datasets},
+        judge={"model": "j", **(judge or {})},
+        **cfg,
+    )
+    exp = resolve(cfg, check_pairs=False)
+    metas = [
+        GenerateMeta(generator=g, dataset=d, started_at=0.0, finished_at=1.0) for g in generators for d in datasets
+    ]
+    judge_metas = {j: JudgeMeta(started_at=0.0, finished_at=1.0) for j in exp.judges}
+    frames = frames if isinstance(frames, dict) else {next(iter(exp.judges)): frames}
+    frames = {j: pd.concat(f, ignore_index=True) if isinstance(f, list) else f for j, f in frames.items()}
+    run, cells = summarise_experiment(exp, cfg, frames, metas, judge_metas)
+    md = render_markdown(*next(iter(cells.values()))) if len(cells) == 1 else render_experiment(run, cells, 3)
+    return run, cells, md
+
+
+# --- n counts items; intervals clustered by item and within [0, 1] ----------------------------
+
+C, W = "correct", "incorrect"
+# 12 items x 3 samples: 8 items right every time, 3 right twice, 1 never: 30 of 36 answers (83.3%),
+# pass@3 11/12.
+TWELVE_BY_THREE = [C] * 24 + [C, C, W] * 3 + [W] * 3
+
+
+def test_the_headline_counts_items_not_samples_and_its_interval_is_clustered_by_item():
+    run, cells, md = summarise(judgments("a", TWELVE_BY_THREE, samples=3), ["a"])
+    s = run.to_dict()
+    assert s["n_items"] == 12 and s["n_answers"] == 36 and s["n_judged"] == 36
+    assert s["accuracy"] == pytest.approx(30 / 36)
+    acc = s["accuracy_rate"]
+    assert acc["n"] == 12 and acc["n_answers"] == 36 and acc["n_effective"] < 36
+    # Wilson over the 36 answers as if independent would be [68.1, 92.1]; over items it is wider.
+    lo, hi = s["accuracy_ci95"]
+    assert lo < 0.681 and hi > 0.921 and lo >= 0 and hi <= 1
+    assert s["leaderboard"][0]["accuracy"]["n"] == 12 and s["leaderboard"][0]["n_items"] == 12
+    assert "| items | 12 (36 answers: 3 samples per item) |" in md
+    assert "n counts items" in md and "clustered by item" in md
+
+
+def test_rates_over_samples_stay_within_zero_and_one():
+    run, _, md = summarise(judgments("a", TWELVE_BY_THREE, samples=3), ["a"])
+    samples = run.to_dict()["samples"]
+    assert samples["pass_at_k"]["3"]["value"] == pytest.approx(11 / 12)
+    assert samples["mean_accuracy"]["value"] == pytest.approx(30 / 36)
+    for name, v in [*samples.items(), *((f"pass@{k}", x) for k, x in samples["pass_at_k"].items())]:
+        if isinstance(v, dict) and v.get("ci95"):
+            assert 0 <= v["ci95"][0] <= v["value"] <= v["ci95"][1] <= 1, (name, v)
+    assert "1.0" not in "".join(line for line in md.splitlines() if line.startswith("| pass@"))
+
+
+def test_one_answer_per_item_keeps_the_plain_wilson_interval():
+    from genjudge.judging.stats import wilson_interval
+
+    run, _, _ = summarise(judgments("a", [C] * 9 + [W] * 3), ["a"])
+    s = run.to_dict()
+    assert s["n_items"] == s["n_answers"] == 12
+    assert s["accuracy_ci95"] == pytest.approx(list(wilson_interval(9, 12)))
+    assert "n_effective" not in s["accuracy_rate"]
+
+
+# --- pairs: all with two generators ---------------------------------------------------------------
+
+
+def test_pairs_all_with_two_generators_gives_strengths_and_names_the_opponent():
+    verdicts = ["win"] * 7 + ["loss"] * 2 + ["tie"] * 3
+    df = judgments("a", verdicts, opponent="b", position_consistent=True)
+    run, cells, md = summarise(df, ["a", "b"], judge={"mode": "pairwise", "pairs": "all"})
+    s = run.to_dict()
+    strengths = s["across_cells"]["j"]["bradley_terry"]["data"]
+    assert set(strengths) == {"a", "b"} and strengths["a"]["strength"] > strengths["b"]["strength"]
+    assert "## Bradley-Terry strengths: data (judge j)" in md
+    assert "vs baseline" not in md and "| win (vs b) | 58.3% [" in md
+
+
+# --- truncated answers ----------------------------------------------------------------------------
+
+
+def test_truncated_answers_are_counted_per_cell_in_the_headline_and_the_leaderboard_with_examples():
+    finish = ["length"] * 3 + ["stop"] * 9
+    outputs = [f"Step {i}: so far we have computed the cost as 12 times" for i in range(3)] + ["4"] * 9
+    a = judgments("a", [C] * 6 + [W] * 6, finish_reason=finish, output=outputs)
+    b = judgments("b", [C] * 12, finish_reason="stop")
+    run, cells, md = summarise([a, b], ["a", "b"])
+    s = run.to_dict()
+    rows = {r["generator"]: r for r in s["leaderboard"]}
+    assert (rows["a"]["n_truncated"], rows["a"]["truncated_rate"]) == (3, 0.25)
+    assert (rows["b"]["n_truncated"], rows["b"]["truncated_rate"]) == (0, 0.0)
+    assert s["n_truncated"] == 3 and s["truncated_rate"] == pytest.approx(3 / 24)
+    cell = s["cells"]["a/data"]
+    assert cell["n_truncated"] == 3 and [e["id"] for e in cell["truncated_examples"]] == ["q0", "q1", "q2"]
+    assert cell["truncated_examples"][0]["output_end"].endswith("cost as 12 times")
+    assert "| a | data | j | " in md and "| 3 (25.0%) |" in md  # the leaderboard's truncated column
+    assert "| truncated answers (reached generator.max_new_tokens) | 3 (25.0%) |" in md
+    assert "### Truncated answers" in md and "cost as 12 times" in md
+
+
+# --- unparsed verdicts by cause -------------------------------------------------------------------
+
+
+def test_unparsed_verdicts_are_counted_by_cause_with_the_text_ends_as_examples():
+    cause = r"no match for the verdict pattern RESULT:\s*(CORRECT|INCORRECT)"
+    df = judgments("a", [None] * 4 + [C] * 8)
+    df.loc[:3, "unparsed_reason"] = [
+        cause,
+        cause,
+        # as judgments parsed before causes and text ends were apart held them
+        f"{cause}; the text ends: ...so it is INCORRECT",
+        "no verdict marker",
+    ]
+    df["unparsed_detail"] = ["the text ends: ...INCORRECT", "the text ends: ...VERDICT", None] + [None] * 9
+    run, cells, md = summarise(df, ["a"])
+    s = run.to_dict()
+    assert s["unparsed_reasons"] == {cause: 3, "no verdict marker": 1}
+    examples = s["unparsed_examples"][cause]
+    assert [e["detail"] for e in examples] == [
+        "the text ends: ...INCORRECT",
+        "the text ends: ...VERDICT",
+        "the text ends: ...so it is INCORRECT",
+    ]
+    assert [e["id"] for e in examples] == ["q0", "q1", "q2"]
+    assert "| no verdict marker | 1 |" in md and "the text ends: ...VERDICT" in md
+
+
+# --- paired differences between generators ----------------------------------------------------------
+
+
+def test_two_generators_on_the_same_items_get_a_paired_difference_and_mcnemars_test():
+    from scipy.stats import binomtest
+
+    # 30 items: a right on 24, b right on 15; a right where b is wrong on 11 items, b right where a is wrong on 2.
+    a = [C] * 13 + [C] * 11 + [W] * 2 + [W] * 4
+    b = [C] * 13 + [W] * 11 + [C] * 2 + [W] * 4
+    run, _, md = summarise([judgments("a", a), judgments("b", b)], ["a", "b"])
+    (p,) = run.to_dict()["paired"]
+    assert (p["judge"], p["dataset"], p["a"], p["b"], p["measure"]) == ("j", "data", "a", "b", "accuracy")
+    assert p["difference"] == pytest.approx(24 / 30 - 15 / 30) and p["n_items"] == 30
+    lo, hi = p["ci95"]
+    assert lo < p["difference"] < hi and lo > 0  # a is better, and the interval says so
+    assert p["test"] == "McNemar exact" and (p["a_only"], p["b_only"]) == (11, 2)
+    assert p["p_value"] == pytest.approx(binomtest(11, 13, 0.5).pvalue)
+    assert "## Paired differences" in md and "| j | data | a - b | accuracy | +30.0 pp [" in md
+
+
+def test_scores_with_samples_are_paired_by_item_and_tested_with_wilcoxon():
+    from scipy.stats import wilcoxon
+
+    rng = np.random.default_rng(1)
+    sa = rng.integers(4, 11, 40)  # 20 items x 2 samples
+    sb = np.clip(sa - rng.integers(0, 3, 40), 1, 10)
+    fa = judgments("a", [f"{x}" for x in sa], samples=2)
+    fb = judgments("b", [f"{x}" for x in sb], samples=2)
+    run, _, md = summarise([fa, fb], ["a", "b"], judge={"mode": "score"})
+    (p,) = run.to_dict()["paired"]
+    assert p["measure"] == "mean_score" and p["n_items"] == 20 and p["test"] == "Wilcoxon signed-rank"
+    assert p["difference"] == pytest.approx(sa.mean() - sb.mean())
+    per_item = sa.reshape(20, 2).mean(axis=1) - sb.reshape(20, 2).mean(axis=1)
+    assert p["p_value"] == pytest.approx(wilcoxon(per_item).pvalue)
+    assert p["ci95"][0] <= p["difference"] <= p["ci95"][1]
+    assert "| j | data | a - b | mean_score | +" in md
+
+
+def test_verdicts_with_several_answers_per_item_are_tested_over_items():
+    a = judgments("a", TWELVE_BY_THREE, samples=3)
+    b = judgments("b", [C, W, W] * 12, samples=3)
+    run, _, _ = summarise([a, b], ["a", "b"])
+    (p,) = run.to_dict()["paired"]
+    assert p["n_items"] == 12 and p["test"] == "Wilcoxon signed-rank over items' accuracies"
+    assert p["difference"] == pytest.approx(30 / 36 - 12 / 36)
+
+
+# --- headlines that fit the mode ----------------------------------------------------------------------
+
+LONG = "A good answer explains that the tides come from the moon's pull on the oceans and the earth's turn."
+
+
+def test_exact_match_of_open_ended_answers_against_long_references_is_not_a_headline():
+    df = judgments("a", ["7", "8", "6", "9"], reference=LONG, exact_match=False)
+    run, _, md = summarise(df, ["a"], judge={"mode": "score"})
+    s = run.to_dict()
+    assert s["exact_match_shown"] is False and "not short answers" in s["exact_match_note"]
+    assert "| normalised exact match | 0.0%" not in md
+    assert "| normalised exact match | not shown: the references are not short answers" in md
+    assert s["exact_match"]["value"] == 0.0  # still there for machines
+    assert s["leaderboard"][0]["exact_match_shown"] is False
+
+
+@pytest.mark.parametrize(
+    "reference,answer,shown",
+    [("Lima", {}, True), (LONG, {"reference": "last_number", "candidate": "last_number"}, True)],
+)
+def test_exact_match_is_shown_for_short_references_or_where_an_answer_is_extracted(reference, answer, shown):
+    df = judgments("a", ["7", "8", "6", "9"], reference=reference)
+    run, _, md = summarise(df, ["a"], judge={"mode": "score"}, dataset={"path": "data.jsonl", "answer": answer})
+    assert run.to_dict()["exact_match_shown"] is shown and "| normalised exact match | 100.0% [" in md
