@@ -153,7 +153,7 @@ def submission_settings(wildcards):
     which is before the plugin starts and reads them."""
     plugin = workflow.executor_plugin
     if not SUBMISSION and workflow.is_main_process and getattr(plugin, "name", "") == "slurm":
-        n = len(EXP.generators) * sum(len(shards_of(d)) for d in EXP.datasets)
+        n = sum(len(shards_of(d)) for _, d in EXP.generated())
         gpus = {generate_gpus(g) for g in EXP.generators}
         sub = slurm_submission.apply(workflow.executor_settings, config, n, workflow.resource_settings.nodes, gpus)
         for note in sub.notes:
@@ -242,12 +242,8 @@ def judge_shard_metas(wildcards):
 
 
 def all_generation_metas():
-    return [
-        f"{RESULTS}/generations/{g}/{d}/{i}.meta.json"
-        for g in EXP.generators
-        for d in EXP.datasets
-        for i in shards_of(d)
-    ]
+    """Every generation job's meta: the (generator, dataset) pairs the judges read."""
+    return [f"{RESULTS}/generations/{g}/{d}/{i}.meta.json" for g, d in EXP.generated() for i in shards_of(d)]
 
 
 def all_judgments():
