@@ -237,3 +237,45 @@ def test_judges_grade_their_own_datasets_and_generators_and_pairs_follow_them():
     assert [c.key for c in resolve(one("y", "x")).cells("m")] == ["demo-generator/x", "demo-generator/y"]
     with pytest.raises(InputError, match=r"datasets\.x: no judge reads it"):
         resolve(one("y"))
+
+
+def test_null_removes_an_entry_of_every_named_map():
+    removed = wfconfig.remove_nulls(
+        cfg := {
+            "generators": {"a": {}, "b": None},
+            "datasets": {"x": None},
+            "judges": {"j": {}},
+            "panels": {"p": None},
+        }
+    )
+    assert removed == ["generators.b", "datasets.x", "panels.p"]
+    # a map whose every entry is removed is as if left out
+    assert cfg == {"generators": {"a": {}}, "judges": {"j": {}}}
+
+
+@pytest.mark.workflow
+def test_an_overlay_configfile_removes_a_generator_judge_and_panel_of_the_base(workflow):
+    small_dataset(workflow)
+    base_cfg = experiment(
+        workflow,
+        "overlay",
+        {"demo": {}, "terse": {"max_new_tokens": 2}},
+        judges={"a": {}, "b": {"template": None}},
+        panels={"ab": {"judges": ["a", "b"]}},
+    )
+    overlay = workflow.path / "config" / "overlay-less.yaml"
+    overlay.write_text("generators: {terse: null}\njudges: {b: null}\npanels: {ab: null}\n")
+    planned = counts(workflow, base_cfg)
+    assert planned["generate"] == "6" and planned["merge"] == "4" and planned["judge"] == "2"
+    planned = counts_layers(workflow, base_cfg, overlay)
+    assert planned["generate"] == "3" and planned["merge"] == "2" and planned["judge"] == "1"
+    # without the panel's removal, removing its member is an error that names the panel
+    bad = workflow.path / "config" / "overlay-bad.yaml"
+    bad.write_text("judges: {b: null}\n")
+    out = workflow.run("-n", "--configfile", base_cfg, bad, check=False)
+    assert out.returncode != 0 and "panels.ab.judges: ['b'] not among the judges ['a']" in out.stdout + out.stderr
+
+
+def counts_layers(workflow, *cfgs):
+    out = workflow.run("-n", "--configfile", *cfgs, "--quiet", "rules").stdout
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))

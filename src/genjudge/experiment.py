@@ -161,8 +161,9 @@ def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) 
     parts = {}
     for map_key, section in MAPS.items():
         entries = config.get(map_key) or {}
-        if map_key in config and config[map_key] is not None and not isinstance(entries, dict):
+        if not isinstance(entries, dict):
             raise InputError(f"{map_key}: expected a map from names to settings")
+        entries = {k: v for k, v in entries.items() if v is not None}  # null: removed (config.remove_nulls)
         if not entries:
             base = config[section]
             name = default_name(base.get("path") if section == "dataset" else base.get("model"))
@@ -172,8 +173,6 @@ def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) 
         for name, entry in entries.items():
             if not NAME.match(str(name)):
                 raise InputError(f"{map_key}.{name}: a name is letters, digits, '.', '_' and '-' only")
-            if entry is None:
-                entry = {}
             if not isinstance(entry, dict):
                 raise InputError(f"{map_key}.{name}: expected a map of {section} settings")
             merged = copy.deepcopy(config[section])
