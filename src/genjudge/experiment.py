@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from genjudge.errors import InputError
@@ -59,6 +59,7 @@ class Experiment:
     generators: dict  # name -> full generator section
     datasets: dict  # name -> full dataset section
     judges: dict  # name -> full judge section
+    skipped: dict = field(default_factory=dict)  # judge -> cells left out (their answers or the judge failed)
 
     def shards(self, dataset: str, config: dict) -> int:
         n = self.datasets[dataset]["shards"]
@@ -79,7 +80,7 @@ class Experiment:
         return [d for d in self.datasets if only is None or d in only]
 
     def cells(self, judge: str) -> list[Cell]:
-        """What `judge` grades, in a fixed order."""
+        """What `judge` grades, in a fixed order, less its `skipped` cells."""
         from genjudge.judging import modes
 
         section = self.judges[judge]
@@ -95,7 +96,8 @@ class Experiment:
                 out += [Cell(g, ds, base) for g in names if g != base]
             else:
                 out += [Cell(a, ds, b) for i, a in enumerate(names) for b in names[i + 1 :]]
-        return out
+        skipped = self.skipped.get(judge, ())
+        return [c for c in out if c not in skipped]
 
     def generated(self) -> list[tuple[str, str]]:
         """(generator, dataset) pairs some judge reads (graded, or a pairwise opponent), in config order:
@@ -106,6 +108,11 @@ class Experiment:
     def datasets_of(self, generator: str) -> list[str]:
         """The datasets `generator` answers (those of the judges grading it)."""
         return [d for g, d in self.generated() if g == generator]
+
+    def without(self, skipped: dict) -> Experiment:
+        """The same experiment with `skipped` (judge -> cells) left out of `cells` (genjudge.failures)."""
+        more = {j: frozenset(self.skipped.get(j, ())) | frozenset(cs) for j, cs in skipped.items()}
+        return replace(self, skipped={**self.skipped, **more})
 
 
 def of_cell(df, cell: Cell):

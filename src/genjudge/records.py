@@ -102,6 +102,8 @@ class JobMeta(_Record):
     placement: dict | None = None  # parameters per device
     device: dict | None = None  # torch's view of the devices
     memory_plan: dict | None = None
+    # A failed job (genjudge.failures): {type, message, log, at}; its outputs then hold no rows.
+    error: dict | None = None
 
     @classmethod
     def start(cls, lease, **values):
@@ -162,6 +164,7 @@ class JudgeMeta(JobMeta):
     model_loads: int = 0  # 1 when anything was left to judge: every cell in one load
     cells: dict = field(default_factory=dict)  # "generator/dataset[ vs opponent]" -> {n_items, resumed, computed}
     shards: list | None = None  # the judge-shard metas, in a merged meta of several shards
+    skipped_cells: dict = field(default_factory=dict)  # cell key -> the errors of its failed generation jobs
 
     @classmethod
     def from_dict(cls, data: dict, where="record"):
@@ -205,6 +208,8 @@ class JudgeMeta(JobMeta):
             model_loads=sum(m.model_loads for m in metas),
             **_sum_timing(metas),
             cells=_sum_cells(metas),
+            skipped_cells=first.skipped_cells,
+            error=next((m.error for m in metas if m.error), None),  # one failed shard fails the judge
             started_at=min(m.started_at for m in metas),
             finished_at=max(m.finished_at for m in metas),
         )
@@ -311,6 +316,7 @@ class RunSummary(_Record):
     across_cells: dict = field(default_factory=dict)  # judge -> measures over all its cells (e.g. strengths)
     validity: dict = field(default_factory=dict)  # agreement with human labels, bias diagnostics, panels
     time_model: dict = field(default_factory=dict)  # each job's predicted (genjudge.time_model) and measured seconds
+    failed_cells: list = field(default_factory=list)  # cells not judged: their generation or their judge failed
     metrics: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
