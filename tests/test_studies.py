@@ -37,7 +37,9 @@ def meta(path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_each_judge_grades_its_cells_and_a_failed_cell_is_reported_then_rerun_alone(workflow):
+def test_each_judge_grades_its_cells_and_a_failed_cell_is_reported_then_rerun_alone(workflow, capsys):
+    from genjudge.cli import main
+
     wf = workflow.path
     questions = [json.loads(line) for line in (wf / "config/demo/questions.jsonl").read_text().splitlines()]
     write_dataset(wf / "a.jsonl", questions[:N])
@@ -88,9 +90,19 @@ def test_each_judge_grades_its_cells_and_a_failed_cell_is_reported_then_rerun_al
         ("short", "a", "ref"),
         ("demo", "b", "score"),
     }
+    table = {r["generator"]: r["values"] for r in s["table"]["rows"]}
+    assert [c["key"] for c in s["table"]["columns"]] == ["a/ref", "b/score"]
+    assert table["short"]["b/score"]["status"] == "failed" and table["demo"]["b/score"]["value"] == 7.0
     md = (res / "report" / "report.md").read_text()
-    assert "## Failed cells" in md
+    assert "## Models × benchmarks" in md and "## Failed cells" in md
     assert re.search(r"\| short/b \| score \| generate short/b/0 \| InputError: .*'long-1'", md)
+    assert (res / "report" / "plots" / "models_by_benchmarks.png").stat().st_size > 1000
+
+    capsys.readouterr()
+    assert main(["summary", str(res)]) == 0
+    printed = capsys.readouterr().out
+    assert "| generator | a · ref (accuracy) | b · score (mean score) | mean rank |" in printed
+    assert "FAILED short/b (judge score, generate): InputError: " in printed
 
     # The same command again reruns the failed shard and what reads it, nothing else.
     again = counts(workflow, cfg)
@@ -112,3 +124,5 @@ def test_each_judge_grades_its_cells_and_a_failed_cell_is_reported_then_rerun_al
     assert raw_cells(res, "score") == {("demo", "b"): N, ("short", "b"): N}
     s = json.loads((res / "report" / "summary.json").read_text())
     assert s["failed_cells"] == [] and "## Failed cells" not in (res / "report" / "report.md").read_text()
+    ranks = {r["generator"]: r["values"]["b/score"]["rank"] for r in s["table"]["rows"]}
+    assert ranks == {"demo": 1.5, "short": 1.5}  # a judge that always says 7: a tie

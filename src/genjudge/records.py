@@ -316,6 +316,7 @@ class RunSummary(_Record):
     across_cells: dict = field(default_factory=dict)  # judge -> measures over all its cells (e.g. strengths)
     validity: dict = field(default_factory=dict)  # agreement with human labels, bias diagnostics, panels
     time_model: dict = field(default_factory=dict)  # each job's predicted (genjudge.time_model) and measured seconds
+    table: dict = field(default_factory=dict)  # generators x (dataset, judge) headlines and mean ranks (report_table)
     failed_cells: list = field(default_factory=list)  # cells not judged: their generation or their judge failed
     metrics: dict = field(default_factory=dict)
 

@@ -494,4 +494,5 @@ def run_report(
         with open(provenance_path, encoding="utf-8") as fh:
             prov = json.load(fh)
         write_html_report(config, run, cells, gen_metas, judge_metas, prov, html_path, plots_dir)
+        study.write_plot(plots_dir)
     return run
