@@ -40,3 +40,8 @@ rule all:
     default_target: True
     input:
         final_outputs(),
+
+
+# A report listing failed cells ends the run with exit status 1, as a failed job would.
+onsuccess:
+    stop_if_failed()

@@ -1,12 +1,14 @@
 # Config validation and the small named functions the rules use; the logic is in the package.
+import json
 import os
 import re
 import sys
+import time
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from genjudge import config as wfconfig, job_resources, slurm_array_task, slurm_submission
+from genjudge import config as wfconfig, failures, job_resources, slurm_array_task, slurm_submission
 from genjudge.errors import InputError
 from genjudge.gpu_lease import resolve_inventory
 from genjudge.judging import modes
@@ -94,8 +96,16 @@ GENERATOR_PARAMS = {name: rerun_params(spec) for name, spec in GENERATORS.items(
 JUDGE_PARAMS = {name: rerun_params(spec) for name, spec in JUDGES.items()}
 
 
+def with_failures(params, role, job):
+    """A job that recorded a failure (genjudge.failures) reruns on the next run: its count of
+    recorded failures is a parameter (absent while there are none)."""
+    n = failures.attempts(failures.history_path(RESULTS, role, job))
+    return {**params, "failed_attempts": n} if n else params
+
+
 def generate_params(wildcards):
-    return GENERATOR_PARAMS[wildcards.generator]
+    job = f"{wildcards.generator}/{wildcards.dataset}/{wildcards.shard}"
+    return with_failures(GENERATOR_PARAMS[wildcards.generator], "generate", job)
 
 
 ANSWERS = {name: ds["answer"] for name, ds in EXP.datasets.items()}
@@ -109,7 +119,7 @@ def judge_params(wildcards):
     if not modes.get(spec.mode).needs_baseline:  # settings a single-answer judge never reads
         params.pop("baseline", None)
         params.pop("pairs", None)
-    return params
+    return with_failures(params, "judge", f"{wildcards.judge}/{wildcards.jshard}-of-{wildcards.nj}")
 
 
 def parse_params(wildcards):
@@ -153,7 +163,7 @@ def submission_settings(wildcards):
     which is before the plugin starts and reads them."""
     plugin = workflow.executor_plugin
     if not SUBMISSION and workflow.is_main_process and getattr(plugin, "name", "") == "slurm":
-        n = len(EXP.generators) * sum(len(shards_of(d)) for d in EXP.datasets)
+        n = sum(len(shards_of(d)) for _, d in EXP.generated())
         gpus = {generate_gpus(g) for g in EXP.generators}
         sub = slurm_submission.apply(workflow.executor_settings, config, n, workflow.resource_settings.nodes, gpus)
         for note in sub.notes:
@@ -242,12 +252,8 @@ def judge_shard_metas(wildcards):
 
 
 def all_generation_metas():
-    return [
-        f"{RESULTS}/generations/{g}/{d}/{i}.meta.json"
-        for g in EXP.generators
-        for d in EXP.datasets
-        for i in shards_of(d)
-    ]
+    """Every generation job's meta: the (generator, dataset) pairs the judges read."""
+    return [f"{RESULTS}/generations/{g}/{d}/{i}.meta.json" for g, d in EXP.generated() for i in shards_of(d)]
 
 
 def all_judgments():
@@ -293,3 +299,26 @@ def label_files():
 
 def final_outputs():
     return [f"{RESULTS}/report/summary.json", f"{RESULTS}/report/report.md"]
+
+
+STARTED = time.time()
+
+
+def stop_if_failed():
+    """After a run that wrote the report: exit status 1 when it lists failed cells (genjudge.failures),
+    as for any failed job; the report of the other cells is written."""
+    summary = f"{RESULTS}/report/summary.json"
+    if not os.path.exists(summary) or os.path.getmtime(summary) < STARTED:
+        return
+    with open(summary, encoding="utf-8") as fh:
+        failed = json.load(fh).get("failed_cells") or []
+    if failed:
+        cells = sorted(
+            {f"{f['generator']}/{f['dataset']}" + (f" vs {f['opponent']}" if f["opponent"] else "") for f in failed}
+        )
+        logger.error(
+            f"{len(cells)} cell(s) failed and were not judged: {', '.join(cells)}. The report of the others is "
+            f"{RESULTS}/report/report.md, with each failure's error and log under 'Failed cells'; fix the cause "
+            "and run the same command again: only the failed jobs and what reads them run."
+        )
+        raise SystemExit(1)

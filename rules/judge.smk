@@ -45,6 +45,8 @@ rule parse_verdicts:
     input:
         generations=judge_generations,
         raw=f"{RESULTS}/judge/{{judge}}/raw.parquet",
+        # what the judge skipped, or that it failed
+        meta=f"{RESULTS}/judge/{{judge}}/raw.meta.json",
     output:
         f"{RESULTS}/judgments/{{judge}}.parquet",
     log:

@@ -1,8 +1,10 @@
 """Generate one shard of one generator on one dataset (rule generate).
-The GPU lease comes before torch is imported."""
+The GPU lease comes before torch is imported. A failure is recorded (genjudge.failures): the
+job's outputs say so and the other cells of the study go on."""
 
 import os
 
+from genjudge import failures
 from genjudge.gpu_lease import acquire, resolve_inventory
 from genjudge.job_log import job_log
 
@@ -10,37 +12,55 @@ from genjudge.job_log import job_log
 def main():
     sm = snakemake  # noqa: F821 - injected by Snakemake
     cfg, w = sm.config, sm.wildcards
+    job = f"{w.generator}/{w.dataset}/{w.shard}"
     with job_log(sm.log[0], "generate") as stream:
-        # The GPU count is the job's `gpu` resource; the inventory is resolved here, not passed
-        # as a param, so that a different CUDA_VISIBLE_DEVICES does not rerun finished jobs.
-        with acquire(
-            sm.resources.gpu,
-            resolve_inventory(cfg["gpu_inventory"]),
-            cfg["lock_dir"],
-            slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
-            label=f"{cfg['run']}/generate/{w.generator}/{w.dataset}/{w.shard}",
-        ) as lease:
-            from genjudge.engine.threads import set_threads
-            from genjudge.experiment import resolve
-            from genjudge.specs import GeneratorSpec
-            from genjudge.stages.generate import run_generate
-            from genjudge.stages.split import shard_path
+        history = failures.history_path(f"results/{cfg['run']}", "generate", job)
+        with failures.recorded(history, sm.log[0], f"generate {job}", lambda error: write_failure(sm, error)):
+            # The GPU count is the job's `gpu` resource; the inventory is resolved here, not passed
+            # as a param, so that a different CUDA_VISIBLE_DEVICES does not rerun finished jobs.
+            with acquire(
+                sm.resources.gpu,
+                resolve_inventory(cfg["gpu_inventory"]),
+                cfg["lock_dir"],
+                slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
+                label=f"{cfg['run']}/generate/{job}",
+            ) as lease:
+                from genjudge.engine.threads import set_threads
+                from genjudge.experiment import resolve
+                from genjudge.specs import GeneratorSpec
+                from genjudge.stages.generate import run_generate
+                from genjudge.stages.split import shard_path
 
-            set_threads(sm.threads)
-            spec = GeneratorSpec.from_config(resolve(cfg).generators[w.generator])
-            run_generate(
-                shard=int(w.shard),
-                shard_path=shard_path(sm.input.shards, w.shard),
-                out_path=sm.output.generations,
-                meta_path=sm.output.meta,
-                spec=spec,
-                store_dir=f"{cfg['cache_dir']}/generations",
-                run=cfg["run"],
-                lease=lease,
-                log_stream=stream,
-                generator=w.generator,
-                dataset=w.dataset,
-            )
+                set_threads(sm.threads)
+                spec = GeneratorSpec.from_config(resolve(cfg).generators[w.generator])
+                run_generate(
+                    shard=int(w.shard),
+                    shard_path=shard_path(sm.input.shards, w.shard),
+                    out_path=sm.output.generations,
+                    meta_path=sm.output.meta,
+                    spec=spec,
+                    store_dir=f"{cfg['cache_dir']}/generations",
+                    run=cfg["run"],
+                    lease=lease,
+                    log_stream=stream,
+                    generator=w.generator,
+                    dataset=w.dataset,
+                )
+
+
+def write_failure(sm, error):
+    from genjudge.stages.generate import write_failed_shard
+
+    w = sm.wildcards
+    write_failed_shard(
+        sm.output.generations,
+        sm.output.meta,
+        error,
+        run=sm.config["run"],
+        generator=w.generator,
+        dataset=w.dataset,
+        shard=int(w.shard),
+    )
 
 
 # Engines that start worker processes by spawning (vLLM with several GPUs) import this file again in

@@ -1,8 +1,10 @@
-"""Parse one judge's stored outputs into verdicts, cell by cell (rule parse_verdicts); loads no model."""
+"""Parse one judge's stored outputs into verdicts, cell by cell (rule parse_verdicts); loads no model.
+Cells the judge skipped (their answers failed) and every cell of a judge whose job failed have none."""
 
 from genjudge.config import load_plugins
 from genjudge.experiment import judge_inputs, resolve
 from genjudge.job_log import job_log
+from genjudge.records import JudgeMeta
 from genjudge.stages.parse import run_parse
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
@@ -10,6 +12,8 @@ cfg, w, p = sm.config, sm.wildcards, sm.params.parse
 with job_log(sm.log[0], "parse_verdicts"):
     load_plugins(cfg)
     exp = resolve(cfg)
+    meta = JudgeMeta.read(sm.input.meta)
+    exp = exp.without({w.judge: [c for c in exp.cells(w.judge) if meta.error or c.key in meta.skipped_cells]})
     run_parse(
         exp.cells(w.judge),
         judge_inputs(exp, w.judge, f"results/{cfg['run']}"),

@@ -127,7 +127,9 @@ def test_one_failing_shard_does_not_stop_the_others_by_default(workflow):
     proc = workflow.run("--cores", "1", "--configfile", cfg, check=False)  # the README's command, no profile
     assert proc.returncode != 0
     gens = workflow.results("kg") / "generations" / "demo-generator" / "questions"
-    assert sorted(p.name for p in gens.glob("*.parquet")) == ["0.parquet", "2.parquet", "3.parquet"]
+    metas = [json.loads((gens / f"{i}.meta.json").read_text()) for i in range(4)]
+    assert [m["error"] is not None for m in metas] == [False, True, False, False]
+    assert [m["n_items"] for m in metas] == [11, 0, 11, 11]
 
 
 def test_a_local_model_directory_must_hold_a_tokenizer_and_every_weight_file(tmp_path):

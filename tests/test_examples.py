@@ -16,8 +16,8 @@ CFG70 = ROOT / "tests" / "data" / "llama-3.1-70b-config"
 def stand_in_models(workflow, cfg):
     """Hub ids as local directories holding config.json and stand-ins for the tokenizer and weights
     files planning looks for (nothing is downloaded, nothing loads them)."""
-    names = [cfg["judge"]["model"]] + [g["model"] for g in cfg.get("generators", {}).values()]
-    names += [cfg["generator"]["model"]] if cfg["generator"].get("model") else []
+    names = [g["model"] for key in ("generators", "judges") for g in cfg.get(key, {}).values() if g.get("model")]
+    names += [cfg[role]["model"] for role in ("generator", "judge") if cfg[role].get("model")]
     for name in names:
         (workflow.path / name).mkdir(parents=True, exist_ok=True)
         shutil.copy(CFG70 / "config.json", workflow.path / name / "config.json")
@@ -147,6 +147,39 @@ def test_mt_bench_pairwise_example_plans_both_generators_and_swaps_whole_convers
     assert (first.turn, second.turn) == (2, 2)
     rx = pair.compile(j["verdict_pattern"])
     assert pair.parse_text("Both fine. [[C]]", rx, True).verdict == "tie"
+
+
+def test_gsm8k_and_mt_bench_study_plans_each_judge_on_its_benchmark(workflow):
+    from genjudge import config as wfconfig
+    from genjudge.experiment import resolve
+
+    cfg = yaml.safe_load((ROOT / "config/examples/gsm8k_mt_bench.yaml").read_text())
+    mt_bench_fixture(workflow.path / cfg["datasets"]["mtbench"]["path"])
+    gsm8k = workflow.path / "gsm8k_test.jsonl"  # openai/gsm8k's fields, as a local file
+    gsm8k.write_text(
+        "".join(
+            json.dumps({"question": f"{i} + {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"}) + "\n"
+            for i in range(40)
+        )
+    )
+    cfg["datasets"]["gsm8k"].update(path=str(gsm8k), format="auto")
+    jobs = plan(workflow, cfg, "study")
+    # 2 generators x (8 GSM8K shards + 2 MT-bench shards); one job per judge
+    assert jobs["generate"] == "20" and jobs["merge"] == "4" and jobs["judge"] == "2" and jobs["split"] == "2"
+    exp = resolve(wfconfig.validate(cfg))
+    assert {j: [c.key for c in exp.cells(j)] for j in exp.judges} == {
+        "gsm8k-ref": ["llama8b/gsm8k", "qwen7b/gsm8k"],
+        "mtbench-score": ["llama8b/mtbench", "qwen7b/mtbench"],
+    }
+    out = workflow.run("-n", "--configfile", workflow.path / "config" / "study-fixture.yaml", "--printshellcmds")
+    inputs = re.findall(
+        r"rule judge:\n\s+input: ([^\n]+)\n\s+output: results/gsm8k-mt-bench/judge/([\w-]+)/", out.stdout
+    )
+    reads = {judge: sorted(re.findall(r"generations/(\w+/\w+)\.parquet", files)) for files, judge in inputs}
+    assert reads == {
+        "gsm8k-ref": ["llama8b/gsm8k", "qwen7b/gsm8k"],
+        "mtbench-score": ["llama8b/mtbench", "qwen7b/mtbench"],
+    }
 
 
 def test_alpaca_eval_example_plans_against_a_baseline_built_from_published_outputs(workflow):

@@ -167,9 +167,115 @@ def base(**kw):
             {"judge": {"model": "models/demo-judge", "mode": "pairwise", "pairs": "all"}},
             r"judge\.pairs: all needs at least two generators",
         ),
+        (
+            {"datasets": {"a": {}, "b": {}}, "judges": {"j": {"datasets": ["a", "c"]}, "k": {}}},
+            r"judges\.j\.datasets: \['c'\] not among the datasets \['a', 'b'\]",
+        ),
+        (
+            {"generators": {"a": {}, "b": {}}, "judges": {"j": {"generators": ["x"]}, "k": {}}},
+            r"judges\.j\.generators: \['x'\] not among the generators \['a', 'b'\]",
+        ),
+        ({"judge": {"model": "models/demo-judge", "datasets": []}}, r"judge\.datasets: \[\] should be non-empty"),
+        (
+            {"datasets": {"a": {}, "b": {}}, "judges": {"j": {"datasets": ["a"]}, "k": {"datasets": ["a"]}}},
+            r"datasets\.b: no judge reads it",
+        ),
+        (
+            {
+                "generators": {"a": {}, "b": {}, "c": {}},
+                "judges": {"j": {"mode": "pairwise", "baseline": "a", "generators": ["a"]}, "k": {}},
+            },
+            r"judges\.j\.baseline: 'a' is the only generator",
+        ),
+        (
+            {
+                "datasets": {"a": {}, "b": {}},
+                "judges": {"j": {}, "k": {"datasets": ["a"]}},
+                "panels": {"p": {"judges": ["j", "k"]}},
+            },
+            r"panels\.p\.judges: the judges do not grade the same",
+        ),
     ],
 )
 def test_bad_experiment_configs_name_the_key(extra, message):
     with pytest.raises(InputError, match=message):
         cfg = wfconfig.validate(base(**extra))
         wfconfig.check(cfg, data=False)
+
+
+def test_judges_grade_their_own_datasets_and_generators_and_pairs_follow_them():
+    from genjudge.experiment import resolve
+
+    cfg = wfconfig.validate(
+        base(
+            generators={"a": {}, "b": {}, "c": {}},
+            datasets={"gsm8k": {}, "mtbench": {}},
+            judges={
+                "ref": {"datasets": ["gsm8k"]},
+                "score": {"mode": "score", "datasets": ["mtbench"], "generators": ["a", "b"]},
+                # pairs among the judge's generators; a generator baseline may be outside them
+                "vs_a": {"mode": "pairwise", "baseline": "a", "generators": ["b", "c"], "datasets": ["mtbench"]},
+                "all": {"mode": "pairwise", "pairs": "all", "generators": ["b", "c"], "datasets": ["gsm8k"]},
+            },
+        )
+    )
+    exp = resolve(cfg)
+    keys = {j: [c.key for c in exp.cells(j)] for j in exp.judges}
+    assert keys == {
+        "ref": ["a/gsm8k", "b/gsm8k", "c/gsm8k"],
+        "score": ["a/mtbench", "b/mtbench"],
+        "vs_a": ["b/mtbench vs a", "c/mtbench vs a"],
+        "all": ["b/gsm8k vs c"],
+    }
+    # c answers mtbench only as vs_a's candidate: generated all the same
+    assert exp.generated() == [(g, d) for g in "abc" for d in ("gsm8k", "mtbench")]
+
+    # one judge (no `judges:` map) limited to one dataset: the other is read by no judge
+    def one(*names):
+        return wfconfig.validate(base(datasets={"x": {}, "y": {}}, judge={"model": "m", "datasets": list(names)}))
+
+    assert [c.key for c in resolve(one("y", "x")).cells("m")] == ["demo-generator/x", "demo-generator/y"]
+    with pytest.raises(InputError, match=r"datasets\.x: no judge reads it"):
+        resolve(one("y"))
+
+
+def test_null_removes_an_entry_of_every_named_map():
+    removed = wfconfig.remove_nulls(
+        cfg := {
+            "generators": {"a": {}, "b": None},
+            "datasets": {"x": None},
+            "judges": {"j": {}},
+            "panels": {"p": None},
+        }
+    )
+    assert removed == ["generators.b", "datasets.x", "panels.p"]
+    # a map whose every entry is removed is as if left out
+    assert cfg == {"generators": {"a": {}}, "judges": {"j": {}}}
+
+
+@pytest.mark.workflow
+def test_an_overlay_configfile_removes_a_generator_judge_and_panel_of_the_base(workflow):
+    small_dataset(workflow)
+    base_cfg = experiment(
+        workflow,
+        "overlay",
+        {"demo": {}, "terse": {"max_new_tokens": 2}},
+        judges={"a": {}, "b": {"template": None}},
+        panels={"ab": {"judges": ["a", "b"]}},
+    )
+    overlay = workflow.path / "config" / "overlay-less.yaml"
+    overlay.write_text("generators: {terse: null}\njudges: {b: null}\npanels: {ab: null}\n")
+    planned = counts(workflow, base_cfg)
+    assert planned["generate"] == "6" and planned["merge"] == "4" and planned["judge"] == "2"
+    planned = counts_layers(workflow, base_cfg, overlay)
+    assert planned["generate"] == "3" and planned["merge"] == "2" and planned["judge"] == "1"
+    # without the panel's removal, removing its member is an error that names the panel
+    bad = workflow.path / "config" / "overlay-bad.yaml"
+    bad.write_text("judges: {b: null}\n")
+    out = workflow.run("-n", "--configfile", base_cfg, bad, check=False)
+    assert out.returncode != 0 and "panels.ab.judges: ['b'] not among the judges ['a']" in out.stdout + out.stderr
+
+
+def counts_layers(workflow, *cfgs):
+    out = workflow.run("-n", "--configfile", *cfgs, "--quiet", "rules").stdout
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))

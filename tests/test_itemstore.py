@@ -151,6 +151,7 @@ OTHER_VALUE = {
     "top_p": 0.9,
     "seed": 1,
     "verdict": "logprob",
+    "engine": "vllm",
 }
 
 
@@ -178,7 +179,14 @@ def test_key_depends_on_every_part(tmp_path):
         for name in sorted(item_fields):
             changed = dataclasses.replace(base, **{name: OTHER_VALUE[name]})
             assert PromptSet(changed, kind).key("What is 2 + 2?") != key, name
-        for name, value in (("batch_size", 3), ("memory_margin", 0.5), ("device_map", "cpu")):
+        # The default engine leaves keys as they were before engines were a setting: caches stay valid.
+        assert "engine" not in base.item_params() and "engine" not in base.rerun_params()
+        for name, value in (
+            ("batch_size", 3),
+            ("memory_margin", 0.5),
+            ("device_map", "cpu"),
+            ("vllm", {**base.vllm, "chunk_size": 7, "gpu_memory_utilization": 0.5}),
+        ):
             changed = dataclasses.replace(base, **{name: value})
             assert PromptSet(changed, kind).key("What is 2 + 2?") == key, name
         # Settings with no effect as configured change nothing: sampling under greedy, 4-bit under none.

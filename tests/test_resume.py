@@ -182,10 +182,12 @@ def test_keep_going_then_rerun_runs_only_the_failed_shard(workflow):
     proc = workflow.run("--cores", "2", "--configfile", cfg, "--keep-going", check=False)
     assert proc.returncode != 0
     assert "1.jsonl, line 1" in proc.stdout + proc.stderr
-    done = sorted(
-        p.name for p in (workflow.results() / "generations" / "demo-generator" / "questions").glob("*.parquet")
-    )
-    assert done == ["0.parquet", "2.parquet", "3.parquet"]
+    gens = workflow.results() / "generations" / "demo-generator" / "questions"
+    # The failure is recorded: no rows, the error in the meta; the other shards are complete.
+    assert [len(pd.read_parquet(gens / f"{i}.parquet")) for i in range(4)] == [11, 0, 11, 11]
+    assert "1.jsonl, line 1" in json.loads((gens / "1.meta.json").read_text())["error"]["message"]
+    summary = json.loads((workflow.results() / "report" / "summary.json").read_text())
+    assert [(f["generator"], f["stage"]) for f in summary["failed_cells"]] == [("demo-generator", "generate")]
 
     shard1.write_bytes(good)
     plan = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout

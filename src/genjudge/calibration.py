@@ -129,13 +129,15 @@ def run_metas(run_dir) -> tuple[list, list]:
             m = GenerateMeta.read(path)
         except (RecordError, json.JSONDecodeError, TypeError):
             continue
-        gens.append((f"generate {m.generator}/{m.dataset}/{m.shard}", m))
+        if not m.error:  # a failed job (genjudge.failures) measured nothing
+            gens.append((f"generate {m.generator}/{m.dataset}/{m.shard}", m))
     for path in sorted((run_dir / "judge").glob("*/shards/*.meta.json")):
         try:
             m = JudgeMeta.read(path)
         except (RecordError, json.JSONDecodeError, TypeError):
             continue
-        judges.append((f"judge {path.parent.parent.name}/{path.name.split('.')[0]}", m))
+        if not m.error:
+            judges.append((f"judge {path.parent.parent.name}/{path.name.split('.')[0]}", m))
     return gens, judges
 
 

@@ -17,6 +17,11 @@ def cmd_summary(args) -> int:
         return 1
     s = RunSummary.read(path)
     print(f"report: {Path(args.run_dir) / 'report' / 'report.md'}")
+    from genjudge.stages.report_table import summary_lines
+
+    lines = summary_lines(s.table, s.failed_cells)
+    if lines:
+        print("\n".join(lines))
     if s.cells:  # an experiment: the leaderboard
         from genjudge.stages.report import leaderboard_markdown
 

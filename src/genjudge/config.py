@@ -72,11 +72,35 @@ def coerce(config: dict, sch: dict) -> dict:
     return config
 
 
+NAMED = ("generators", "datasets", "judges", "panels")
+
+
+def remove_nulls(config: dict) -> list[str]:
+    """`name: null` in `generators`, `datasets`, `judges` or `panels` removes that entry (in place).
+
+    Snakemake deep-merges maps across --configfiles, so an overlay cannot remove a base file's
+    entry by leaving it out; it writes `terse: null` instead. A map whose every entry is removed is
+    as if left out. Returns the removed keys (`generators.terse`)."""
+    removed = []
+    for key in NAMED:
+        entries = config.get(key)
+        if not isinstance(entries, dict):
+            continue
+        gone = [name for name, entry in entries.items() if entry is None]
+        for name in gone:
+            del entries[name]
+            removed.append(f"{key}.{name}")
+        if gone and not entries:
+            del config[key]
+    return removed
+
+
 def validate(config: dict, root=None) -> dict:
     """Coerce command-line strings, validate against the schema and fill in its defaults (in place)."""
     from snakemake.utils import validate as sm_validate
 
     coerce(config, schema(root))
+    remove_nulls(config)
     for key in ("generators", "datasets", "judges"):
         # Before validation, a key present is one the user wrote (the schema's {} comes after).
         if key in config and config[key] == {}:

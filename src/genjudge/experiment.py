@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from genjudge.errors import InputError
@@ -59,6 +59,7 @@ class Experiment:
     generators: dict  # name -> full generator section
     datasets: dict  # name -> full dataset section
     judges: dict  # name -> full judge section
+    skipped: dict = field(default_factory=dict)  # judge -> cells left out (their answers or the judge failed)
 
     def shards(self, dataset: str, config: dict) -> int:
         n = self.datasets[dataset]["shards"]
@@ -68,23 +69,50 @@ class Experiment:
         n = self.generators[generator]["gpus_per_job"]
         return config["gpus_per_job"] if n is None else n
 
+    def judge_generators(self, judge: str) -> list[str]:
+        """The generators `judge` grades (`judges.<name>.generators`; null: all), in config order."""
+        only = self.judges[judge].get("generators")
+        return [g for g in self.generators if only is None or g in only]
+
+    def judge_datasets(self, judge: str) -> list[str]:
+        """The datasets `judge` grades (`judges.<name>.datasets`; null: all), in config order."""
+        only = self.judges[judge].get("datasets")
+        return [d for d in self.datasets if only is None or d in only]
+
     def cells(self, judge: str) -> list[Cell]:
-        """What `judge` grades, in a fixed order."""
+        """What `judge` grades, in a fixed order, less its `skipped` cells."""
         from genjudge.judging import modes
 
         section = self.judges[judge]
-        names = list(self.generators)
+        names = self.judge_generators(judge)
+        base = section["baseline"]
         out = []
-        for ds in self.datasets:
+        for ds in self.judge_datasets(judge):
             paired = modes.get(section["mode"]).needs_baseline
-            if not paired or section["baseline"] not in names and section["pairs"] == "baseline":
+            if not paired or base not in self.generators and section["pairs"] == "baseline":
                 # single-answer modes, or pairwise against an outside file
                 out += [Cell(g, ds) for g in names]
             elif section["pairs"] == "baseline":
-                out += [Cell(g, ds, section["baseline"]) for g in names if g != section["baseline"]]
+                out += [Cell(g, ds, base) for g in names if g != base]
             else:
                 out += [Cell(a, ds, b) for i, a in enumerate(names) for b in names[i + 1 :]]
-        return out
+        skipped = self.skipped.get(judge, ())
+        return [c for c in out if c not in skipped]
+
+    def generated(self) -> list[tuple[str, str]]:
+        """(generator, dataset) pairs some judge reads (graded, or a pairwise opponent), in config order:
+        the generation jobs the run makes."""
+        wanted = {(g, c.dataset) for j in self.judges for c in self.cells(j) for g in (c.generator, c.opponent) if g}
+        return [(g, d) for g in self.generators for d in self.datasets if (g, d) in wanted]
+
+    def datasets_of(self, generator: str) -> list[str]:
+        """The datasets `generator` answers (those of the judges grading it)."""
+        return [d for g, d in self.generated() if g == generator]
+
+    def without(self, skipped: dict) -> Experiment:
+        """The same experiment with `skipped` (judge -> cells) left out of `cells` (genjudge.failures)."""
+        more = {j: frozenset(self.skipped.get(j, ())) | frozenset(cs) for j, cs in skipped.items()}
+        return replace(self, skipped={**self.skipped, **more})
 
 
 def of_cell(df, cell: Cell):
@@ -140,8 +168,9 @@ def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) 
     parts = {}
     for map_key, section in MAPS.items():
         entries = config.get(map_key) or {}
-        if map_key in config and config[map_key] is not None and not isinstance(entries, dict):
+        if not isinstance(entries, dict):
             raise InputError(f"{map_key}: expected a map from names to settings")
+        entries = {k: v for k, v in entries.items() if v is not None}  # null: removed (config.remove_nulls)
         if not entries:
             base = config[section]
             name = default_name(base.get("path") if section == "dataset" else base.get("model"))
@@ -151,8 +180,6 @@ def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) 
         for name, entry in entries.items():
             if not NAME.match(str(name)):
                 raise InputError(f"{map_key}.{name}: a name is letters, digits, '.', '_' and '-' only")
-            if entry is None:
-                entry = {}
             if not isinstance(entry, dict):
                 raise InputError(f"{map_key}.{name}: expected a map of {section} settings")
             merged = copy.deepcopy(config[section])
@@ -161,19 +188,46 @@ def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) 
             resolved[str(name)] = merged
         parts[map_key] = resolved
     exp = Experiment(**parts)
+    _check_filters(exp)
     if check_pairs:
         _check_pairs(exp)
+    _check_read(exp)
     return exp
+
+
+def _where(exp: Experiment, judge: str) -> str:
+    return f"judges.{judge}" if len(exp.judges) > 1 else "judge"
+
+
+def _check_filters(exp: Experiment) -> None:
+    """Each judge's `datasets` and `generators` name entries of the run; every entry is read by a judge."""
+    for jname, j in exp.judges.items():
+        for key, entries in (("datasets", exp.datasets), ("generators", exp.generators)):
+            unknown = [n for n in j.get(key) or [] if n not in entries]
+            if unknown:
+                raise InputError(f"{_where(exp, jname)}.{key}: {unknown} not among the {key} {list(entries)}")
+
+
+def _check_read(exp: Experiment) -> None:
+    """Every generator and dataset is read by some judge: one no judge reads is a mistake, not work to do."""
+    generated = exp.generated()
+    for key, entries, pos in (("datasets", exp.datasets, 1), ("generators", exp.generators, 0)):
+        idle = [n for n in entries if all(pair[pos] != n for pair in generated)]
+        if idle:
+            raise InputError(
+                f"{key}.{idle[0]}: no judge reads it (each judge's `{key}` leaves it out); "
+                f"remove it (`{idle[0]}: null` in an overlay) or name it in a judge's {key}"
+            )
 
 
 def _check_pairs(exp: Experiment) -> None:
     from genjudge.judging import modes
 
-    names = list(exp.generators)
     for jname, j in exp.judges.items():
         if not modes.get(j["mode"]).needs_baseline:
             continue
-        where = f"judges.{jname}" if len(exp.judges) > 1 else "judge"
+        names = exp.judge_generators(jname)
+        where = _where(exp, jname)
         if j["pairs"] == "all":
             if len(names) < 2:
                 raise InputError(f"{where}.pairs: all needs at least two generators (have {names})")
@@ -182,20 +236,23 @@ def _check_pairs(exp: Experiment) -> None:
         if not base:
             raise InputError(
                 f"{where}.baseline: pairwise mode needs a baseline: the name of one of the "
-                f"generators {names}, or a generations parquet file"
+                f"generators {list(exp.generators)}, or a generations parquet file"
             )
         looks_like_file = "/" in base or base.endswith((".parquet", ".pq"))
-        if base not in names and not looks_like_file:
-            raise InputError(f"{where}.baseline: {base!r} is not one of the generators {names} (nor a parquet file)")
-        if base in names and len(names) < 2:
-            raise InputError(f"{where}.baseline: {base!r} is the only generator; nothing to compare it with")
-        if not looks_like_file or base in names:
-            continue
-        if len(exp.datasets) > 1:
+        if base not in exp.generators and not looks_like_file:
             raise InputError(
-                f"{where}.baseline: a baseline file holds one dataset's answers, and this run has "
-                f"{len(exp.datasets)} datasets {list(exp.datasets)}: name a generator of the run "
-                "as the baseline, or use one judge per dataset"
+                f"{where}.baseline: {base!r} is not one of the generators {list(exp.generators)} (nor a parquet file)"
+            )
+        if base in exp.generators:
+            if not [g for g in names if g != base]:
+                raise InputError(f"{where}.baseline: {base!r} is the only generator; nothing to compare it with")
+            continue
+        datasets = exp.judge_datasets(jname)
+        if len(datasets) > 1:
+            raise InputError(
+                f"{where}.baseline: a baseline file holds one dataset's answers, and this judge grades "
+                f"{len(datasets)} datasets {datasets}: name a generator of the run "
+                f"as the baseline, or limit the judge to one dataset ({where}.datasets)"
             )
         if not Path(base).exists():
             raise InputError(f"{where}.baseline: {base!r} not found; run the baseline first")

@@ -103,6 +103,8 @@ class JobMeta(_Record):
     placement: dict | None = None  # parameters per device
     device: dict | None = None  # torch's view of the devices
     memory_plan: dict | None = None
+    # A failed job (genjudge.failures): {type, message, log, at}; its outputs then hold no rows.
+    error: dict | None = None
 
     @classmethod
     def start(cls, lease, **values):
@@ -163,6 +165,7 @@ class JudgeMeta(JobMeta):
     model_loads: int = 0  # 1 when anything was left to judge: every cell in one load
     cells: dict = field(default_factory=dict)  # "generator/dataset[ vs opponent]" -> {n_items, resumed, computed}
     shards: list | None = None  # the judge-shard metas, in a merged meta of several shards
+    skipped_cells: dict = field(default_factory=dict)  # cell key -> the errors of its failed generation jobs
 
     @classmethod
     def from_dict(cls, data: dict, where="record"):
@@ -207,6 +210,8 @@ class JudgeMeta(JobMeta):
             model_loads=sum(m.model_loads for m in metas),
             **_sum_timing(metas),
             cells=_sum_cells(metas),
+            skipped_cells=first.skipped_cells,
+            error=next((m.error for m in metas if m.error), None),  # one failed shard fails the judge
             started_at=min(m.started_at for m in metas),
             finished_at=max(m.finished_at for m in metas),
         )
@@ -322,6 +327,8 @@ class RunSummary(_Record):
     paired: list = field(default_factory=list)  # paired differences of every two generators per judge and dataset
     validity: dict = field(default_factory=dict)  # agreement with human labels, bias diagnostics, panels
     time_model: dict = field(default_factory=dict)  # each job's predicted (genjudge.time_model) and measured seconds
+    table: dict = field(default_factory=dict)  # generators x (dataset, judge) headlines and mean ranks (report_table)
+    failed_cells: list = field(default_factory=list)  # cells not judged: their generation or their judge failed
     metrics: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

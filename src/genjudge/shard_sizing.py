@@ -22,6 +22,8 @@ def shard_table(run_dir) -> pd.DataFrame:
     rows = []
     for path in sorted(Path(run_dir).glob("generations/*/*/*.meta.json")):
         m = GenerateMeta.read(path)
+        if m.error:  # a failed job (genjudge.failures) measured nothing
+            continue
         rows.append(
             {
                 "generator": m.generator,

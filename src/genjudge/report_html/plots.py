@@ -11,6 +11,7 @@ import textwrap
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import PercentFormatter
@@ -441,4 +442,44 @@ def gantt(tl: Timeline, max_labels: int = 120) -> Figure | None:
         Patch(facecolor="none", edgecolor=CRITICAL, lw=2.2, label="critical path"),
     ]
     fig.legend(handles=handles, fontsize=8, ncols=min(4, len(handles)), loc="outside lower center")
+    return fig
+
+
+def models_by_benchmarks(table: dict) -> Figure | None:
+    """The report's models x benchmarks table (stages.report_table) as a heat map: one row per
+    generator, one column per (dataset, judge) and the mean rank; each cell shows its value and
+    interval, coloured by the generator's rank in its column (green best, red worst), since the
+    columns' measures have scales of their own."""
+    from genjudge.stages.report_table import value_text
+
+    cols, rows = table.get("columns") or [], table.get("rows") or []
+    if not cols or not rows:
+        return None
+    n = len(rows)
+    shade = np.full((n, len(cols) + 1), np.nan)
+    texts = [[""] * (len(cols) + 1) for _ in rows]
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            v = r["values"][c["key"]]
+            ranked = sum(x["values"][c["key"]]["rank"] is not None for x in rows)
+            if v["rank"] is not None:
+                shade[i, j] = (ranked - v["rank"]) / (ranked - 1) if ranked > 1 else 0.5
+            text = value_text(v, c["kind"])
+            texts[i][j] = text.replace(" [", "\n[") if v["status"] == "ok" else text
+        if r["mean_rank"] is not None:
+            shade[i, -1] = (n - r["mean_rank"]) / (n - 1) if n > 1 else 0.5
+            texts[i][-1] = f"{r['mean_rank']:.2f}\n(of {r['n_ranked']})"
+    fig = _figure(0.62 * n + 1.4, width=min(WIDTH, 2.6 + 1.75 * (len(cols) + 1)))
+    ax = fig.subplots()
+    cmap = colormaps["RdYlGn"].with_extremes(bad="#eeeeee")
+    # Past 0 and 1 on both sides: the colours stay light enough for the text on them.
+    ax.imshow(np.ma.masked_invalid(shade), cmap=cmap, vmin=-0.35, vmax=1.35, aspect="auto")
+    ax.axvline(len(cols) - 0.5, color="white", lw=4)
+    for (i, j), text in np.ndenumerate(np.array(texts, dtype=object)):
+        ax.text(j, i, text, ha="center", va="center", fontsize=8)
+    labels = [f"{c['dataset']}\n{c['judge']}\n({(c['measure'] or '-').replace('_', ' ')})" for c in cols]
+    ax.set_xticks(range(len(cols) + 1), [*labels, "mean rank"], fontsize=8)
+    ax.set_yticks(range(n), [r["generator"] for r in rows], fontsize=9)
+    ax.xaxis.tick_top()
+    ax.set_title("models × benchmarks: value [95% CI], coloured by rank within each column", fontsize=10)
     return fig

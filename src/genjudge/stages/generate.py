@@ -106,3 +106,12 @@ def run_generate(
         **completion_meta(c, "generate_seconds"),
     )
     return meta.finish(meta_path)
+
+
+def write_failed_shard(out_path, meta_path, error: dict, **identity) -> GenerateMeta:
+    """A shard whose job failed (genjudge.failures): no rows, and a meta with the error."""
+    from genjudge.gpu_lease import Lease
+
+    atomic.write_parquet(out_path, pd.DataFrame(columns=OUTPUT_COLUMNS))
+    meta = GenerateMeta.start(Lease([], "none"), error=error, **identity)
+    return meta.finish(meta_path)

@@ -32,10 +32,12 @@ def cell_items(cells: list[Cell], generations: dict) -> pd.DataFrame:
         g = with_history(gens)
         g.insert(0, "cell", i)
         frames.append(g)
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["cell"])
 
 
 def shard_slice(items: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
+    if len(items) < n_shards:  # cells skipped (their answers failed) left fewer items than judge shards
+        return items.iloc[shard : shard + 1]
     a, b = shard_bounds(len(items), n_shards)[shard]
     return items.iloc[a:b]
 
@@ -56,9 +58,11 @@ def run_judge(
     n_shards: int = 1,
     answers: dict | None = None,
     parallel: str = "device_map",
+    skipped: dict | None = None,
 ) -> JudgeMeta:
     """`answers` maps a dataset to its extraction methods before exact match (for the cascade);
-    `template_path` is the template of every item no rule of `spec.templates` chooses one for.
+    `template_path` is the template of every item no rule of `spec.templates` chooses one for;
+    `skipped`: the cells left out because their answers failed (cell key -> errors), for the meta.
     In a tensor-parallel group every rank runs this; only rank 0 writes."""
     from genjudge.engine import tensor_parallel
 
@@ -76,6 +80,7 @@ def run_judge(
         device_map=spec.device_map,
         parallel=parallel,
         tensor_parallel_size=tensor_parallel.world_size() if tensor_parallel.active() else None,
+        skipped_cells=skipped or {},
     )
     items = shard_slice(cell_items(cells, generations), shard, n_shards)
     templates = Templates(template_path, spec.templates, mode)
@@ -160,6 +165,15 @@ def run_judge(
         cells=per_cell,
         **completion_meta(c, "judge_seconds"),
     )
+    return meta.finish(meta_path)
+
+
+def write_failed_judge(out_path, meta_path, error: dict, **identity) -> JudgeMeta:
+    """A judge job that failed (genjudge.failures): no rows, and a meta with the error."""
+    from genjudge.gpu_lease import Lease
+
+    write_judge_records(out_path, [])
+    meta = JudgeMeta.start(Lease([], "none"), error=error, **identity)
     return meta.finish(meta_path)
 
 

@@ -79,6 +79,15 @@ def check_one_model(meta_paths) -> None:
 
 
 def run_merge(items_path, shard_paths, out_path, meta_paths=()) -> pd.DataFrame:
+    """The merged answers; a shard whose job failed makes the merged file a failure that names it
+    (genjudge.failures), for the judges to skip this (generator, dataset)."""
+    from genjudge import failures
+    from genjudge.records import GenerateMeta
+
+    errors = failures.shard_errors([GenerateMeta.read(p) for p in meta_paths])
+    if errors:
+        failures.write_failed_generations(out_path, errors)
+        return pd.DataFrame()
     check_one_model(meta_paths)
     items = pd.read_parquet(items_path)
     merged = merge_generations(items, list(shard_paths))

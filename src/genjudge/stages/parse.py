@@ -27,6 +27,9 @@ RAW_NEEDED = [
 ]
 
 
+EMPTY_COLUMNS = ["judge", "generator", "dataset", "opponent", "id", "turn", "sample", "verdict", "unparsed_reason"]
+
+
 def parse_judgments(
     gens: pd.DataFrame,
     raw: pd.DataFrame,
@@ -78,6 +81,7 @@ def run_parse(
                 SampleView(theirs, s).get((i, t)) for i, t, s in zip(df["id"], turns, df["sample"])
             ]
         frames.append(df)
-    out = pd.concat(frames, ignore_index=True)
+    # No cell (every one failed upstream): an empty table the report reads as such.
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=EMPTY_COLUMNS)
     atomic.write_parquet(out_path, out)
     return out

@@ -404,7 +404,7 @@ def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, 
     section = exp.generators[name]
     spec = GeneratorSpec.from_config(section)
     answers = cal.answer_tokens.get(spec.model) if cal else None
-    wl = generator_workload(items, section, answers)
+    wl = generator_workload({d: items[d] for d in exp.datasets_of(name)}, section, answers)
     tokens, how = (prompt_override, "given with --prompt-tokens") if prompt_override else (wl.longest, wl.how)
     n = exp.gpus_per_job(name, config) if gpus else 0
     job_gpus = gpus[:n] if n else []
@@ -666,7 +666,7 @@ def sbatch_preview(config: dict) -> list[str]:
     for name in exp.generators:
         gpus = jr.generate_gpus(exp, config, name, [], on_slurm=True)
         gpu_counts.add(gpus)
-        n = sum(exp.shards(d, config) for d in exp.datasets)
+        n = sum(exp.shards(d, config) for d in exp.datasets_of(name))
         n_generate += n
         jobs.append(
             ("generate", name, n, jr.job_resources(config, "generate", gpus), jr.threads(config, "generate", gpus))

@@ -16,6 +16,7 @@ from genjudge.judging.items import answers_per_item, count_items, item_rate
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.provenance import provenance
 from genjudge.records import GenerateMeta, JudgeMeta, RunSummary
+from genjudge.stages.report_table import Study
 from genjudge.stages.validity import headline as validity_headline
 
 
@@ -638,14 +639,16 @@ def run_report(
     from genjudge.experiment import resolve
     from genjudge.stages.validity import summarise_validity, with_validity
 
-    exp = resolve(config)
-    judgments = {j: read_judgments(p) for j, p in judgments_paths.items()}
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
+    study = Study.of(resolve(config), config, gen_metas, judge_metas)  # failed cells set apart
+    exp, gen_metas, judge_metas = study.exp, study.gen_metas, study.judge_metas
+    judgments = {j: read_judgments(p) for j, p in judgments_paths.items() if j in exp.judges}
     run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)
-    run.validity = summarise_validity(exp, config, judgments)
+    run.validity = summarise_validity(exp, study.config, judgments)
     run.time_model = time_model_check(config, gen_metas, judge_metas)
     atomic.write_json(provenance_path, provenance(config, exp, gen_metas, judge_metas, workflow_dir))
+    study.add_to(run)
     run.write(summary_path)
     n_examples = int(config["report"]["n_examples"])
     if len(cells) == 1:
@@ -653,7 +656,7 @@ def run_report(
         text = render_markdown(s, df, n_examples)
     else:
         text = render_experiment(run, cells, n_examples)
-    text = with_validity(text, run.validity)
+    text = study.markdown(with_validity(text, run.validity))
     text += "\n" + "\n".join(time_model_markdown(run.time_model))
     atomic.write_text(md_path, text)
     frames = []
@@ -664,11 +667,14 @@ def run_report(
             f.insert(i, k, row[k])
         frames.append(f)
     with atomic.atomic_path(categories_path) as tmp:
-        pd.concat(frames, ignore_index=True).to_csv(tmp, index=False)
+        (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["generator"])).to_csv(
+            tmp, index=False
+        )
     if html_path:
         from genjudge.report_html import write_html_report
 
         with open(provenance_path, encoding="utf-8") as fh:
             prov = json.load(fh)
         write_html_report(config, run, cells, gen_metas, judge_metas, prov, html_path, plots_dir)
+        study.write_plot(plots_dir)
     return run

@@ -1,0 +1,125 @@
+"""The models x benchmarks table: one row per generator, one column per (dataset, judge)."""
+
+from genjudge import config as wfconfig
+from genjudge.experiment import resolve
+from genjudge.report_html import plots
+from genjudge.stages import report_table
+
+
+def study():
+    return resolve(
+        wfconfig.validate(
+            {
+                "run": "t",
+                "dataset": {"path": "config/demo/questions.jsonl"},
+                "generator": {"model": "models/demo-generator"},
+                "judge": {"model": "models/demo-judge"},
+                "generators": {"a": {}, "b": {}, "c": {}},
+                "datasets": {"gsm8k": {}, "mtbench": {}},
+                "judges": {
+                    "ref": {"datasets": ["gsm8k"]},
+                    "score": {"mode": "score", "datasets": ["mtbench"], "generators": ["a", "b"]},
+                    "vs_a": {"mode": "pairwise", "baseline": "a", "datasets": ["mtbench"]},
+                    "all": {"mode": "pairwise", "pairs": "all", "datasets": ["gsm8k"]},
+                },
+            }
+        )
+    )
+
+
+def rate(value, n=10):
+    return {"value": value, "ci95": [value - 0.1, value + 0.1], "n": n}
+
+
+def row(g, d, j, mode, **measures):
+    return {"generator": g, "dataset": d, "judge": j, "opponent": None, "mode": mode, "n_judged": 10, **measures}
+
+
+LEADERBOARD = [
+    row("a", "gsm8k", "ref", "reference", accuracy=rate(0.5)),
+    row("b", "gsm8k", "ref", "reference", accuracy=rate(0.9)),
+    row("c", "gsm8k", "ref", "reference", accuracy=rate(0.5)),
+    row("a", "mtbench", "score", "score", mean_score={"value": 6.0, "ci95": [5.5, 6.5], "kind": "mean", "n": 8}),
+    {**row("b", "mtbench", "vs_a", "pairwise", win=rate(0.7), tie=rate(0.1)), "opponent": "a"},
+    {**row("c", "mtbench", "vs_a", "pairwise", win=rate(0.2), tie=rate(0.1)), "opponent": "a"},
+]
+STRENGTHS = {
+    "all": {
+        "bradley_terry": {
+            "gsm8k": {g: {"strength": s, "ci95": [s - 1, s + 1]} for g, s in zip("abc", (0.5, -0.2, -0.3))}
+        }
+    }
+}
+FAILED = [
+    {"judge": "score", "generator": "b", "dataset": "mtbench", "opponent": None, "stage": "generate", "errors": []}
+]
+
+
+def test_columns_follow_the_judges_and_each_holds_its_mode_headline():
+    t = report_table.build(study(), LEADERBOARD, STRENGTHS, FAILED)
+    cols = {c["key"]: (c["measure"], c["kind"]) for c in t["columns"]}
+    assert cols == {
+        "gsm8k/ref": ("accuracy", "rate"),
+        "gsm8k/all": ("strength", "strength"),
+        "mtbench/score": ("mean_score", "mean"),
+        "mtbench/vs_a": ("win", "rate"),
+    }
+    v = {r["generator"]: r["values"] for r in t["rows"]}
+    assert v["b"]["mtbench/score"]["status"] == "failed" and v["c"]["mtbench/score"]["status"] == "not graded"
+    assert v["a"]["mtbench/vs_a"]["status"] == "baseline" and v["b"]["mtbench/vs_a"]["value"] == 0.7
+    assert v["c"]["gsm8k/all"]["value"] == -0.3 and v["a"]["gsm8k/all"]["ci95"] == [-0.5, 1.5]
+    # ranks within a column, 1 = best, ties share the mean rank
+    assert [v[g]["gsm8k/ref"]["rank"] for g in "abc"] == [2.5, 1.0, 2.5]
+    assert [v[g]["gsm8k/all"]["rank"] for g in "abc"] == [1.0, 2.0, 3.0]
+    assert v["a"]["mtbench/score"]["rank"] == 1.0 and v["b"]["mtbench/score"]["rank"] is None
+    mean = {r["generator"]: (r["mean_rank"], r["n_ranked"]) for r in t["rows"]}
+    assert mean == {"a": (1.5, 3), "b": (1.333, 3), "c": (2.5, 3)}  # rounded to 3 places
+    assert [r["generator"] for r in t["rows"]] == ["b", "a", "c"]  # by mean rank
+
+
+def test_markdown_and_heat_map_show_values_intervals_ranks_and_failures():
+    t = report_table.build(study(), LEADERBOARD, STRENGTHS, FAILED)
+    lines = report_table.markdown(t)
+    assert lines[0] == (
+        "| generator | gsm8k · ref (accuracy) | gsm8k · all (strength) | mtbench · score (mean score) | "
+        "mtbench · vs_a (win) | mean rank |"
+    )
+    b = next(line for line in lines if line.startswith("| b |"))
+    assert (
+        b
+        == "| b | 90.0% [80.0, 100.0] (1) | -0.20 [-1.20, +0.80] (2) | failed | 70.0% [60.0, 80.0] (1) | 1.33 (of 3) |"
+    )
+    assert "| a | " in lines[3] and "| baseline |" in lines[3]
+    assert plots.models_by_benchmarks(t) is not None
+    assert plots.models_by_benchmarks({"columns": [], "rows": []}) is None
+
+
+def test_a_report_gets_the_table_and_the_failed_cells_before_its_sections():
+    t = report_table.build(study(), LEADERBOARD, STRENGTHS, FAILED)
+    failed = [
+        {
+            **FAILED[0],
+            "errors": [
+                {
+                    "generator": "b",
+                    "dataset": "mtbench",
+                    "shard": 1,
+                    "type": "InputError",
+                    "message": "item 'x': too long | really",
+                    "log": "logs/t/generate/b/mtbench/1.log",
+                }
+            ],
+        }
+    ]
+    text = report_table.with_sections("# Report\n\n## Leaderboard\n\nrows", t, failed)
+    lines = text.splitlines()
+    assert lines.index("## Models × benchmarks") < lines.index("## Failed cells") < lines.index("## Leaderboard")
+    assert (
+        "| b/mtbench | score | generate b/mtbench/1 | InputError: item 'x': too long \\| really | "
+        "logs/t/generate/b/mtbench/1.log |"
+    ) in lines
+    printed = report_table.summary_lines(t, failed)
+    assert printed[-2].startswith("FAILED b/mtbench (judge score, generate): InputError: item 'x'")
+    # one generator in one column compares nothing: no table, the failures still
+    one = {"columns": t["columns"][:1], "rows": t["rows"][:1]}
+    assert "## Models × benchmarks" not in report_table.with_sections("# R\n\n## Headline", one, failed)
