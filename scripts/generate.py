@@ -20,6 +20,7 @@ with job_log(sm.log[0], "generate") as stream:
     ) as lease:
         from genjudge.engine.threads import set_threads
         from genjudge.experiment import resolve
+        from genjudge.modelref import digest_index
         from genjudge.specs import GeneratorSpec
         from genjudge.stages.generate import run_generate
         from genjudge.stages.split import shard_path
@@ -38,4 +39,5 @@ with job_log(sm.log[0], "generate") as stream:
             log_stream=stream,
             generator=w.generator,
             dataset=w.dataset,
+            digests=digest_index(cfg["cache_dir"]),
         )

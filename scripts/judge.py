@@ -22,6 +22,7 @@ with job_log(sm.log[0], "judge") as stream:
         from genjudge.engine.judge_parallel import job_choice
         from genjudge.engine.threads import set_threads
         from genjudge.experiment import judge_inputs, resolve
+        from genjudge.modelref import digest_index
         from genjudge.specs import JudgeSpec
         from genjudge.stages.judge import run_judge
         from genjudge.stages.tensor_judge import launch
@@ -42,6 +43,7 @@ with job_log(sm.log[0], "judge") as stream:
             shard=int(w.jshard),
             n_shards=int(w.nj),
             answers=sm.params.spec.get("answers"),
+            digests=digest_index(cfg["cache_dir"]),
         )
         n = int(sm.resources.gpu)
         choice, why = job_choice(spec, n)
