@@ -83,3 +83,9 @@ def test_sbatch_preview_shows_what_each_model_job_asks_for():
     )
     # Two judge shards share the node's 4 GPUs.
     assert "judge (demo-judge, 2 job(s))" in judge and "--gpus=a100:2" in judge and "--nodes=1" in judge
+
+
+def test_train_demo_onto_an_existing_directory_is_one_line(tmp_path):
+    proc = genjudge("train-demo", "demo-judge", str(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stderr == f"error: {tmp_path} already exists; remove it or choose another directory\n"
