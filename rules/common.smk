@@ -175,7 +175,7 @@ def judge_gpu_resource(wildcards):
 
 def model_input(spec):
     """The demo model's directory when the workflow builds it, so it is built first."""
-    return [spec.model] if wfconfig.is_demo_model(spec.model) else []
+    return [spec.model] if wfconfig.builds_demo_model(spec.model) else []
 
 
 def demo_generator(wildcards):

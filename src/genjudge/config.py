@@ -156,10 +156,18 @@ def judge_template(config: dict) -> str:
     return judge["template"] or modes.get(judge["mode"]).default_template()
 
 
+DEMO_MODELS = ("demo-generator", "demo-judge")  # what rule demo_model builds when missing
+
+
 def is_demo_model(name: str) -> bool:
-    """models/demo-* are built by rule demo_model when missing."""
+    """models/demo-*: a demo model, or a copy of one."""
     parts = os.path.normpath(name).split(os.sep)
     return len(parts) == 2 and parts[0] == "models" and parts[1].startswith("demo-")
+
+
+def builds_demo_model(name: str) -> bool:
+    """models/demo-generator and models/demo-judge are built by rule demo_model when missing."""
+    return is_demo_model(name) and os.path.normpath(name).split(os.sep)[1] in DEMO_MODELS
 
 
 DEMO_DIR = "config/demo"
@@ -276,7 +284,13 @@ def check(config: dict, data: bool = True) -> None:
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
             role = f"{kind}s.{name}" if config.get(f"{kind}s") else kind
-            check_model(section["model"], role, buildable=is_demo_model(section["model"]))
+            model = section["model"]
+            if is_demo_model(model) and not builds_demo_model(model) and not os.path.isdir(model):
+                raise InputError(
+                    f"{role}.model: {model!r} does not exist (the workflow builds only "
+                    f"{' and '.join(f'models/{m}' for m in DEMO_MODELS)})"
+                )
+            check_model(model, role, buildable=builds_demo_model(model))
     for section in exp.judges.values():
         spec = JudgeSpec.from_config(section)
         mode = modes.get(spec.mode)
