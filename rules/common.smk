@@ -13,7 +13,7 @@ from genjudge.errors import InputError
 from genjudge.gpu_lease import resolve_inventory
 from genjudge.judging import modes
 from genjudge.judging.template_rules import template_paths
-from genjudge.modelref import fingerprint
+from genjudge.modelref import digest_index, fingerprint
 from genjudge.experiment import judge_inputs, resolve
 from genjudge.specs import GeneratorSpec, JudgeSpec
 
@@ -86,10 +86,14 @@ def judge_baseline(wildcards):
     return [j.baseline] if outside else []
 
 
+DIGESTS = digest_index(config["cache_dir"])
+
+
 def rerun_params(spec):
     """What Snakemake compares to decide a rerun: the spec's output fields and the model's
-    fingerprint, so overwritten local weights rerun the jobs that used them."""
-    return {**spec.rerun_params(), "model_fingerprint": fingerprint(spec.model, spec.revision)}
+    fingerprint, so overwritten local weights rerun the jobs that used them (large files by
+    their full SHA-256, hashed once per version of the file: modelref.DigestIndex)."""
+    return {**spec.rerun_params(), "model_fingerprint": fingerprint(spec.model, spec.revision, DIGESTS)}
 
 
 GENERATOR_PARAMS = {name: rerun_params(spec) for name, spec in GENERATORS.items()}
@@ -190,7 +194,7 @@ def judge_gpu_resource(wildcards):
 
 def model_input(spec):
     """The demo model's directory when the workflow builds it, so it is built first."""
-    return [spec.model] if wfconfig.is_demo_model(spec.model) else []
+    return [spec.model] if wfconfig.builds_demo_model(spec.model) else []
 
 
 def demo_generator(wildcards):

@@ -10,7 +10,7 @@ rule demo_model:
     log:
         "logs/models/{name}.log",
     wildcard_constraints:
-        name="demo-(generator|judge)",
+        name="|".join(wfconfig.DEMO_MODELS),
     params:
         python=sys.executable,
     shell:

@@ -27,6 +27,7 @@ def main():
             ) as lease:
                 from genjudge.engine.threads import set_threads
                 from genjudge.experiment import resolve
+                from genjudge.modelref import digest_index
                 from genjudge.specs import GeneratorSpec
                 from genjudge.stages.generate import run_generate
                 from genjudge.stages.split import shard_path
@@ -45,6 +46,7 @@ def main():
                     log_stream=stream,
                     generator=w.generator,
                     dataset=w.dataset,
+                    digests=digest_index(cfg["cache_dir"]),
                 )
 
 

@@ -33,6 +33,7 @@ def run(sm, lease, stream):
     from genjudge.engine.judge_parallel import job_choice
     from genjudge.engine.threads import set_threads
     from genjudge.experiment import judge_inputs, resolve
+    from genjudge.modelref import digest_index
     from genjudge.specs import JudgeSpec
     from genjudge.stages.judge import run_judge
     from genjudge.stages.tensor_judge import launch
@@ -58,6 +59,7 @@ def run(sm, lease, stream):
         n_shards=int(w.nj),
         answers=sm.params.spec.get("answers"),
         skipped={cell.key: errors for cell, errors in skipped.items()},
+        digests=digest_index(cfg["cache_dir"]),
     )
     n = int(sm.resources.gpu)
     choice, why = job_choice(spec, n)

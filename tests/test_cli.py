@@ -91,3 +91,9 @@ def test_configfile_takes_several_files_as_snakemake_does(tmp_path):
     (tmp_path / "b.yaml").write_text("gpu_inventory: 3\n")
     out = genjudge("gpus", "--configfile", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), check=True).stdout
     assert "inventory (gpu_inventory: 3): 0, 1, 2; lock dir: /tmp" in out  # the later file wins, both are read
+
+
+def test_train_demo_onto_an_existing_directory_is_one_line(tmp_path):
+    proc = genjudge("train-demo", "demo-judge", str(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stderr == f"error: {tmp_path} already exists; remove it or choose another directory\n"

@@ -1,4 +1,8 @@
+import re
+from fractions import Fraction
+
 import pytest
+from judges import ROOT
 
 from genjudge.judging.extraction import Extracted, answers_match, check_method, extract, parse_number
 
@@ -189,4 +193,71 @@ def test_gsm8k_reference_against_replies():
 def test_parse_number():
     assert parse_number("1,000") == 1000
     assert parse_number("-$5") == -5
-    assert parse_number("1e3") is None and parse_number("twelve") is None and parse_number("1/0") is None
+    assert parse_number("1e3") == 1000 and parse_number("$-5") == -5
+    assert parse_number("twelve") is None and parse_number("1/0") is None and parse_number("1,2,3") is None
+
+
+# Each shape `last_number` reads (config/README.md lists them): the text, the extracted value, its number.
+NUMBER_SHAPES = [
+    ("So she pays 3/4", "3/4", Fraction(3, 4)),
+    ("Half of it: 1/2.", "1/2", Fraction(1, 2)),
+    ("The change is -3/4", "-3/4", Fraction(-3, 4)),
+    ("It takes 2 1/2 hours.", "2 1/2", Fraction(5, 2)),  # a mixed number
+    ("The total is 12,50", "12,50", Fraction(25, 2)),  # a comma before one or two digits: a decimal comma
+    ("1,00", "1,00", 1),
+    ("So 3,5 litres.", "3,5", Fraction(7, 2)),
+    ("There are 1,000 apples.", "1,000", 1000),  # a comma before three digits groups thousands
+    ("It costs $1,234.50.", "1,234.50", Fraction(246_9, 2)),
+    ("about 1.5e3", "1.5e3", 1500),
+    ("It is 2E-4 m.", "2E-4", Fraction(1, 5000)),
+    ("We get 1.5 × 10^3", "1.5 × 10^3", 1500),
+    ("It rose by 25%.", "25", 25),  # the per cent sign is dropped: 25% is 25, not 0.25
+    ("the numbers 1,2,3", "3", 3),  # a run of numbers joined by commas is a list
+    ("on 12/25/2023", "2023", 2023),  # two slashes: not a fraction
+    ("10-5 = 5.", "5", 5),
+]
+
+
+@pytest.mark.parametrize("text,value,number", NUMBER_SHAPES)
+def test_last_number_reads_each_shape(text, value, number):
+    assert extract(text, "last_number") == Extracted(value, None)
+    assert parse_number(value) == number
+
+
+def test_a_fraction_matches_its_decimal_reference():
+    reference = extract("She keeps half.\n#### 0.5", "gsm8k").value
+    assert answers_match(extract("Half of it: 1/2.", "last_number").value, reference)
+    assert answers_match(extract("So she pays 3/4", "last_number").value, "0.75")
+    assert not answers_match(extract("So she pays 3/4", "last_number").value, "4")
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("The answer is (b).", "B"),
+        ("Answer: c", "C"),
+        ("answer: (d)\n", "D"),
+        ("So the answer is e.", "E"),
+    ],
+)
+def test_choice_reads_a_stated_lower_case_letter(text, value):
+    assert extract(text, "choice") == Extracted(value, None)
+
+
+def test_choice_does_not_read_the_article_a_as_a_letter():
+    # "answer is a ..." goes on as a sentence: the article, not choice A.
+    got = extract("The answer is a bit unclear: (B) or (C).", "choice")
+    assert got == Extracted(None, "several choices (B, C) and no 'answer is X'")
+
+
+def test_the_documented_table_of_number_shapes_is_what_last_number_does():
+    doc = (ROOT / "config" / "README.md").read_text(encoding="utf-8")
+    table = doc[doc.index("## Answer extraction") : doc.index("`choice` reads")]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 15
+    for text, extracted, *_ in rows:
+        texts = re.findall(r"`([^`]*)`", text)
+        values = texts if extracted == "as written" else re.findall(r"`([^`]*)`", extracted)
+        assert len(texts) == len(values), text
+        for t, v in zip(texts, values):
+            assert extract(t, "last_number") == Extracted(v, None), t

@@ -16,8 +16,34 @@ def counts(workflow, cfg, env=None):
     return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
 
 
+def pad_weights(weights, mib=65):
+    """The model's safetensors file made larger than 64 MiB with an extra tensor (left unused by
+    transformers, which reports it as unexpected): files that large once entered the fingerprint
+    by their size and their first and last MiB only."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(weights)
+    tensors["padding"] = torch.zeros(mib * 1024 * 1024 // 4, dtype=torch.float32)
+    save_file(tensors, weights, metadata={"format": "pt"})
+    assert weights.stat().st_size > 64 * 1024 * 1024
+
+
+def flip_middle_byte(path):
+    """One byte in the middle of the file changed in place, size and mtime kept (as `cp -p` leaves them)."""
+    st = os.stat(path)
+    with open(path, "r+b") as fh:
+        fh.seek(st.st_size // 2)
+        byte = fh.read(1)[0]
+        fh.seek(st.st_size // 2)
+        fh.write(bytes([byte ^ 0xFF]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
 def test_gpu_list_does_not_rerun_and_changed_weights_do(workflow):
     shutil.copytree(workflow.path / "models" / "demo-generator", workflow.path / "models" / "gen-copy")
+    weights = workflow.path / "models" / "gen-copy" / "model.safetensors"
+    pad_weights(weights)
     cfg = workflow.write_config(
         "r.yaml",
         run="r",
@@ -31,15 +57,10 @@ def test_gpu_list_does_not_rerun_and_changed_weights_do(workflow):
     # Another CUDA_VISIBLE_DEVICES narrows the inventory; finished jobs stay finished.
     out = workflow.run("-n", "--configfile", cfg, env=clean_env(CUDA_VISIBLE_DEVICES="1"))
     assert "Nothing to be done" in out.stdout + out.stderr
-    # Overwritten weights in the same directory: every job that used them runs again.
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    weights = workflow.path / "models" / "gen-copy" / "model.safetensors"
-    tensors = load_file(weights)
-    name = next(iter(tensors))
-    tensors[name] = tensors[name] + 0.01 * torch.ones_like(tensors[name])
-    save_file(tensors, weights, metadata={"format": "pt"})
+    # The large file's digest was kept beside the item cache: planning does not read it again.
+    assert len([p for p in (workflow.path / "results" / ".cache" / "file-digests").rglob("*") if p.is_symlink()]) == 1
+    # One byte overwritten in the middle of the weights, same size and mtime: every job that used them runs again.
+    flip_middle_byte(weights)
     planned = counts(workflow, cfg)
     assert planned["generate"] == "2" and planned["judge"] == "1"
 

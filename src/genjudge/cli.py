@@ -139,6 +139,9 @@ def cmd_plan(args) -> int:
 def cmd_train_demo(args) -> int:
     import logging
 
+    if Path(args.out).exists():  # before torch is imported: one line, no traceback
+        print(f"error: {args.out} already exists; remove it or choose another directory", file=sys.stderr)
+        return 1
     from genjudge.demo.training import train
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

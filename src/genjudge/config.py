@@ -180,22 +180,45 @@ def judge_template(config: dict) -> str:
     return judge["template"] or modes.get(judge["mode"]).default_template()
 
 
+DEMO_MODELS = ("demo-generator", "demo-judge")  # what rule demo_model builds when missing
+
+
 def is_demo_model(name: str) -> bool:
-    """models/demo-* are built by rule demo_model when missing."""
+    """models/demo-*: a demo model, or a copy of one."""
     parts = os.path.normpath(name).split(os.sep)
     return len(parts) == 2 and parts[0] == "models" and parts[1].startswith("demo-")
+
+
+def builds_demo_model(name: str) -> bool:
+    """models/demo-generator and models/demo-judge are built by rule demo_model when missing."""
+    return is_demo_model(name) and os.path.normpath(name).split(os.sep)[1] in DEMO_MODELS
+
+
+def entry_key(config: dict, section: str, name: str, key: str) -> str:
+    """The config key a setting of one named entry was written under: `judges.b.template` when
+    the entry sets it, else `judge.template` (the section every entry starts from)."""
+    entry = (config.get(f"{section}s") or {}).get(name) or {}
+    return f"{section}s.{name}.{key}" if key in entry else f"{section}.{key}"
+
+
+def _rekey(message: str, config: dict, name: str) -> str:
+    """A mode's error names its key under `judge.`; say the key of judge `name` the user wrote."""
+    head, sep, rest = message.partition(":")
+    if sep and head.startswith("judge.") and head.count(".") == 1:
+        return f"{entry_key(config, 'judge', name, head.split('.', 1)[1])}:{rest}"
+    return message
 
 
 DEMO_DIR = "config/demo"
 
 
-def check_not_demo_template(template: str, model: str) -> None:
+def check_not_demo_template(template: str, model: str, where: str = "judge.template") -> None:
     """The demo's compact template was trained into the tiny demo judge; a real judge prompted
     with it never writes the verdict line the parser looks for."""
     parts = Path(os.path.normpath(template)).parts
     if tuple(parts[:2]) == tuple(Path(DEMO_DIR).parts) and not is_demo_model(model):
         raise InputError(
-            f"judge.template: {template} is the demo judge's compact template (it never asks for "
+            f"{where}: {template} is the demo judge's compact template (it never asks for "
             f"a verdict line); judge.model {model!r} is not a demo model: set judge.template to null "
             "for the mode's own template (config/templates/<mode>.txt) or to a template of yours"
         )
@@ -226,15 +249,12 @@ def check_references(config: dict, exp, with_reference: dict) -> None:
 def check(config: dict, data: bool = True) -> None:
     """Everything that can be wrong before a job starts or a model loads; raises InputError
     naming the key, file, line and field. `data=False` skips reading the datasets."""
-    from genjudge.conversation import any_reference
-    from genjudge.dataset import load_items
+    from genjudge.conversation import any_reference, n_turns
+    from genjudge.dataset import is_missing, load_items
     from genjudge.experiment import resolve
-    from genjudge.judging import modes
-    from genjudge.judging.template_rules import template_paths
-    from genjudge.judging.templates import load_template
     from genjudge.modelref import check_model
     from genjudge.sharding import shard_bounds
-    from genjudge.specs import DatasetSpec, JudgeSpec
+    from genjudge.specs import DatasetSpec
 
     required = {
         "run": config["run"],
@@ -280,11 +300,12 @@ def check(config: dict, data: bool = True) -> None:
 
     resolve_panels(config, exp)
     if data:
-        n_items, ids, with_reference = {}, {}, {}
+        n_items, ids, with_reference, conversations = {}, {}, {}, {}
         for name, section in exp.datasets.items():
             ds = DatasetSpec.from_config(section)
             items = load_items(ds.path, ds.fields, ds.format, ds.hf)
             ids[name] = set(items["id"])
+            conversations[name] = set(zip((None if is_missing(c) else c for c in items["category"]), n_turns(items)))
             n_items[name], with_reference[name] = len(items), any_reference(items)
             shard_bounds(n_items[name], exp.shards(name, config))
         check_references(config, exp, with_reference)
@@ -297,24 +318,60 @@ def check(config: dict, data: bool = True) -> None:
                     f"grades; use shards <= {graded}"
                 )
         check_config_labels(config, exp, ids)
-    from genjudge.specs import GeneratorSpec
+    from genjudge.specs import GeneratorSpec, JudgeSpec
     from genjudge.vllm_support import check_spec as check_vllm
 
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
-            role = f"{kind}s.{name}" if config.get(f"{kind}s") else kind
-            check_model(section["model"], role, buildable=is_demo_model(section["model"]))
+            model = section["model"]
+            where = entry_key(config, kind, name, "model")
+            if is_demo_model(model) and not builds_demo_model(model) and not os.path.isdir(model):
+                raise InputError(
+                    f"{where}: {model!r} does not exist (the workflow builds only "
+                    f"{' and '.join(f'models/{m}' for m in DEMO_MODELS)})"
+                )
+            check_model(model, where.rsplit(".", 1)[0], buildable=builds_demo_model(model))
             if section["engine"] == "vllm":
-                check_vllm((GeneratorSpec if kind == "generator" else JudgeSpec).from_config(section), role)
-    for section in exp.judges.values():
-        spec = JudgeSpec.from_config(section)
-        mode = modes.get(spec.mode)
-        for template in template_paths(judge_template({**config, "judge": section}), spec.templates):
-            check_not_demo_template(template, spec.model)
-            load_template(template, mode)
-        if spec.verdict_pattern:
-            try:
-                mode.compile(spec.verdict_pattern)
-            except Exception as exc:
-                raise InputError(f"judge.verdict_pattern: {exc}") from None
-        mode.check(spec)
+                check_vllm(
+                    (GeneratorSpec if kind == "generator" else JudgeSpec).from_config(section), where.rsplit(".", 1)[0]
+                )
+    for name, section in exp.judges.items():
+        try:
+            check_judge(config, exp, name, section, conversations if data else None)
+        except InputError as exc:
+            raise InputError(_rekey(str(exc), config, name)) from None
+
+
+def check_judge(config: dict, exp, name: str, section: dict, conversations: dict | None) -> None:
+    """One judge's templates, pattern and settings. `conversations` maps each dataset to the
+    (category, number of turns) of its items: every template is checked against the turns it
+    will be used for; None (the datasets not read): each template on its own."""
+    from genjudge.judging import modes
+    from genjudge.judging.template_rules import Templates
+    from genjudge.judging.templates import check_turns
+    from genjudge.specs import JudgeSpec
+
+    spec = JudgeSpec.from_config(section)
+    mode = modes.get(spec.mode)
+    default = judge_template({**config, "judge": section})
+    keys = {default: entry_key(config, "judge", name, "template") if section["template"] else "judge.mode"}
+    rules_key = entry_key(config, "judge", name, "templates")
+    for i, rule in enumerate(spec.templates or []):
+        keys.setdefault(rule["template"], f"{rules_key}[{i}].template")
+    for path, where in keys.items():
+        check_not_demo_template(path, spec.model, where)
+    templates = Templates(default, spec.templates, mode, keys)
+    if conversations is not None:
+        turns: dict = {}
+        for dataset in dict.fromkeys(c.dataset for c in exp.cells(name)):
+            for category, n in conversations[dataset]:
+                for turn in range(1, n + 1):
+                    turns.setdefault(templates.path_for(category, turn), set()).add(turn)
+        for path, seen in turns.items():
+            check_turns(templates.texts[path], path, mode, seen, keys[path])
+    if spec.verdict_pattern:
+        try:
+            mode.compile(spec.verdict_pattern)
+        except Exception as exc:
+            raise InputError(f"{entry_key(config, 'judge', name, 'verdict_pattern')}: {exc}") from None
+    mode.check(spec)

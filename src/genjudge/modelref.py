@@ -2,6 +2,13 @@
 
 Nothing here imports torch or loads weights: these checks run while Snakemake
 plans the workflow, so a wrong model path stops the run before any job starts.
+
+The fingerprint of a local checkpoint covers every byte of its files. Files up to
+64 MiB are read on every call; a larger file enters by its full SHA-256, computed
+once per version of the file and kept in a `DigestIndex` (by path, size, mtime,
+ctime, inode and device: any write, even one that restores the mtime, changes the
+ctime), or read off its name when the file is a link into a Hugging Face hub
+cache's `blobs/`, where large (LFS) files are stored under their SHA-256.
 """
 
 from __future__ import annotations
@@ -9,12 +16,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import secrets
+import time
 from pathlib import Path
 
 from genjudge.errors import InputError
 
 _SMALL_FILE = 64 * 1024 * 1024
-_EDGE = 1024 * 1024
+_HUB_BLOB = re.compile(r"[0-9a-f]{64}")  # an LFS blob's name in a hub cache: its SHA-256
+DIGESTS_DIR = "file-digests"  # under cache_dir, beside the item stores
 
 
 def looks_like_path(name: str) -> bool:
@@ -97,33 +108,107 @@ def check_model(name: str, role: str, buildable: bool = False) -> None:
             )
 
 
-def _hash_file(h, path: Path) -> None:
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def hub_blob_sha256(path: Path) -> str | None:
+    """The SHA-256 a hub cache names a large file's blob by, for a snapshot's link to it."""
+    if not path.is_symlink():
+        return None
+    target = path.resolve()
+    return target.name if target.parent.name == "blobs" and _HUB_BLOB.fullmatch(target.name) else None
+
+
+class DigestIndex:
+    """The full SHA-256 of large files, computed once per version of a file.
+
+    One entry per (real path, size, mtime, ctime, inode, device): a symbolic link
+    `<dir>/<xy>/<key>` whose target is the digest, created under a temporary name and
+    renamed, as the item store links its keys. Concurrent writers (several snakemake
+    processes planning at once, jobs on other nodes) need no lock: a reader sees a
+    whole link or none, and two writers of one key write the same digest. Entries of
+    old versions stay behind (one inode each). A file changed less than
+    `settle_seconds` before it was read is hashed but not recorded: on a filesystem
+    with coarse timestamps a second write within the same tick would keep its stat.
+    `directory` None: nothing is kept, every call hashes.
+    """
+
+    def __init__(self, directory: str | os.PathLike | None, settle_seconds: float = 2.0):
+        self.directory = None if directory is None else Path(directory)
+        self.settle_seconds = settle_seconds
+
+    @staticmethod
+    def _stat_key(path: Path, st: os.stat_result) -> str:
+        ident = [os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+        return hashlib.sha256(json.dumps(ident).encode()).hexdigest()
+
+    def _entry(self, key: str) -> Path:
+        return self.directory / key[:2] / key
+
+    def sha256(self, path: Path) -> str:
+        """The file's SHA-256: from the index when this version of it is there, else computed (and kept)."""
+        before = os.stat(path)
+        key = self._stat_key(path, before)
+        if self.directory is not None:
+            try:
+                digest = os.readlink(self._entry(key))
+                if _HUB_BLOB.fullmatch(digest):
+                    return digest
+            except OSError:
+                pass
+        digest = _file_sha256(path)
+        settled = time.time() - max(before.st_mtime_ns, before.st_ctime_ns) / 1e9 >= self.settle_seconds
+        if self.directory is not None and settled and self._stat_key(path, os.stat(path)) == key:
+            self._record(key, digest)
+        return digest
+
+    def _record(self, key: str, digest: str) -> None:
+        entry = self._entry(key)
+        tmp = entry.parent / f".{key}.{secrets.token_hex(6)}"
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(digest, tmp)
+            os.replace(tmp, entry)
+        except OSError:  # a read-only cache: the digest is still right, only not kept
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+
+
+def digest_index(cache_dir: str | os.PathLike) -> DigestIndex:
+    """The index of large files' digests under the config's `cache_dir`."""
+    return DigestIndex(Path(cache_dir) / DIGESTS_DIR)
+
+
+def _hash_file(h, path: Path, digests: DigestIndex) -> None:
     size = path.stat().st_size
     h.update(f"{path.name}:{size}".encode())
-    with open(path, "rb") as fh:
-        if size <= _SMALL_FILE:
-            h.update(fh.read())
-        else:  # huge weight shards: size + both ends is enough to tell checkpoints apart
-            h.update(fh.read(_EDGE))
-            fh.seek(size - _EDGE)
-            h.update(fh.read(_EDGE))
+    if size <= _SMALL_FILE:
+        h.update(path.read_bytes())
+    else:  # weight shards: by their full SHA-256, from the hub blob's name or the index
+        h.update(b"sha256:" + (hub_blob_sha256(path) or digests.sha256(path)).encode())
 
 
-def fingerprint(name: str, revision: str | None = None) -> str:
-    """A short hash that changes when the checkpoint or its tokenizer changes."""
+def fingerprint(name: str, revision: str | None = None, digests: DigestIndex | None = None) -> str:
+    """A short hash that changes when any byte of the checkpoint or its tokenizer changes.
+
+    `digests` keeps large files' SHA-256 between calls (`digest_index(config["cache_dir"])`);
+    without it every large file is read in full each time."""
     h = hashlib.sha256()
     path = Path(os.path.expanduser(name))
     if path.is_dir():
+        digests = digests or DigestIndex(None)
         for child in sorted(path.rglob("*")):
             if child.is_file() and not child.name.startswith("."):
-                _hash_file(h, child)
+                _hash_file(h, child, digests)
     else:
         resolved = revision or "main"
         try:
             from huggingface_hub import try_to_load_from_cache
 
             hit = try_to_load_from_cache(name, "config.json", revision=revision)
-            if isinstance(hit, str):  # .../snapshots/<commit>/config.json
+            if isinstance(hit, str):  # .../snapshots/<commit>/config.json: the commit names every file
                 resolved = Path(hit).parent.name
         except ImportError:  # pragma: no cover
             pass

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from genjudge.engine.decoding import Generator, GenParams, Throughput, Timing, run_batches
 from genjudge.engine.prompting import render_prompt, uses_chat_template
 from genjudge.item_store import ItemStore, item_key
-from genjudge.modelref import fingerprint
+from genjudge.modelref import DigestIndex, fingerprint
 from genjudge.specs import GeneratorSpec, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class Completion:
 class PromptSet:
     """A model's tokenizer and the keyed prompts it will complete."""
 
-    def __init__(self, spec: ModelSpec, kind: str, suffix: str = ""):
+    def __init__(self, spec: ModelSpec, kind: str, suffix: str = "", digests: DigestIndex | None = None):
         from genjudge.engine.loading import load_tokenizer
 
         t0 = time.monotonic()
@@ -97,7 +97,7 @@ class PromptSet:
         self.tok = load_tokenizer(spec.model, spec.revision)
         self.chat = uses_chat_template(self.tok, spec.use_chat_template)
         self.params = gen_params(spec)
-        self.fp = fingerprint(spec.model, spec.revision)
+        self.fp = fingerprint(spec.model, spec.revision, digests)
         self.suffix = suffix  # appended after the chat template (logprob: the verdict marker)
         self.setup_seconds = time.monotonic() - t0
         self.model = None  # loaded by the first completion with something to compute

@@ -4,17 +4,21 @@
 nothing was found; a failed extraction is never a guess. Methods:
 
 - `gsm8k`: the number after the last `####` (GSM8K's references end in `#### 72`);
-- `last_number`: the last number in the text (`1,000`, `-3.5`, `$18` give `1,000`, `-3.5`, `18`);
+- `last_number`: the last number in the text, in any shape of `_TOKEN`: `1,000` (a comma before
+  three digits groups thousands), `12,50` (before one or two: a decimal comma), `-3/4`,
+  `2 1/2`, `1.5e3`, `1.5 × 10^3`, `$18` and `25%` (currency and per cent signs dropped);
+  config/README.md has the table of shapes;
 - `boxed`: the content of the last `\\boxed{...}`, nested braces included;
 - `choice`: a single letter A-E: the whole reply (`B`, `(B)`, `B.`), else the last
-  "answer is B" / "Answer: (B)", else the one marked letter (`(B)`, `B)` at a line start,
+  "answer is B" / "Answer: (B)" (lower case where it cannot be a word: "answer is (b)",
+  "Answer: c" ending the line), else the one marked letter (`(B)`, `B)` at a line start,
   `**B**`, a letter ending the reply); several different ones are ambiguous;
 - any other string: a regular expression with exactly one capturing group; the last match's
   group is the value;
 - None: no extraction, the text itself (stripped).
 
 `answers_match(candidate, reference)` compares two extracted values: numerically when either
-is a number (`1,000` = `1000` = `1000.0`, `-5` != `5`, `1/2` = `0.5`), otherwise as text after
+is a number (`1,000` = `1000` = `1000.0`, `-5` != `5`, `1/2` = `0.5`, `1.5e3` = `1500`), otherwise as text after
 `textnorm.normalise` (case, punctuation, articles and spacing ignored).
 """
 
@@ -45,16 +49,74 @@ def _none(reason: str) -> Extracted:
     return Extracted(None, reason)
 
 
-# A number as written: digits with optional thousands separators and decimals, or a bare decimal.
-_NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+"
+# A number as written. Its digits are read as one run of digits, commas and points (so that
+# `1,2,3` is one list, never `2,3`), then interpreted by `_run_value`.
 _MINUS = "-\u2212"  # ASCII hyphen-minus and the Unicode minus sign
 _MINUS_CLASS = r"\-\u2212"  # the same inside a character class
-# A sign only where it cannot be a hyphen or a subtraction (not after a letter, digit or ")").
-_SIGNED = re.compile(rf"(?:(?<![\w)])(?P<sign>[{_MINUS_CLASS}]))?\$?(?<![\w.])(?P<num>{_NUM})(?!\d)")
+_TOKEN = re.compile(
+    # A sign only where it cannot be a hyphen or a subtraction (not after a letter, digit or ")").
+    rf"(?:(?<![\w)])(?P<sign>[+{_MINUS_CLASS}]))?[$€£]?(?<![\w.])(?P<n>"
+    r"(?:(?P<whole>\d+) (?P<mnum>\d+)/(?P<mden>\d+)(?![\d/])"  # a mixed number: 2 1/2
+    r"|(?<!/)(?P<num>\d+)/(?P<den>\d+)(?![\d/])"  # a fraction, not a date's 12/25/2023
+    r"|(?P<run>\d[\d,.]*\d|\d|\.\d+))"
+    # an exponent: 1.5e3, 2E-4, 1.5 × 10^3, 1.5 \times 10^{3}
+    rf"(?:(?P<e>[eE][+{_MINUS_CLASS}]?\d+)"
+    r"|\s*(?:×|x|\*|\\times|\\cdot)\s*10\s*(?:\^|\*\*)\s*"
+    rf"(?P<brace>\{{)?(?P<p>[+{_MINUS_CLASS}]?\d+)(?(brace)\}})(?![\d.]\d))?)"
+    r"(?:\s?%)?"
+)
+_PLAIN = re.compile(r"\d+(?:\.\d+)?|\.\d+")
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_DECIMAL_COMMA = re.compile(r"\d+,\d{1,2}")
+_MAX_EXPONENT = 400  # beyond any float; a bigger power is not read as a number
 
 
-def _number_text(match: re.Match) -> str:
-    return ("-" if match.group("sign") else "") + match.group("num")
+def _run_value(run: str) -> Fraction | None:
+    """The value of a run of digits, commas and points, or None when it is a list (`1,2,3`).
+
+    `1,000` and `1,234.50` group thousands (a comma before three digits); `12,50` and `3,5` have
+    a decimal comma (a single comma before one or two digits); `1000` and `3.14` are plain."""
+    if _PLAIN.fullmatch(run) or _THOUSANDS.fullmatch(run):
+        return Fraction(run.replace(",", ""))
+    if _DECIMAL_COMMA.fullmatch(run):
+        return Fraction(run.replace(",", "."))
+    return None
+
+
+def _token_value(m: re.Match) -> Fraction | None:
+    """The exact value of a number token, or None (a list, a zero denominator, a huge power)."""
+    try:
+        if m.group("whole") is not None:
+            if int(m.group("mden")) == 0:
+                return None
+            value = int(m.group("whole")) + Fraction(int(m.group("mnum")), int(m.group("mden")))
+        elif m.group("num") is not None:
+            if int(m.group("den")) == 0:
+                return None
+            value = Fraction(int(m.group("num")), int(m.group("den")))
+        else:
+            value = _run_value(m.group("run"))
+            if value is None:
+                return None
+        power = m.group("e")[1:] if m.group("e") else m.group("p")
+        if power:
+            k = int(power.replace("\u2212", "-"))
+            if abs(k) > _MAX_EXPONENT:
+                return None
+            value *= Fraction(10) ** k
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+        return None
+    return -value if m.group("sign") and m.group("sign") in _MINUS else value
+
+
+def _token_text(m: re.Match) -> str:
+    """The number as extracted: its sign (as `-`), digits and exponent, without the currency and
+    per cent signs; of a list (`1,2,3`) or a section number (`1.2.3`), its last number, unsigned."""
+    run = m.group("run")
+    if run is not None and _run_value(run) is None:  # a list (1,2,3) or a section number (1.2.3)
+        last = run.rsplit(",", 1)[-1]
+        return last if _PLAIN.fullmatch(last) else last.rsplit(".", 1)[-1]
+    return ("-" if m.group("sign") and m.group("sign") in _MINUS else "") + m.group("n")
 
 
 def _snippet(text: str, n: int = 40) -> str:
@@ -62,22 +124,30 @@ def _snippet(text: str, n: int = 40) -> str:
     return repr(text if len(text) <= n else text[:n] + "...")
 
 
+def _leading_signs(text: str) -> str:
+    """`- $ 5` and `$-5` as `-$5`: spaces after a leading sign or currency sign dropped."""
+    m = re.match(rf"([+{_MINUS_CLASS}]?)\s*([$€£]?)\s*([+{_MINUS_CLASS}]?)\s*", text)
+    if m.group(1) and m.group(3):
+        return text  # two signs: not a number
+    return (m.group(1) or m.group(3)) + m.group(2) + text[m.end() :]
+
+
 def _gsm8k(text: str) -> Extracted:
     at = text.rfind("####")
     if at < 0:
         return _none("no '####' marker")
     after = text[at + 4 :]
-    m = re.match(rf"\s*(?P<sign>[{_MINUS_CLASS}])?\s*\$?\s*(?P<num>{_NUM})(?!\d)", after)
+    m = _TOKEN.match(_leading_signs(after.lstrip()))
     if not m:
         return _none(f"no number after '####' (found {_snippet(after)})")
-    return Extracted(_number_text(m), None)
+    return Extracted(_token_text(m), None)
 
 
 def _last_number(text: str) -> Extracted:
-    matches = list(_SIGNED.finditer(text))
-    if not matches:
+    last = next(reversed(list(_TOKEN.finditer(text))), None)
+    if last is None:
         return _none("no number in the text")
-    return Extracted(_number_text(matches[-1]), None)
+    return Extracted(_token_text(last), None)
 
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -109,9 +179,13 @@ def _boxed(text: str) -> Extracted:
 
 _CHOICE_ALONE = re.compile(r"\(?\s*([A-Ea-e])\s*\)?[.:)]?")
 # "answer is (B)", "Answer: B", "the answer is option B", "answer: **B**"; not "option B" alone,
-# which a reply may mention while rejecting it.
+# which a reply may mention while rejecting it. A lower-case letter only where it cannot be a
+# word: bracketed ("answer is (b)"), in bold, or ending the line ("Answer: c", "answer is e.");
+# "the answer is a bit ..." is the article.
 _CHOICE_STATED = re.compile(
-    r"(?i:\banswer)(?i:\s+is)?\s*[:=]?\s*(?i:(?:option|choice)\s+)?[(\[*]*\s*([A-E])\b(?![\w'])"
+    r"(?i:\banswer)(?i:\s+is)?\s*[:=]?\s*(?i:(?:option|choice)\s+)?"
+    r"(?:[(\[*]*\s*([A-E])\b(?![\w'])"
+    r"|[(\[]\s*([a-e])\s*[)\]]|\*\*\s*([a-e])\s*\*\*|([a-e])(?=[.)]?[ \t]*(?:\n|$)))"
 )
 _CHOICE_MARKED = [
     re.compile(r"\(([A-E])\)"),
@@ -127,7 +201,7 @@ def _choice(text: str) -> Extracted:
         return Extracted(alone.group(1).upper(), None)
     stated = list(_CHOICE_STATED.finditer(text))
     if stated:
-        return Extracted(stated[-1].group(1), None)
+        return Extracted(next(g for g in stated[-1].groups() if g).upper(), None)
     marked = sorted({m.group(1) for rx in _CHOICE_MARKED for m in rx.finditer(text)})
     if len(marked) == 1:
         return Extracted(marked[0], None)
@@ -187,33 +261,24 @@ def extract(text: str | None, method: str | None) -> Extracted:
     return _pattern(text, method)
 
 
-_NUMBER = re.compile(rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*[$€£]?\s*(?P<sign2>[{_MINUS_CLASS}]?)(?P<num>{_NUM})\s*%?")
-_FRACTION = re.compile(
-    rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*(?:(?P<a>\d+)\s*/\s*(?P<b>\d+)"
-    r"|\\[dt]?frac\s*\{\s*(?P<c>\d+)\s*\}\s*\{\s*(?P<d>\d+)\s*\})"
-)
+_FRAC = re.compile(rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*\\[dt]?frac\s*\{{\s*(?P<a>\d+)\s*\}}\s*\{{\s*(?P<b>\d+)\s*\}}")
 
 
 def parse_number(value: str | None) -> Fraction | None:
-    """The exact value of a number as written (`1,000`, `-3.5`, `$18`, `50%`, `1/2`, `\\frac{1}{2}`;
-    a trailing full stop is ignored), or None when `value` is not just a number."""
+    """The exact value of a number in any shape `last_number` reads (`1,000`, `-3.5`, `$18`,
+    `50%`, `12,50`, `1/2`, `2 1/2`, `1.5e3`) or `\\frac{1}{2}`; a trailing full stop is
+    ignored. None when `value` is not just one number (`1,2,3` is a list)."""
     if is_missing(value):
         return None
     text = str(value).strip()
     text = text[:-1].rstrip() if text.endswith(".") else text
-    m = _NUMBER.fullmatch(text)
+    m = _FRAC.fullmatch(text)
     if m:
-        if m.group("sign") and m.group("sign2"):
+        if int(m.group("b")) == 0:
             return None
-        sign = -1 if (m.group("sign") or m.group("sign2")) in tuple(_MINUS) else 1
-        return sign * Fraction(m.group("num").replace(",", ""))
-    m = _FRACTION.fullmatch(text)
-    if m:
-        a, b = (m.group("a"), m.group("b")) if m.group("a") else (m.group("c"), m.group("d"))
-        if int(b) == 0:
-            return None
-        return (-1 if m.group("sign") in tuple(_MINUS) else 1) * Fraction(int(a), int(b))
-    return None
+        return (-1 if m.group("sign") in tuple(_MINUS) else 1) * Fraction(int(m.group("a")), int(m.group("b")))
+    m = _TOKEN.fullmatch(_leading_signs(text))
+    return _token_value(m) if m else None
 
 
 def answers_match(candidate: str | None, reference: str | None) -> bool:

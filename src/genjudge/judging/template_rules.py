@@ -55,10 +55,14 @@ def template_paths(default: str, entries: list | None) -> list[str]:
 class Templates:
     """The texts of a judge's templates (checked against the mode) and the choice per item."""
 
-    def __init__(self, default: str, entries: list | None, mode):
+    def __init__(self, default: str, entries: list | None, mode, keys: dict | None = None):
+        """`keys`: the config key naming each template, for errors (by default judge.template)."""
         self.default = str(default)
         self.rules = rules_of(entries)
-        self.texts = {p: load_template(p, mode) for p in template_paths(self.default, entries)}
+        keys = keys or {}
+        self.texts = {
+            p: load_template(p, mode, keys.get(p, "judge.template")) for p in template_paths(self.default, entries)
+        }
 
     def path_for(self, category, turn) -> str:
         category = None if is_missing(category) else category  # NaN: no category

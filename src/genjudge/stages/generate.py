@@ -12,6 +12,7 @@ from genjudge.conversation import history_messages, item_turns
 from genjudge.dataset import is_missing
 from genjudge.engine.completion import PromptSet, combined, complete, completion_meta
 from genjudge.item_store import ItemStore
+from genjudge.modelref import DigestIndex
 from genjudge.records import GenerateMeta
 from genjudge.shard_files import read_shard
 from genjudge.specs import GeneratorSpec
@@ -42,12 +43,13 @@ def run_generate(
     log_stream,
     generator: str | None = None,
     dataset: str | None = None,
+    digests: DigestIndex | None = None,
 ) -> GenerateMeta:
     meta = GenerateMeta.start(
         lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision, generator=generator, dataset=dataset
     )
     items = read_shard(shard_path)
-    pset = PromptSet(spec, kind="generate")
+    pset = PromptSet(spec, kind="generate", digests=digests)
     store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
     turns = [item_turns(p, r, t) for p, r, t in zip(items["prompt"], items["reference"], items["turns"])]
     chats = [None if is_missing(m) else json.loads(m) for m in items["messages"]]

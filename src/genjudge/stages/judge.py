@@ -18,6 +18,7 @@ from genjudge.item_store import ItemStore
 from genjudge.judging import modes
 from genjudge.judging.modes.pairwise import answers_by_turn
 from genjudge.judging.template_rules import Templates
+from genjudge.modelref import DigestIndex
 from genjudge.records import JudgeMeta, JudgeRecord, read_judge_records, write_judge_records
 from genjudge.samples import with_sample
 from genjudge.sharding import shard_bounds
@@ -59,6 +60,7 @@ def run_judge(
     answers: dict | None = None,
     parallel: str = "device_map",
     skipped: dict | None = None,
+    digests: DigestIndex | None = None,
 ) -> JudgeMeta:
     """`answers` maps a dataset to its extraction methods before exact match (for the cascade);
     `template_path` is the template of every item no rule of `spec.templates` chooses one for;
@@ -104,7 +106,7 @@ def run_judge(
 
         marker = f"{mode.marker}:"
         scorer, suffix, kind = logprob_scorer(spec.engine, mode.logprob_labels, marker), marker, "judge-logprob"
-    pset = PromptSet(spec, kind=kind, suffix=suffix)
+    pset = PromptSet(spec, kind=kind, suffix=suffix, digests=digests)
     if scorer is not None:
         label_token_ids(pset.tok, mode.logprob_labels, suffix)  # refuse colliding labels before loading weights
     store = ItemStore(store_dir, f"{run}-judge{shard}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from genjudge.conversation import placeholders, reference_turns
+from genjudge.conversation import TURN_PLACEHOLDER, placeholders, reference_turns
 from genjudge.dataset import is_missing
 from genjudge.errors import InputError
 from genjudge.judging.extraction import check_answer
@@ -71,6 +71,9 @@ class JudgeMode:
 
     name: str = ""
     placeholders: frozenset[str] = frozenset({"question", "reference", "candidate"})
+    # What the judge grades: a template must show one placeholder of each group (or, for turn t
+    # of a conversation, its `_t` form: {answer_2}); groups of placeholders the mode lacks are skipped.
+    graded: tuple[tuple[str, ...], ...] = (("candidate", "answer"),)
     pattern: str = ""  # default verdict pattern: group 1 is the label
     labels: dict[str, str] = {}  # label as written -> verdict; empty: the captured text is the verdict
     marker: str | None = None  # word that names the verdict line, for unparsed reasons
@@ -96,6 +99,23 @@ class JudgeMode:
             )
         if spec.cascade and self.rule_verdict is None:
             raise InputError(f"judge.cascade: mode {self.name!r} has no rule to decide exact matches by")
+
+    def missing_graded(self, names: set[str], turn: int | None = None) -> list[tuple[str, ...]]:
+        """The groups of `graded` a template with placeholders `names` shows none of, each with the
+        names that would do; for `turn` t their `_t` forms count too (any turn's when None)."""
+        missing = []
+        for group in self.graded:
+            if group[0] not in self.placeholders:
+                continue
+            forms = [n for n in group if TURN_PLACEHOLDER.match(f"{n}_1")]
+            shown = names & set(group) or (
+                {n for n in names if (m := TURN_PLACEHOLDER.match(n)) and m.group(1) in forms}
+                if turn is None
+                else names & {f"{n}_{turn}" for n in forms}
+            )
+            if not shown:
+                missing.append((*group, *(f"{n}_{turn or 1}" for n in forms)))
+        return missing
 
     # --- judging ---
     def requests(

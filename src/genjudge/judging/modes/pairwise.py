@@ -57,6 +57,7 @@ def load_baseline(path, keys) -> dict:
 class Pairwise(JudgeMode):
     name = "pairwise"
     placeholders = frozenset({"question", "reference", "answer_a", "answer_b"})
+    graded = (("answer_a",), ("answer_b",))
     pattern = r"VERDICT:\s*\**\s*\[{0,2}(A|B|TIE)\]{0,2}(?![A-Za-z])"
     labels = {"A": "a", "B": "b", "TIE": "tie", "C": "tie"}  # C: FastChat's [[C]] for a tie
     marker = "VERDICT"
