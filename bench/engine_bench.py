@@ -91,7 +91,8 @@ def generate(engine: str, model: Path, shard: Path, new_tokens: int, batch_size:
         engine=engine,
         dtype="float32",
         max_new_tokens=new_tokens,
-        batch_size=batch_size,
+        # transformers runs fixed batches; vLLM schedules up to its own max_num_seqs (batch_size: auto).
+        batch_size=batch_size if engine == "transformers" else "auto",
         vllm={"enforce_eager": True},
     )
     out = workdir / f"{engine}-{rep}.parquet"
@@ -123,7 +124,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--prompts", type=int, default=512)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--batch-size", type=int, default=32, help="the transformers engine's batch (vLLM: max_num_seqs)")
+    ap.add_argument("--batch-size", type=int, default=32, help="the transformers engine's batch (vLLM runs its own default, batch_size: auto)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "engine_results.json"))
     args = ap.parse_args(argv)
     if args.quick:
