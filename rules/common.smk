@@ -9,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
 from genjudge import config as wfconfig, failures, job_resources, slurm_array_task, slurm_submission
+from genjudge.engine import judge_parallel
 from genjudge.errors import InputError
 from genjudge.gpu_lease import resolve_inventory
 from genjudge.judging import modes
@@ -40,7 +41,7 @@ GENERATORS = {name: GeneratorSpec.from_config(sec) for name, sec in EXP.generato
 JUDGES = {name: JudgeSpec.from_config(sec) for name, sec in EXP.judges.items()}
 GPU_INVENTORY = resolve_inventory(config["gpu_inventory"])
 try:  # judge.parallel: tensor on a model that cannot be split stops here, with the reason
-    job_resources.check_parallel(JUDGES.values())
+    judge_parallel.check_parallel(JUDGES.values())
 except InputError as exc:
     raise WorkflowError(f"bad input: {exc}") from None
 
@@ -60,7 +61,7 @@ def shards_of(dataset):
 
 def judge_jobs(judge):
     """judge.shards, times the GPUs of one for judge.parallel: replicas."""
-    return job_resources.judge_jobs(JUDGES[judge], config, GPU_INVENTORY, on_slurm())
+    return judge_parallel.judge_jobs(JUDGES[judge], config, GPU_INVENTORY, on_slurm())
 
 
 def judge_generations(wildcards):
@@ -181,7 +182,7 @@ def generate_gpus(generator):
 
 
 def judge_gpus(judge):
-    return job_resources.judge_gpus(JUDGES[judge], config, GPU_INVENTORY, on_slurm())
+    return judge_parallel.judge_gpus(JUDGES[judge], config, GPU_INVENTORY, on_slurm())
 
 
 def generate_gpu_resource(wildcards):

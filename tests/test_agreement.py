@@ -442,7 +442,8 @@ def test_a_panel_incorrect_throughout_reports_its_kappas_as_not_defined():
 
 
 def test_agreement_with_human_labels_all_correct_says_kappa_is_not_defined(tmp_path):
-    from genjudge.stages.validity import headline, label_agreement, render
+    from genjudge.judging.headline import validity_rows
+    from genjudge.stages.validity import label_agreement, render
 
     mode = modes.get("reference")
     df = judged(["correct"] * 4)
@@ -453,7 +454,7 @@ def test_agreement_with_human_labels_all_correct_says_kappa_is_not_defined(tmp_p
     v = {"judges": {"j": {"human": h, "bias": {}}}, "panels": {}, "self_preference": [], "length_measure": "x"}
     md = "\n".join(render(v))
     assert "1.00" not in md and "not defined (every label is 'correct' on both sides" in md
-    (row,) = headline(v)
+    (row,) = validity_rows(v)
     assert "Cohen's kappa not defined (every label is 'correct'" in row[1]
 
 

@@ -87,3 +87,126 @@ def test_defaults_live_only_in_the_schema():
             if re.search(r"(spec|config|judge|generator)(\[\"\w+\"\])?\.get\(\"\w+\", ", line):
                 hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert hits == []
+
+
+# --- import layers -----------------------------------------------------------------------------
+# Every import of a package module by another, at the top or inside a function (a lazy import
+# still ties the two together), read from the source.
+
+# What each part of the package may import besides itself. `infra` is every module at the package
+# root (configuration, data, storage, placement) but `cli`, which sits on top with the stages.
+LAYERS = {
+    "cli": {"stages", "demo", "judging", "infra"},
+    "stages": {"engine", "report_html", "judging", "infra"},
+    "report_html": {"judging", "infra"},
+    "demo": {"engine", "judging", "infra"},
+    "engine": {"infra"},  # the only importer of torch; the torch-free side never imports it
+    "judging": {"infra"},
+    "infra": {"judging"},  # only the modules below, which check and resolve configs against the modes
+}
+INFRA_USING_JUDGING = {"config", "experiment", "labels", "workload"}
+
+
+def module_name(path) -> str:
+    parts = ["genjudge", *path.relative_to(PKG).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(pkg=PKG) -> dict[str, dict[str, list[str]]]:
+    """{module: {module it imports: ["file:line", ...]}} over the package's own modules."""
+    paths = {module_name(p): p for p in sorted(pkg.rglob("*.py"))}
+
+    def known(name: str) -> str:
+        while name not in paths:  # a name imported from a module, or a module's attribute
+            name = name.rsplit(".", 1)[0]
+        return name
+
+    graph: dict[str, dict[str, list[str]]] = {}
+    for name, path in paths.items():
+        edges: dict[str, list[str]] = {}
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.split(".")[0] == "genjudge"]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from its package, up level - 1
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                if base.split(".")[0] == "genjudge":
+                    # `from genjudge.x import y`: the module x.y where there is one, else x
+                    targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base for a in node.names]
+            for target in map(known, targets):
+                if target != name:
+                    edges.setdefault(target, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph: dict) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def part(module: str) -> str:
+    name = module.split(".")[1] if "." in module else ""
+    if name in LAYERS and name != "infra":
+        return name
+    return "infra"
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = {"a": {"b": []}, "b": {"c": []}, "c": {"a": []}, "d": {"a": []}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b": []}, "b": {}}) == []
+
+
+def test_no_import_cycles_between_modules():
+    graph = import_graph()
+    assert len(graph) > 50 and "genjudge.engine.judge_parallel" in graph["genjudge.stages.plan"]
+    found = []
+    for component in cycles(graph):
+        found.append([f"{a} -> {b} ({graph[a][b][0]})" for a in component for b in graph[a] if b in component])
+    assert found == []
+
+
+def test_each_part_of_the_package_imports_only_what_its_layer_allows():
+    graph = import_graph()
+    assert {part(m) for m in graph} == set(LAYERS)
+    wrong = []
+    for module, edges in graph.items():
+        for target, where in edges.items():
+            a, b = part(module), part(target)
+            allowed = a == b or b in LAYERS[a]
+            if a == "infra" and b == "judging":
+                allowed = module.split(".")[1] in INFRA_USING_JUDGING
+            if not allowed:
+                wrong.append(f"{module} ({a}) imports {target} ({b}) at {where[0]}")
+    assert wrong == []

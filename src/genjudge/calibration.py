@@ -14,6 +14,7 @@ runs to max_new_tokens", and the measured mean answer length sizes the judge's p
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,16 +28,19 @@ from genjudge.time_model import (
     engine_of,
     gpu_of_size,
     job_time,
-    measure_cpu,
 )
 
+# This CPU as a device for a job with so many threads (engine.devices.measure_cpu: the callers pass it,
+# this module stays free of torch).
+CpuDevice = Callable[[int], Device]
 
-def job_device(meta) -> tuple[Device, int]:
+
+def job_device(meta, cpu: CpuDevice) -> tuple[Device, int]:
     """The device a job ran on (its first GPU, by name, from torch's view in the meta; else this CPU)
     and its GPU count."""
     devices = (meta.device or {}).get("devices") or []
     if not devices:
-        return measure_cpu(int((meta.device or {}).get("threads") or 1)), 0
+        return cpu(int((meta.device or {}).get("threads") or 1)), 0
     first = devices[0]
     return gpu_of_size(first.get("total_memory") or 0, first.get("name") or ""), len(devices)
 
@@ -77,14 +81,14 @@ class JobCheck:
         }
 
 
-def check_job(meta, name: str, role: str, read_rate: float) -> JobCheck | None:
+def check_job(meta, name: str, role: str, read_rate: float, cpu: CpuDevice) -> JobCheck | None:
     """The time model on one finished job's counts, or None for a job with nothing to compare
     (nothing computed, or a meta without timings or the model's numbers)."""
     plan = meta.memory_plan or {}
     if not meta.batches or not meta.computed_items or "kv_bytes_per_token" not in plan:
         return None
     model = ModelNumbers.from_plan(plan)
-    device, n_gpus = job_device(meta)
+    device, n_gpus = job_device(meta, cpu)
     layout = job_layout(meta, n_gpus)
     n = meta.computed_items
     steps = meta.decode_steps / meta.batches
@@ -141,11 +145,11 @@ def run_metas(run_dir) -> tuple[list, list]:
     return gens, judges
 
 
-def checks(gens: list, judges: list, read_rate: float = DEFAULT_READ_RATE) -> list[JobCheck]:
+def checks(gens: list, judges: list, cpu: CpuDevice, read_rate: float = DEFAULT_READ_RATE) -> list[JobCheck]:
     out = []
     for role, metas in (("generator", gens), ("judge", judges)):
         for name, meta in metas:
-            c = check_job(meta, name, role, read_rate)
+            c = check_job(meta, name, role, read_rate, cpu)
             if c is not None:
                 out.append(c)
     return out
@@ -240,7 +244,7 @@ def calibrate(job_checks: list[JobCheck], gens: list, source: str) -> RunCalibra
     return cal
 
 
-def from_run(run_dir, read_rate: float = DEFAULT_READ_RATE) -> RunCalibration | None:
+def from_run(run_dir, cpu: CpuDevice, read_rate: float = DEFAULT_READ_RATE) -> RunCalibration | None:
     """The calibration a run directory's metas give, or None where none has timings."""
     gens, judges = run_metas(run_dir)
-    return calibrate(checks(gens, judges, read_rate), gens, str(run_dir))
+    return calibrate(checks(gens, judges, cpu, read_rate), gens, str(run_dir))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 
 def cmd_summary(args) -> int:
+    from genjudge.judging.headline import headline_rows, validity_rows
     from genjudge.records import RunSummary
-    from genjudge.stages.report import headline_rows
 
     path = Path(args.run_dir) / "report" / "summary.json"
     if not path.exists():
@@ -29,9 +29,7 @@ def cmd_summary(args) -> int:
         from genjudge.judging.paired import markdown as paired_markdown
 
         print("\n".join(paired_markdown(s.paired)[1:]))
-        from genjudge.stages.validity import headline
-
-        for k, v in headline(s.validity):
+        for k, v in validity_rows(s.validity):
             print(f"  {k}: {v}")
         return 0
     rows = headline_rows(s)

@@ -159,8 +159,8 @@ def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) 
     pairwise judges' baseline checks (for writing the baseline file itself)."""
     from snakemake.utils import update_config
 
-    from genjudge.config import coerce, load_plugins
-    from genjudge.config import schema as load_schema
+    from genjudge.config_schema import coerce, load_plugins
+    from genjudge.config_schema import schema as load_schema
 
     load_plugins(config)
     if schema is None:

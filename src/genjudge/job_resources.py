@@ -38,32 +38,6 @@ def generate_gpus(exp, config: dict, generator: str, inventory: list, on_slurm: 
     return exp.gpus_per_job(generator, config) if (inventory or on_slurm) else 0
 
 
-def judge_layout(spec, config: dict, inventory: list, on_slurm: bool):
-    """The judge's jobs and GPUs under `judge.parallel` (engine/judge_parallel.py)."""
-    from genjudge.engine.judge_parallel import cached_layout
-
-    return cached_layout(spec, config, inventory, on_slurm)
-
-
-def judge_gpus(spec, config: dict, inventory: list, on_slurm: bool) -> int:
-    """GPUs of one judge job. `all` is every GPU of the machine here (or of one judge node on SLURM),
-    shared out among data-parallel judge shards; one each for `judge.parallel: replicas`."""
-    return judge_layout(spec, config, inventory, on_slurm).gpus_per_job
-
-
-def check_parallel(specs) -> None:
-    """Stop while planning when `judge.parallel: tensor` names a model that cannot be split."""
-    from genjudge.engine.judge_parallel import check_tensor_possible
-
-    for spec in specs:
-        check_tensor_possible(spec)
-
-
-def judge_jobs(spec, config: dict, inventory: list, on_slurm: bool) -> int:
-    """Judge jobs: `judge.shards`, times the GPUs of one for replicas."""
-    return judge_layout(spec, config, inventory, on_slurm).jobs
-
-
 def scaled(config: dict, step: str, key: str, attempt: int = 1) -> int:
     """Memory and runtime grow with each retry of a failed job."""
     return config["resources"][step][key] * attempt

@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 GB = 1000**3
 GIB = 1024**3
@@ -142,47 +141,6 @@ def gpu_of_size(memory_bytes: float, name: str = "") -> Device:
         name=label,
         memory_bytes=memory_bytes,
         source=f"assumed: the figures of {nearest.name} (name the type, e.g. --gpus 4xH100, for its own)",
-    )
-
-
-@lru_cache(maxsize=8)
-def measure_cpu(threads: int = 1, size_mb: int = 256, repeats: int = 5) -> Device:
-    """This machine's CPU as a job with `threads` torch threads sees it, measured once per process:
-    memory bandwidth as the bytes a large array copy reads per second (numpy, one thread; decoding
-    reads its weights, it writes little) and the FLOP/s of an fp32 matmul in torch with `threads`
-    threads (what runs the model); medians of `repeats`."""
-    import os
-    import statistics
-    import time
-
-    import numpy as np
-
-    from genjudge.engine.devices import cpu_matmul_flops
-
-    n = size_mb * 2**20 // 8
-    a, b = np.ones(n), np.empty(n)
-    copies = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        np.copyto(b, a)
-        copies.append(time.perf_counter() - t)
-    bandwidth = a.nbytes / statistics.median(copies)
-    m = 1024
-    flops = cpu_matmul_flops(threads, m, repeats)
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        memory = 0
-    return Device(
-        f"this CPU ({threads} of {os.cpu_count()} cores)",
-        memory,
-        bandwidth,
-        flops,
-        "cpu",
-        f"measured: bytes a {size_mb} MB array copy reads per second, a {m}x{m} fp32 matmul on {threads} "
-        f"thread(s); medians of {repeats}",
-        1.0,
-        FLOPS_EFFICIENCY,
     )
 
 
@@ -541,11 +499,8 @@ def job_time(
     return out
 
 
-def device_for_role(gpus: list, threads: int = 1) -> Device:
-    """The Device of a job: the first of its GPUs (a `Gpu` with name and memory), or this CPU with
-    the job's threads."""
-    if not gpus:
-        return measure_cpu(threads)
-    g = gpus[0]
+def gpu_device(g) -> Device:
+    """The Device of a GPU (a `Gpu` with name and memory, or its dict); a CPU is measured
+    (engine.devices.measure_cpu)."""
     name, total = (g.name, g.total_bytes) if hasattr(g, "name") else (g["name"], g["total_bytes"])
     return gpu_of_size(total, "" if name.startswith("hypothetical") else name)

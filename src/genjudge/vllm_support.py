@@ -112,11 +112,15 @@ def check_spec(spec, where: str) -> None:
 
 
 def tensor_obstacle(config: dict, n: int) -> str | None:
-    """Why vLLM cannot split this model over `n` GPUs by tensor parallelism, or None: its attention
-    heads must divide among them (key/value heads are split, or replicated when fewer than `n`)."""
+    """Why vLLM cannot split this model (its config.json) over `n` GPUs by tensor parallelism, or None."""
     c = text_config(config)
     heads = c.get("num_attention_heads")
-    kv = c.get("num_key_value_heads") or heads
+    return heads_obstacle(heads, c.get("num_key_value_heads") or heads, n)
+
+
+def heads_obstacle(heads: int | None, kv: int | None, n: int) -> str | None:
+    """vLLM's rule: the attention heads divide among the `n` GPUs, and the key/value heads are split
+    evenly or, when fewer than `n`, replicated (so they divide `n`)."""
     if heads and heads % n:
         return f"its {heads} attention heads do not split evenly over {n} GPUs"
     if kv and kv % n and n % kv:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from genjudge.engine.decoding import CPU_AUTO_BATCH, is_oom
+from genjudge.engine.decoding import CPU_AUTO_BATCH
+from genjudge.engine.devices import is_oom
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+from genjudge.engine.devices import free_cuda_cache, is_oom
+
 log = logging.getLogger(__name__)
 
 CPU_AUTO_BATCH = 16  # `batch_size: auto` on CPU: no memory probe, a fixed size that is fast on small models
@@ -32,21 +34,6 @@ class GenParams:
             "top_p": self.top_p if self.do_sample else None,
             "seed": self.seed,
         }
-
-
-def is_oom(exc: BaseException) -> bool:
-    import torch
-
-    return isinstance(exc, torch.cuda.OutOfMemoryError) or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
-    )
-
-
-def _free_cuda_cache():
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def length_sorted(lengths: list[int]) -> list[int]:
@@ -71,7 +58,7 @@ def run_batches(items_len: list[int], batch_size: int, fn, on_batch=None, progre
         except Exception as exc:  # noqa: BLE001 - re-raised unless it is an OOM
             if not is_oom(exc) or batch_size == 1:
                 raise
-            _free_cuda_cache()
+            free_cuda_cache()
             batch_size = max(1, batch_size // 2)
             log.warning(
                 "out of memory on a batch of %d: retrying the same items with batch size %d", len(idx), batch_size

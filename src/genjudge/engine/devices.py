@@ -1,8 +1,12 @@
-"""The devices this process sees through torch, and the driver."""
+"""The devices this process sees through torch, the driver, and their out-of-memory errors; this
+CPU measured as the time model sees a device (`measure_cpu`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+
+from genjudge.time_model import FLOPS_EFFICIENCY, Device
 
 
 @dataclass
@@ -11,6 +15,22 @@ class Gpu:
     name: str
     total_bytes: int
     free_bytes: int | None = None
+
+
+def is_oom(exc: BaseException) -> bool:
+    """An out-of-memory error of a device (CUDA's, or the allocator's RuntimeError on others)."""
+    import torch
+
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
+
+
+def free_cuda_cache() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def cuda_gpus() -> list[Gpu]:
@@ -82,3 +102,42 @@ def cpu_matmul_flops(threads: int, size: int = 1024, repeats: int = 5) -> float:
     finally:
         torch.set_num_threads(before)
     return 2 * size**3 / statistics.median(times)
+
+
+@lru_cache(maxsize=8)
+def measure_cpu(threads: int = 1, size_mb: int = 256, repeats: int = 5) -> Device:
+    """This machine's CPU as a job with `threads` torch threads sees it, measured once per process:
+    memory bandwidth as the bytes a large array copy reads per second (numpy, one thread; decoding
+    reads its weights, it writes little) and the FLOP/s of an fp32 matmul in torch with `threads`
+    threads (what runs the model); medians of `repeats`."""
+    import os
+    import statistics
+    import time
+
+    import numpy as np
+
+    n = size_mb * 2**20 // 8
+    a, b = np.ones(n), np.empty(n)
+    copies = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        np.copyto(b, a)
+        copies.append(time.perf_counter() - t)
+    bandwidth = a.nbytes / statistics.median(copies)
+    m = 1024
+    flops = cpu_matmul_flops(threads, m, repeats)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        memory = 0
+    return Device(
+        f"this CPU ({threads} of {os.cpu_count()} cores)",
+        memory,
+        bandwidth,
+        flops,
+        "cpu",
+        f"measured: bytes a {size_mb} MB array copy reads per second, a {m}x{m} fp32 matmul on {threads} "
+        f"thread(s); medians of {repeats}",
+        1.0,
+        FLOPS_EFFICIENCY,
+    )

@@ -1,50 +1,39 @@
-"""How a judge uses its GPUs (`judge.parallel`), decided while planning, before any job runs.
+"""The judge's layout (`judge.parallel`, the rules in judge_layout.py) for a real model and real GPUs.
 
-- `device_map`: one process per judge job, the model's layers spread over the job's GPUs
-  (accelerate); only one GPU works at a time.
-- `tensor`: one torchrun group per judge job over its GPUs, every weight split across them
-  (transformers' tensor-parallel plan); all GPUs work on every token.
-- `replicas`: one judge job per GPU, each with the whole model and its share of the items,
-  merged as `judge.shards` are (it is that mechanism, with one GPU per shard).
-- `auto`: replicas when the weights fit one GPU, tensor when they need several and the
-  model has a tensor-parallel plan, else device_map.
-
-The weights come from memory_plan (config.json alone, no weights loaded); the GPUs'
-sizes from nvidia-smi for the local inventory, or `judge.gpu_memory` (SLURM, planning
-for other machines).
+The facts the rules need come from here: the model's config.json read by transformers and the
+model built on the meta device (memory_plan: shapes, no weights loaded) for its weight bytes,
+its tensor-parallel plan and its heads; the GPUs' sizes from nvidia-smi for the local inventory,
+or `judge.gpu_memory` (SLURM, planning for other machines). Planning asks here (rules/common.smk,
+`genjudge plan`), and so does the judge job when it starts.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import subprocess
-from dataclasses import dataclass
 from functools import lru_cache
 
-from genjudge.errors import InputError
-
-CHOICES = ("device_map", "tensor", "replicas")
-
-
-@dataclass(frozen=True)
-class Layout:
-    parallel: str  # device_map, tensor or replicas: what the jobs do
-    jobs: int  # judge jobs (the shard files' count)
-    gpus_per_job: int
-    reason: str
+from genjudge import judge_layout
+from genjudge.judge_layout import Layout, ModelFacts
 
 
-def per_shard_gpus(spec, config: dict, n_inventory: int, on_slurm: bool) -> int:
-    """GPUs of one judge job under device_map: `judge.gpus`, or the machine's (one node's on
-    SLURM) shared out among `judge.shards`."""
-    if spec.gpus != "all":
-        return int(spec.gpus)
-    from genjudge.job_resources import slurm_setting
+def model_facts(spec, model=None) -> ModelFacts:
+    """The judge model's facts, from `model` (on the meta device) or its config.json; InputError
+    where the config cannot be read here (never downloads)."""
+    from genjudge.engine.memory_plan import empty_model, load_config, weight_bytes
 
-    node = slurm_setting(config, "gpus_per_node", "judge") if on_slurm else n_inventory
-    return max(1, node // spec.shards) if node else 0
+    if model is None:
+        model = empty_model(load_config(spec.model, spec.revision))
+    config = model.config
+    heads = getattr(config, "num_attention_heads", None)
+    return ModelFacts(
+        model_class=type(model).__name__,
+        has_tp_plan=bool(model.supports_tp_plan),
+        attention_heads=heads,
+        kv_heads=getattr(config, "num_key_value_heads", None) or heads,
+        weight_bytes=weight_bytes(model, spec.precision, spec.bnb_4bit_use_double_quant),
+    )
 
 
 def gpu_bytes_from_nvidia_smi(inventory: list) -> list[int] | None:
@@ -85,106 +74,21 @@ def job_gpus_for(spec, config: dict, inventory: list, on_slurm: bool, n: int):
     return [Gpu(str(i), "nvidia-smi", s, s) for i, s in enumerate(sizes)] if sizes else None
 
 
-def _model(spec):
-    from genjudge.engine.memory_plan import empty_model, load_config
-
-    config = load_config(spec.model, spec.revision)
-    return config, empty_model(config)
-
-
-def tensor_obstacle(spec, n: int, model=None) -> str | None:
-    if spec.engine == "vllm":  # vLLM's own tensor parallelism: no transformers plan needed
-        from genjudge.vllm_support import local_config
-        from genjudge.vllm_support import tensor_obstacle as vllm_obstacle
-
-        config = local_config(spec.model, spec.revision)
-        return vllm_obstacle(config, max(n, 1)) if config is not None else None
-    from genjudge.engine.tensor_parallel import obstacle
-
-    config, model = (model.config, model) if model is not None else _model(spec)
-    return obstacle(config, model, max(n, 1), spec.quantization)
-
-
-def _explicit_tensor_obstacle(spec, n: int, model=None) -> str | None:
-    """For `parallel: tensor`: the obstacle, or None when the config cannot be read here (not in
-    the local cache: transformers checks the plan itself when the job loads the model)."""
-    try:
-        return tensor_obstacle(spec, n, model)
-    except InputError:
-        return None
-
-
 def decide(spec, n: int, gpus=None, model=None) -> tuple[str, str]:
-    """(device_map|tensor|replicas, why) for a judge job that would get `n` GPUs under device_map.
-
-    `gpus`: the Gpu objects with their sizes (None: unknown). An explicit `tensor` that
-    cannot work is an InputError with the reason."""
-    from genjudge.engine.memory_plan import ACTIVATION_RESERVE, _bytes, weight_bytes
-
-    wanted = spec.parallel
-    if wanted == "device_map":
-        return "device_map", "judge.parallel: device_map"
-    if wanted == "replicas":
-        if n <= 1:
-            return "device_map", f"judge.parallel: replicas, with {n} GPU(s) per judge: one process already"
-        return "replicas", f"judge.parallel: replicas: {n} jobs of one GPU each"
-    if wanted == "tensor":
-        if n <= 1:
-            return "device_map", f"judge.parallel: tensor, but {n} GPU(s) per judge job: nothing to split"
-        why = _explicit_tensor_obstacle(spec, n, model)
-        if why:
-            raise InputError(f"judge {spec.model}: judge.parallel: tensor is impossible: {why}")
-        return "tensor", f"judge.parallel: tensor: one torchrun group of {n}"
-    if n == 0:
-        return "device_map", "auto: no GPUs, one process on the CPU"
-    if n == 1:
-        return "device_map", "auto: one GPU per judge job, nothing to parallelise"
-    if model is None:
-        try:
-            _, model = _model(spec)
-        except InputError as exc:
-            return "device_map", f"auto: the model's config.json cannot be read here ({exc})"
-    if gpus is None:
-        why = tensor_obstacle(spec, n, model)
-        if why:
-            return "device_map", f"auto: GPU memory unknown (set judge.gpu_memory) and no tensor parallelism: {why}"
-        return "tensor", (
-            f"auto: GPU memory unknown (set judge.gpu_memory to let auto choose replicas for a judge that "
-            f"fits one GPU); the model has a tensor-parallel plan: one torchrun group of {n}"
-        )
-    w = weight_bytes(model, spec.precision, spec.bnb_4bit_use_double_quant)
-    one = gpus[0].total_bytes * (1 - ACTIVATION_RESERVE)
-    size = f"{gpus[0].total_bytes / 1024**3:.0f} GiB"
-    if w <= one:
-        return "replicas", (
-            f"auto: the weights ({_bytes(w)} at {spec.precision}) fit one GPU of {size}: {n} replicas, "
-            f"one per GPU, each judging its share of the items"
-        )
-    need = math.ceil(w / one)
-    why = tensor_obstacle(spec, n, model)
-    if why:
-        return "device_map", (
-            f"auto: the weights ({_bytes(w)} at {spec.precision}) need {need} GPUs of {size} and tensor "
-            f"parallelism is not possible ({why}): layers spread with device_map"
-        )
-    return "tensor", (
-        f"auto: the weights ({_bytes(w)} at {spec.precision}) need {need} GPUs of {size} and the model has a "
-        f"tensor-parallel plan: one torchrun group over {n} GPUs"
-    )
+    """judge_layout.decide for this model (`model` on the meta device, else read when needed) and
+    `gpus` (Gpu objects with their sizes; None: unknown)."""
+    return judge_layout.decide(spec, n, lambda: model_facts(spec, model), gpus[0].total_bytes if gpus else None)
 
 
 def layout(spec, config: dict, inventory: list, on_slurm: bool, gpus=None, model=None) -> Layout:
     """The judge jobs and their GPUs. `gpus`: the GPUs of one job with their sizes, when the
     caller knows them (the plan's hypothetical inventory); else nvidia-smi or judge.gpu_memory."""
-    n = per_shard_gpus(spec, config, len(inventory), on_slurm)
+    n = judge_layout.per_shard_gpus(spec, config, len(inventory), on_slurm)
     if gpus is not None:
         gpus = list(gpus)[:n] or None
     elif spec.parallel == "auto" and n > 1:
         gpus = job_gpus_for(spec, config, inventory, on_slurm, n)
-    choice, reason = decide(spec, n, gpus, model)
-    if choice == "replicas":
-        return Layout(choice, spec.shards * n, 1, reason)
-    return Layout(choice, spec.shards, n, reason)
+    return judge_layout.layout(spec, n, lambda: model_facts(spec, model), gpus[0].total_bytes if gpus else None)
 
 
 @lru_cache(maxsize=64)
@@ -206,31 +110,23 @@ def cached_layout(spec, config: dict, inventory: list, on_slurm: bool) -> Layout
     )
 
 
+def judge_gpus(spec, config: dict, inventory: list, on_slurm: bool) -> int:
+    """GPUs of one judge job. `all` is every GPU of the machine here (or of one judge node on SLURM),
+    shared out among data-parallel judge shards; one each for `judge.parallel: replicas`."""
+    return cached_layout(spec, config, inventory, on_slurm).gpus_per_job
+
+
+def judge_jobs(spec, config: dict, inventory: list, on_slurm: bool) -> int:
+    """Judge jobs: `judge.shards`, times the GPUs of one for replicas."""
+    return cached_layout(spec, config, inventory, on_slurm).jobs
+
+
 def job_choice(spec, n: int) -> tuple[str, str]:
-    """In a judge job with `n` leased GPUs: run as a tensor-parallel group or as one process.
-    The plan chose replicas by giving each job one GPU; between tensor and device_map the
-    choice depends only on the model, so the job makes the plan's choice again."""
-    if spec.parallel in ("device_map", "replicas") or n <= 1:
-        return "device_map", f"{n} GPU(s), judge.parallel: {spec.parallel}: one process"
-    if spec.parallel == "tensor":
-        why = _explicit_tensor_obstacle(spec, n)
-        if why:
-            raise InputError(f"judge {spec.model}: judge.parallel: tensor is impossible: {why}")
-        return "tensor", f"judge.parallel: tensor over {n} GPUs"
-    try:
-        why = tensor_obstacle(spec, n)
-    except InputError as exc:
-        return "device_map", f"auto: the model's config.json cannot be read here ({exc})"
-    if why:
-        return "device_map", f"auto: {why}"
-    return "tensor", f"auto: the model needs the {n} GPUs of this job and has a tensor-parallel plan"
+    """judge_layout.job_choice for the judge job's model and its `n` leased GPUs."""
+    return judge_layout.job_choice(spec, n, lambda: model_facts(spec))
 
 
-def check_tensor_possible(spec) -> None:
-    """For `judge.parallel: tensor`: stop while planning when no number of GPUs could split this
-    model (no tensor-parallel plan, a quantization that cannot be sharded)."""
-    if spec.parallel != "tensor":
-        return
-    why = _explicit_tensor_obstacle(spec, 1)  # None too where config.json is not here yet: the job checks
-    if why:
-        raise InputError(f"judge {spec.model}: judge.parallel: tensor is impossible: {why}")
+def check_parallel(specs) -> None:
+    """Stop while planning when `judge.parallel: tensor` names a model that cannot be split."""
+    for spec in specs:
+        judge_layout.check_tensor_possible(spec, lambda spec=spec: model_facts(spec))

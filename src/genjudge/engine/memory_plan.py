@@ -14,6 +14,8 @@ from pathlib import Path
 from genjudge.engine.devices import Gpu, cuda_gpus
 from genjudge.engine.loading import device_name, device_of
 from genjudge.errors import InputError
+from genjudge.judge_layout import ACTIVATION_RESERVE
+from genjudge.judge_layout import size_text as _bytes
 
 GIB = 1024**3
 GB = 1000**3
@@ -25,8 +27,6 @@ BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "8bit": 1.0, "4bit": 0
 ABSMAX_4BIT = 4 / 64
 ABSMAX_4BIT_DOUBLE = 1 / 64 + 4 / (64 * 256)
 PRECISIONS = ["float32", "bfloat16", "8bit", "4bit"]
-# Room kept free on each GPU for activations and the CUDA context when judging fit.
-ACTIVATION_RESERVE = 0.05
 
 
 def parse_inventory_spec(spec: str) -> list[Gpu]:
@@ -329,13 +329,6 @@ def _count(n: float) -> str:
         if abs(n) >= div:
             return f"{n / div:.2f} {unit}"
     return str(int(n))
-
-
-def _bytes(n: float) -> str:
-    for div, unit in ((GB, "GB"), (1000**2, "MB"), (1000, "kB")):
-        if abs(n) >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{int(n)} B"
 
 
 def render(p: dict) -> str:

@@ -104,7 +104,7 @@ def agree(fn):
     def wrapped(*args, **kwargs):
         import torch
 
-        from genjudge.engine.decoding import is_oom
+        from genjudge.engine.devices import is_oom
 
         out, err = None, None
         try:
@@ -120,25 +120,3 @@ def agree(fn):
         return out
 
     return wrapped
-
-
-def obstacle(config, model, n: int, quantization: str) -> str | None:
-    """Why this model cannot be split over `n` ranks by the installed transformers, or None.
-
-    `model` is the model on the meta device (memory_plan.empty_model)."""
-    if not model.supports_tp_plan:
-        return (
-            f"{type(model).__name__} has no tensor-parallel plan in the installed transformers "
-            "(no base_model_tp_plan in its config)"
-        )
-    if quantization != "none":
-        return (
-            f"quantization {quantization}: bitsandbytes stores packed weights that the installed "
-            "transformers does not shard for tensor parallelism"
-        )
-    heads = getattr(config, "num_attention_heads", None)
-    kv = getattr(config, "num_key_value_heads", None) or heads
-    for what, count in (("attention heads", heads), ("key/value heads", kv)):
-        if count and count % n:
-            return f"its {count} {what} do not split evenly over {n} GPUs"
-    return None

@@ -56,3 +56,36 @@ def answers_per_item(df: pd.DataFrame) -> str | None:
         per = df.groupby(item_columns(df) or ["id"], dropna=False)["turn"].nunique()
         parts.append(f"{'up to ' if per.min() != per.max() else ''}{per.max()} turns")
     return f"{' x '.join(parts)} per item" if parts else None
+
+
+def per_turn(df: pd.DataFrame, mode) -> dict:
+    """The mode's measures per turn ({} for a single-turn dataset): "1", "2", ..."""
+    if "turn" not in df or df["turn"].nunique() < 2:
+        return {}
+    out = {}
+    for turn, g in df.groupby("turn", sort=True):
+        out[str(int(turn))] = {
+            "n_items": count_items(g),
+            "n_answers": len(g),
+            "n_judged": int(g["verdict"].notna().sum()),
+            "n_unparsed": int(g["verdict"].isna().sum()),
+            **mode.metrics(g),
+        }
+    return out
+
+
+def turn_table(turns: dict | None, head: str, cell) -> list[str]:
+    """The report's "By turn" section (markdown lines; none for a single-turn dataset).
+    The headline above it is over every turn of every item."""
+    if not turns:
+        return []
+    out = [
+        "## By turn",
+        "",
+        "Each turn of a conversation is judged on its own; the headline counts every turn of every item.",
+        "",
+        f"| turn | items | judged | unparsed | {head} |",
+        "|---|---|---|---|---|",
+    ]
+    out += [f"| {t} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} |" for t, c in turns.items()]
+    return [*out, ""]

@@ -446,11 +446,11 @@ def gantt(tl: Timeline, max_labels: int = 120) -> Figure | None:
 
 
 def models_by_benchmarks(table: dict) -> Figure | None:
-    """The report's models x benchmarks table (stages.report_table) as a heat map: one row per
+    """The report's models x benchmarks table (summary.json's `table`, stages.report_table) as a heat map: one row per
     generator, one column per (dataset, judge) and the mean rank; each cell shows its value and
     interval, coloured by the generator's rank in its column (green best, red worst), since the
     columns' measures have scales of their own."""
-    from genjudge.stages.report_table import value_text
+    from genjudge.judging.headline import value_text
 
     cols, rows = table.get("columns") or [], table.get("rows") or []
     if not cols or not rows:

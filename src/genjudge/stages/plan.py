@@ -249,6 +249,7 @@ def make_plan(
     wall-clock; `calibrate`: a finished run's directory whose metas replace the assumptions."""
     from genjudge.calibration import from_run
     from genjudge.config import WORKFLOW_DIR
+    from genjudge.engine.devices import measure_cpu
     from genjudge.experiment import resolve
 
     exp = resolve(config)
@@ -258,7 +259,7 @@ def make_plan(
     items, notes = load_datasets(exp)
     lines += notes + model_file_notes(exp)
     run_dir = Path(calibrate) if calibrate else Path("results") / str(config.get("run"))
-    cal = from_run(run_dir) if calibrate or run_dir.is_dir() else None
+    cal = from_run(run_dir, measure_cpu) if calibrate or run_dir.is_dir() else None
     if calibrate and cal is None:
         raise InputError(f"--calibrate {calibrate}: no job metas with timings there (a finished run's results/<run>)")
     if cal is not None:
@@ -384,9 +385,10 @@ def _machine_gpus(config: dict, lines: list) -> list:
 
 def _device(job_gpus, config: dict, step: str):
     """The device a job runs on; on the CPU with the threads Snakemake gives it (resources.<step>.cpus)."""
-    from genjudge.time_model import device_for_role
+    from genjudge.engine.devices import measure_cpu
+    from genjudge.time_model import gpu_device
 
-    return device_for_role(job_gpus, config["resources"][step]["cpus"])
+    return gpu_device(job_gpus[0]) if job_gpus else measure_cpu(config["resources"][step]["cpus"])
 
 
 def _calibration_for(cal, model: str, role: str):
@@ -655,6 +657,7 @@ def sbatch_preview(config: dict) -> list[str]:
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
     from genjudge import job_resources as jr
+    from genjudge.engine import judge_parallel
     from genjudge.experiment import resolve
     from genjudge.slurm_submission import decide
 
@@ -673,8 +676,8 @@ def sbatch_preview(config: dict) -> list[str]:
         )
     for name, section in exp.judges.items():
         spec = JudgeSpec.from_config(section)
-        gpus = jr.judge_gpus(spec, config, [], on_slurm=True)
-        n_jobs = jr.judge_jobs(spec, config, [], on_slurm=True)
+        gpus = judge_parallel.judge_gpus(spec, config, [], on_slurm=True)
+        n_jobs = judge_parallel.judge_jobs(spec, config, [], on_slurm=True)
         jobs.append(("judge", name, n_jobs, jr.job_resources(config, "judge", gpus), jr.threads(config, "judge", gpus)))
     submission = decide(config, n_generate, None, gpu_counts=gpu_counts)
     settings = SimpleNamespace(requeue=submission.requeue, no_requeue=False, qos=None, reservation=None)

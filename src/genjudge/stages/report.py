@@ -8,16 +8,15 @@ import re
 import pandas as pd
 
 from genjudge import atomic
-from genjudge.conversation import per_turn, turn_table
 from genjudge.experiment import of_cell
 from genjudge.judging import modes, paired, sampling_stats
 from genjudge.judging.extraction import NO_ANSWER
-from genjudge.judging.items import answers_per_item, count_items, item_rate
+from genjudge.judging.headline import headline_rows, truncated_text
+from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.provenance import provenance
 from genjudge.records import GenerateMeta, JudgeMeta, RunSummary
 from genjudge.stages.report_table import Study
-from genjudge.stages.validity import headline as validity_headline
 
 
 def parse_options(judge: dict) -> dict:
@@ -192,21 +191,10 @@ def truncated_examples(df: pd.DataFrame, cut: pd.Series, n: int, width: int = 16
     return out
 
 
-def truncated_text(n: int, share: float | None) -> str:
-    return f"{n} ({pct(share)})"
-
-
 def exact_match_rate(df: pd.DataFrame) -> dict:
     """Normalised exact match over the answers that have a reference, clustered by item."""
     has = df[df["exact_match"].notna()]
     return item_rate(has, has["exact_match"].astype(bool))
-
-
-def items_text(s: RunSummary) -> str:
-    """`12`, or `12 (36 answers: 3 samples per item)` where items have several answers."""
-    if s.n_answers and s.n_answers != s.n_items:
-        return f"{s.n_items} ({s.n_answers} answers: {s.answers_per_item or 'several per item'})"
-    return str(s.n_items)
 
 
 def intervals_note(clustered: bool) -> str:
@@ -222,32 +210,6 @@ def intervals_note(clustered: bool) -> str:
             "standard error)."
         )
     return note
-
-
-def headline_rows(s: RunSummary) -> list[tuple[str, str]]:
-    """(measure, value) rows: counts, the mode's measures, exact match."""
-    flat = s.to_dict()
-    return [
-        ("items", items_text(s)),
-        ("judged (parsed verdicts)", str(s.n_judged)),
-        ("unparsed", f"{s.n_unparsed} ({pct(s.unparsed_rate)})"),
-        ("truncated answers (reached generator.max_new_tokens)", truncated_text(s.n_truncated, s.truncated_rate)),
-        *modes.get(s.mode).headline(flat),
-        *validity_headline(s.validity),
-        (
-            "normalised exact match",
-            (
-                rate_text(s.exact_match)
-                + (
-                    f" ({s.answers_not_extracted} answers with nothing extracted, counted as no match)"
-                    if s.answers_not_extracted
-                    else ""
-                )
-            )
-            if s.exact_match_shown
-            else f"not shown: {s.exact_match_note}",
-        ),
-    ]
 
 
 def _category_table(s: RunSummary) -> list[str]:
@@ -584,11 +546,12 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
 def time_model_check(config: dict, gen_metas: list, judge_metas: dict) -> dict:
     """Each model job's predicted seconds (the time model on its own counts) against its measured ones."""
     from genjudge import calibration
+    from genjudge.engine.devices import measure_cpu
     from genjudge.time_model import GB
 
     gens = [(f"generate {m.generator}/{m.dataset}/{m.shard}", m) for m in gen_metas]
     judges = [(f"judge {j}/{i}", job) for j, meta in judge_metas.items() for i, job in enumerate(meta.jobs())]
-    return calibration.summary(calibration.checks(gens, judges, config["plan"]["load_gb_per_s"] * GB))
+    return calibration.summary(calibration.checks(gens, judges, measure_cpu, config["plan"]["load_gb_per_s"] * GB))
 
 
 def time_model_markdown(check: dict) -> list[str]:

@@ -25,7 +25,7 @@ import pandas as pd
 
 from genjudge import atomic
 from genjudge.judging import modes
-from genjudge.judging.modes.base import rate_text
+from genjudge.judging.headline import value_text
 
 ROW_KEYS = {"generator", "dataset", "judge", "opponent", "mode", "n_items", "n_judged", "n_unparsed", "exact_match"}
 PLOT_NAME = "models_by_benchmarks"
@@ -120,18 +120,6 @@ def _value(exp, generator: str, col: dict, leaderboard, across_cells, failed_at)
         "ci95": v.get("ci95"),
         "n": v.get("n", (row or {}).get("n_judged")),
     }
-
-
-def value_text(v: dict, kind: str) -> str:
-    if v["status"] != "ok":
-        return {"not graded": "–"}.get(v["status"], v["status"])
-    if v["value"] is None:
-        return "n/a"
-    if kind == "rate":
-        return rate_text(v)
-    fmt = "{:+.2f}" if kind == "strength" else "{:.2f}"
-    ci = f" [{fmt.format(v['ci95'][0])}, {fmt.format(v['ci95'][1])}]" if v.get("ci95") else ""
-    return fmt.format(v["value"]) + ci
 
 
 def _rank(x) -> str:

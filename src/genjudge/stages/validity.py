@@ -9,6 +9,7 @@ import pandas as pd
 
 from genjudge import labels as human
 from genjudge.judging import agreement, bias, modes
+from genjudge.judging.headline import corr_text, differing_text, kappa_text
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.panels import panel_judgments, panel_summary, resolve_panels
 
@@ -90,59 +91,6 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
     return out
 
 
-def _kappa(entry: dict, key: str) -> str:
-    """A kappa of `entry` as the report says it: the value, or "not defined (why)"."""
-    x = entry.get(key)
-    if x is not None:
-        return f"{x:.2f}"
-    why = entry.get(f"{key}_undefined")
-    return f"not defined ({why})" if why else "n/a"
-
-
-def _corr(c: dict | None, key: str) -> str:
-    if c and c.get(key) is None and c.get("undefined"):
-        return f"not defined ({c['undefined']})"
-    return "n/a" if not c or c.get(key) is None else f"{c[key]:+.2f}"
-
-
-def headline(v: dict) -> list[tuple[str, str]]:
-    """Rows for `genjudge summary`: each judge's and panel's agreement with the human labels."""
-    rows = []
-    for kind, entries in (("judge", v.get("judges", {})), ("panel", v.get("panels", {}))):
-        for name, e in entries.items():
-            h = e.get("human")
-            if not h:
-                continue
-            value = f"{rate_text(h['agreement'])} over {h['n_judged']} labelled items"
-            if h.get("cohen_kappa") is not None or h["kind"] != "score":
-                value += f", Cohen's kappa {_kappa(h, 'cohen_kappa')}"
-            if h.get("correlation"):
-                value += f", Spearman {_corr(h['correlation'], 'spearman')}"
-            if h["n_unparsed"]:
-                value += f" ({h['n_unparsed']} labelled items unparsed, not counted)"
-            if h.get("labels_on_differing_answers"):
-                d = h["labels_on_differing_answers"]
-                value += f" (warning: {d['n_labels']} labels each applied to answers that differ)"
-            rows.append((f"agreement with human labels ({kind} {name})", value))
-    return rows
-
-
-def differing_text(kind: str, name: str, h: dict) -> str:
-    """The warning for labels each applied to answers that differ."""
-    d = h["labels_on_differing_answers"]
-    text = (
-        f"{kind} {name}: {d['n_labels']} labels of {h['labels']} were each applied to answers that differ "
-        f"({d['n_answers']} answers, of generator{'s' if len(d['generators']) > 1 else ''} "
-        f"{', '.join(d['generators'])}); the agreement counts every one of them."
-    )
-    if len(d["generators"]) > 1:
-        text += (
-            " A label that names no generator is applied to every generator's answer: if the labels are about one "
-            "generator's answers, map its field (labels.fields.generator)."
-        )
-    return text
-
-
 def _confusion(c: dict) -> list[str]:
     cols = sorted({j for r in c.values() for j in r})
     out = ["| human \\ judge | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
@@ -173,8 +121,8 @@ def render(v: dict) -> list[str]:
             out.append(
                 f"| {k} {n} | {h['n_labelled']} of {h['n_items']} ({pct(h['n_labelled'] / h['n_items'])}) | "
                 f"{h['n_judged']} | {h['n_unparsed']} | {rate_text(h['agreement'])} | "
-                f"{_kappa(h, 'cohen_kappa') if 'cohen_kappa' in h else '-'} | "
-                f"{_corr(c, 'spearman') if c else '-'} | {_corr(c, 'pearson') if c else '-'} |"
+                f"{kappa_text(h, 'cohen_kappa') if 'cohen_kappa' in h else '-'} | "
+                f"{corr_text(c, 'spearman') if c else '-'} | {corr_text(c, 'pearson') if c else '-'} |"
             )
         out += [
             "",
@@ -219,7 +167,7 @@ def render(v: dict) -> list[str]:
         if single:
             out += ["| judge | Pearson (verdict, length) | Spearman | n |", "|---|---|---|---|"]
             out += [
-                f"| {n} | {_corr(b['length_correlation'], 'pearson')} | {_corr(b['length_correlation'], 'spearman')} "
+                f"| {n} | {corr_text(b['length_correlation'], 'pearson')} | {corr_text(b['length_correlation'], 'spearman')} "
                 f"| {b['length_correlation']['n']} |"
                 for n, b in single
             ]
@@ -240,9 +188,9 @@ def render(v: dict) -> list[str]:
                 + f" (counted as {p['no_majority_is']})"
                 + f"; no judge parsed: {p['none_parsed']}",
                 f"- judges parsed per item: {per_item}",
-                f"- Fleiss' kappa {_kappa(ij, 'fleiss_kappa')} over the {ij['n_all_parsed']} items every judge parsed; "
+                f"- Fleiss' kappa {kappa_text(ij, 'fleiss_kappa')} over the {ij['n_all_parsed']} items every judge parsed; "
                 "Cohen's kappa "
-                + ", ".join(f"{pair} {_kappa(x, 'cohen_kappa')} (n {x['n']})" for pair, x in ij["pairs"].items()),
+                + ", ".join(f"{pair} {kappa_text(x, 'cohen_kappa')} (n {x['n']})" for pair, x in ij["pairs"].items()),
                 "",
             ]
         out += ["An unparsed vote is never a vote; a panel's majority is a strict majority of the parsed votes.", ""]
