@@ -3,17 +3,22 @@ models): the heat map, the score distribution, the win / tie / loss bars and the
 decode as images, and an unknown summary field still shows."""
 
 import os
+import shutil
+import subprocess
 import sys
+import zipfile
 
 import numpy as np
 import pandas as pd
 import pytest
+from judges import ROOT
 from PIL import Image
 
 from genjudge.config import defaults
 from genjudge.experiment import resolve
 from genjudge.records import GenerateMeta, JudgeMeta
-from genjudge.report_html import Cell, Page, write
+from genjudge.report_html import Cell, Page, PageView, Table, render, write
+from genjudge.report_html.page import Extra, More
 from genjudge.stages.report import summarise_experiment
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "browser"))
@@ -82,7 +87,8 @@ def metas():
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
+def modes_page(tmp_path_factory):
+    """The page's directory and its view model."""
     rng = np.random.default_rng(0)
     cfg = defaults(
         run="modes",
@@ -134,8 +140,13 @@ def rendered(tmp_path_factory):
     }
     page = Page(summary, [Cell(k, s, df) for k, (s, df) in cells.items()], gen_metas, judge_metas, {}, ["0", "1", "2"])
     out = tmp_path_factory.mktemp("modes")
-    write(page, out / "report.html", out / "plots")
-    return out
+    view = write(page, out / "report.html", out / "plots")
+    return out, view
+
+
+@pytest.fixture(scope="module")
+def rendered(modes_page):
+    return modes_page[0]
 
 
 def test_every_mode_plot_is_drawn_and_decodes(rendered):
@@ -167,6 +178,100 @@ def test_every_mode_plot_is_drawn_and_decodes(rendered):
     assert "<td>pairs</td><td>12.5% [5.0, 25.0]</td><td>55.0% [40.0, 70.0]</td><td>68.0% [50.0, 80.0]</td>" in page
     assert "<td>trio</td><td>majority of a, b, c</td><td>accuracy 75.0% [60.0, 86.0]</td><td>3: 40, 2: 4</td>" in page
     assert "<td>-0.40</td>" in page and "<h3>validity</h3>" not in page
+
+
+def test_the_view_model_holds_what_each_section_shows(modes_page):
+    view = modes_page[1]
+    assert [ident for ident, _ in view.nav] == [
+        "headline",
+        "categories",
+        "distributions",
+        "human",
+        "unparsed",
+        "timeline",
+        "throughput",
+        "provenance",
+        "more",
+    ]
+    assert view.section("confusion") is None  # no reference-mode judge
+    assert (view.run, view.mode, view.generators, view.judges) == ("modes", "mixed", GENS, ["scorer", "pairs"])
+    board = view.section("headline").leaderboard
+    assert board.column("generator") == ["alpha", "beta", "gamma", "alpha", "alpha", "beta"]
+    assert board.column("vs") == ["", "", "", "beta", "gamma", "gamma"]
+    assert board.column("unparsed") == ["3", "3", "3", "0", "0", "0"]
+    assert view.section("headline").summary is None  # several cells: the leaderboard is the headline
+    assert view.section("categories").heatmap
+    unparsed = view.section("unparsed")
+    assert (unparsed.n_unparsed, unparsed.n_truncated) == (9, 3)
+    assert unparsed.reasons.rows == [
+        ["no SCORE: line", "6"],
+        ["truncated: the judge reached max_new_tokens before its verdict", "3"],
+    ]
+    assert len(unparsed.examples.rows) == 9  # up to n_examples of each kind per cell
+    human = view.section("human")
+    assert human.panels.rows == [
+        ["trio", "majority of a, b, c", "accuracy 75.0% [60.0, 86.0]", "3: 40, 2: 4", "1", "-0.40"]
+    ]
+    assert human.bias_pairwise.column("judge") == ["pairs"] and human.bias_length is None
+    gpus = view.section("timeline")
+    assert gpus.gpu_use.n_gpus == 3 and gpus.gpu_use.span == pytest.approx(34.0)
+    assert gpus.gpu_use.never_used == [] and gpus.load_share is None  # the metas record no load time
+    assert gpus.lanes.column("lane") == ["GPU 0", "GPU 1", "GPU 2"]
+    (extra,) = [e for e in view.section("more").fields if e.title == "judge bias"]
+    assert extra.title == "judge bias" and extra.json is None
+    assert extra.table.rows == [["position", "10.0% [5.0, 20.0]"], ["verbosity", "0.03"]]
+    assert [p.name for p in view.plots] == [
+        "leaderboard",
+        "per_category",
+        "score_distribution",
+        "outcomes",
+        "strengths",
+        "judge_vs_human",
+        "unparsed_reasons",
+        "gpu_timeline",
+    ]
+
+
+def test_the_page_escapes_what_it_shows():
+    # Every text on the page comes from the run (names, judge outputs, summary keys): none may become markup.
+    view = PageView(
+        run="<script>alert(1)</script>",
+        mode="reference",
+        n_items=1,
+        n_unparsed=0,
+        generators=['g"1'],
+        judges=["j&k"],
+        warnings=["<b>warned</b>"],
+        sections=[More([Extra("<i>key</i>", Table(["<th>"], [["<td>"], [None]]), None), Extra("j", None, "</pre>")])],
+    )
+    text = render(view)
+    assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    for raw in ("<b>", "<i>", "<th><th>", "<td><td>", "</pre></pre>", 'g"1', "j&k"):
+        assert raw not in text, raw
+    assert "<tr><td></td></tr>" in text  # None shows as an empty cell
+    assert '<a href="#more">More</a>' in text
+
+
+def test_the_templates_ship_in_the_wheel(tmp_path):
+    # Built from a copy: setuptools writes build/ and egg-info beside the sources.
+    for part in ("src", "pyproject.toml", "README.md"):
+        src = ROOT / part
+        shutil.copytree(src, tmp_path / part) if src.is_dir() else shutil.copy2(src, tmp_path / part)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-q", "-w", "dist"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("genjudge-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = {n for n in zf.namelist() if "/templates/" in n and n.startswith("genjudge/report_html/")}
+    templates = ROOT / "src" / "genjudge" / "report_html" / "templates"
+    expected = {
+        f"genjudge/report_html/templates/{p.relative_to(templates)}" for p in templates.rglob("*") if p.is_file()
+    }
+    assert len(expected) >= 12 and shipped == expected
 
 
 def test_chromium_loads_every_plot_of_the_modes_page(rendered, tmp_path):

@@ -1,12 +1,14 @@
 """The run's HTML report: one self-contained page with plots, a GPU timeline, throughput and provenance.
 
 `write_html_report` is called by the report stage after summary.json is written; `timeline` is the
-pure-data time line of the jobs, `plots` draws the figures, `page` assembles the page.
+pure-data time line of the jobs, `plots` draws the figures, `page` is the view model (what each section
+shows, as data), `render` fills the Jinja2 templates under `templates/` (one per section) with it.
 """
 
 from __future__ import annotations
 
-from genjudge.report_html.page import Cell, Page, Plot, write
+from genjudge.report_html.page import Cell, Page, PageView, Plot, Table
+from genjudge.report_html.render import render, write
 
 
 def inventory_lanes(config: dict, gen_metas, judge_metas: dict) -> list[str] | None:
@@ -24,7 +26,7 @@ def inventory_lanes(config: dict, gen_metas, judge_metas: dict) -> list[str] | N
 
 def write_html_report(
     config: dict, run_summary, cells: dict, gen_metas, judge_metas: dict, provenance: dict, html_path, plots_dir
-) -> list[Plot]:
+) -> PageView:
     """`cells`: {key: (cell RunSummary, its judgments frame)} as the report stage builds them."""
     page = Page(
         run_summary.to_dict(),
@@ -38,4 +40,4 @@ def write_html_report(
     return write(page, html_path, plots_dir)
 
 
-__all__ = ["Cell", "Page", "Plot", "inventory_lanes", "write_html_report"]
+__all__ = ["Cell", "Page", "PageView", "Plot", "Table", "inventory_lanes", "render", "write", "write_html_report"]

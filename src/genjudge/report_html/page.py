@@ -1,5 +1,10 @@
-"""`report/report.html`: one self-contained page (plots embedded as PNG data URIs, no scripts,
-no network) and the same plots as files under `report/plots/`.
+"""The view model of `report/report.html`: what each section of the page shows, as plain data.
+
+`Page` reads the run (summary.json as a dict, the cells with their judgments, the jobs' meta files,
+provenance) and `Page.view()` returns a `PageView`: the header, then one dataclass per section, None
+where the section has nothing to show. Tables are `Table`s of display strings, figures are `Plot`s
+(PNG bytes). No HTML is written here: `render` fills the templates under `templates/`, one per
+section, where every word of the page lives.
 
 Sections appear when their data does: the leaderboard always; the category heat map or
 intervals, the score distribution, the win / tie / loss bars and the strengths by mode; the
@@ -10,15 +15,13 @@ shown at the end as they are, so a new measure is visible before it has a sectio
 from __future__ import annotations
 
 import base64
-import html
 import json
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-from genjudge import atomic
 from genjudge.judging import modes
+from genjudge.judging.headline import headline_rows
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.report_html import plots
 from genjudge.report_html import timeline as tl
@@ -65,10 +68,12 @@ MAX_TABLE_ROWS = 500
 
 @dataclass
 class Plot:
-    name: str  # file name under plots/, without .png
-    title: str
-    caption: str
-    data: bytes
+    name: str  # file name under plots/ without .png, and the image's id on the page (plot-<name>)
+    data: bytes  # PNG
+
+    @property
+    def base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
 
 
 @dataclass
@@ -82,19 +87,26 @@ class Cell:
         return self.summary.leaderboard[0]
 
 
-def esc(x) -> str:
-    return html.escape("" if x is None else str(x))
+@dataclass
+class Table:
+    """A table as the page shows it: every cell a string (None shows as empty); the page lists the first
+    `limit` rows and says how many there are."""
 
+    head: list[str]
+    rows: list[list[str]]
+    cls: str = ""
+    limit: int = MAX_TABLE_ROWS
 
-def table(head: list[str], rows: list[list], cls: str = "", limit: int = MAX_TABLE_ROWS) -> str:
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows[:limit])
-    more = (
-        f'<p class="note">First {limit} of {len(rows)} rows shown; the files beside this page hold all.</p>'
-        if len(rows) > limit
-        else ""
-    )
-    ths = "".join(f"<th>{esc(h)}</th>" for h in head)
-    return f'<table class="{cls}"><thead><tr>{ths}</tr></thead><tbody>{body}</tbody></table>{more}'
+    def __post_init__(self):
+        self.rows = [["" if c is None else str(c) for c in r] for r in self.rows]
+
+    @property
+    def shown(self) -> list[list[str]]:
+        return self.rows[: self.limit]
+
+    def column(self, name: str) -> list[str]:
+        i = self.head.index(name)
+        return [r[i] for r in self.rows]
 
 
 def measure_text(v) -> str:
@@ -112,6 +124,162 @@ def seconds(x) -> str:
     return "" if x is None else f"{x:.1f}"
 
 
+# --- the sections, in page order; `ident` is the section's HTML id and its template's name ---------------
+
+
+@dataclass
+class Headline:
+    summary: Table | None  # (measure, value) of a single-cell run
+    leaderboard: Table
+    plot: Plot | None
+    exact_match_overlay: bool  # some rows' plots carry normalised exact match
+    several_modes: bool
+    ident = "headline"
+
+
+@dataclass
+class Categories:
+    plot: Plot
+    heatmap: bool  # several generators: a heat map; else intervals per category
+    ident = "categories"
+
+
+@dataclass
+class Distributions:
+    scores: Plot | None
+    outcomes: Plot | None
+    strengths: Plot | None
+    ident = "distributions"
+
+
+@dataclass
+class Confusion:
+    plot: Plot | None
+    agreement: Table | None
+    ident = "confusion"
+
+
+@dataclass
+class Human:
+    """Can I trust the judge? Agreement with human labels, bias diagnostics, panels of judges."""
+
+    warnings: list[str]
+    agreement: Table | None
+    plot: Plot | None
+    bias_pairwise: Table | None
+    bias_length: Table | None
+    length_measure: str | None
+    panels: Table | None
+    ident = "human"
+
+    @property
+    def has_bias(self) -> bool:
+        return self.bias_pairwise is not None or self.bias_length is not None
+
+
+@dataclass
+class Unparsed:
+    n_unparsed: int
+    n_truncated: int
+    reasons: Table | None  # None: every verdict was parsed
+    plot: Plot | None = None
+    examples: Table | None = None
+    ident = "unparsed"
+
+
+@dataclass
+class GpuUse:
+    n_gpus: int
+    span: float
+    idle_seconds: float
+    mean_busy_fraction: float
+    never_used: list[str]
+
+
+@dataclass
+class Wait:
+    job: str
+    after: str
+    seconds: float
+
+
+@dataclass
+class GpuTimeline:
+    gpu_use: GpuUse | None
+    longest_wait: Wait | None  # the longest wait on the critical path
+    load_share: float | None  # model loading's share of the jobs' load + compute time
+    plot: Plot | None
+    lanes: Table
+    stages: Table
+    critical_path: Table
+    ident = "timeline"
+
+
+@dataclass
+class Throughput:
+    jobs: Table
+    ident = "throughput"
+
+
+@dataclass
+class Provenance:
+    run: Table
+    models: Table
+    files: Table | None
+    packages: Table
+    config_yaml: str | None
+    ident = "provenance"
+
+
+@dataclass
+class Extra:
+    """A top-level field of summary.json no section reads: a table when it is flat enough, else its JSON."""
+
+    title: str
+    table: Table | None
+    json: str | None
+
+
+@dataclass
+class More:
+    fields: list[Extra]
+    ident = "more"
+
+
+NAV = {
+    "headline": "Leaderboard",
+    "categories": "Categories",
+    "distributions": "Scores",
+    "confusion": "Judge vs exact match",
+    "human": "Can I trust the judge?",
+    "unparsed": "Unparsed",
+    "timeline": "GPU timeline",
+    "throughput": "Throughput",
+    "provenance": "Provenance",
+    "more": "More",
+}
+
+
+@dataclass
+class PageView:
+    run: str | None
+    mode: str | None
+    n_items: int | None
+    n_unparsed: int | None
+    generators: list[str]
+    judges: list[str]
+    warnings: list[str]
+    sections: list = field(default_factory=list)  # the sections with something to show, in page order
+    plots: list[Plot] = field(default_factory=list)  # every figure on the page, also written to plots/
+
+    @property
+    def nav(self) -> list[tuple[str, str]]:
+        return [(s.ident, NAV[s.ident]) for s in self.sections]
+
+    def section(self, ident: str):
+        return next((s for s in self.sections if s.ident == ident), None)
+
+
 class Page:
     def __init__(self, summary: dict, cells: list[Cell], gen_metas, judge_metas, provenance: dict, inventory=None):
         self.s = summary
@@ -121,20 +289,16 @@ class Page:
         self.judge_metas = judge_metas
         self.provenance = provenance
         self.timeline = tl.build(tl.jobs_from_metas(gen_metas, judge_metas), inventory)
-        self.plots: list[Plot] = []
         self.n_examples = 3
+        self._plots: list[Plot] = []
 
     # --- pieces ---------------------------------------------------------------------------
-    def plot(self, name: str, title: str, caption: str, fig) -> str:
+    def plot(self, name: str, fig) -> Plot | None:
         if fig is None:
-            return ""
-        p = Plot(name, title, caption, plots.png(fig))
-        self.plots.append(p)
-        b64 = base64.b64encode(p.data).decode("ascii")
-        return (
-            f'<figure><img class="plot" id="plot-{name}" alt="{esc(title)}" src="data:image/png;base64,{b64}">'
-            f"<figcaption>{esc(caption)}</figcaption></figure>"
-        )
+            return None
+        p = Plot(name, plots.png(fig))
+        self._plots.append(p)
+        return p
 
     def measures(self) -> list[str]:
         out: list[str] = []
@@ -150,12 +314,10 @@ class Page:
         return f"{r['generator']}{vs} · {r['dataset']} · {r['judge']}"
 
     # --- sections -------------------------------------------------------------------------
-    def headline(self) -> str:
-        out = []
+    def headline(self) -> Headline:
+        summary = None
         if len(self.cells) == 1:
-            from genjudge.stages.report import headline_rows
-
-            out.append(table(["measure", "value"], [list(r) for r in headline_rows(self.cells[0].summary)], "narrow"))
+            summary = Table(["measure", "value"], [list(r) for r in headline_rows(self.cells[0].summary)], "narrow")
         measures = self.measures()
         pairwise = any(r.get("opponent") for r in self.rows)
         head = [
@@ -182,22 +344,14 @@ class Page:
                     pct((r.get("exact_match") or {}).get("value")),
                 ]
             )
-        overlay = not all(modes.get(r["mode"]).needs_baseline for r in self.rows)
         fig = plots.leaderboard(self.rows, measures, lambda mode: not modes.get(mode).needs_baseline)
-        out.append("<h3>Leaderboard</h3>" + table(head, rows))
-        out.append(
-            self.plot(
-                "leaderboard",
-                "Leaderboard",
-                "Each generator's result per dataset and judge with its 95% interval (Wilson for rates, normal "
-                "for mean scores)"
-                + ("; the hollow diamond is normalised exact match with its interval" if overlay else "")
-                + ("; one row of panels per judging mode" if len({r["mode"] for r in self.rows}) > 1 else "")
-                + ". Unparsed verdicts are excluded, never counted as wrong.",
-                fig,
-            )
+        return Headline(
+            summary,
+            Table(head, rows),
+            self.plot("leaderboard", fig),
+            exact_match_overlay=not all(modes.get(r["mode"]).needs_baseline for r in self.rows),
+            several_modes=len({r["mode"] for r in self.rows}) > 1,
         )
-        return self.section("headline", "Headline and leaderboard", "".join(out))
 
     def category_frame(self) -> pd.DataFrame:
         """One row per cell and category: the cell's first leaderboard measure (accuracy, mean score,
@@ -232,74 +386,46 @@ class Page:
             frame["opponent"] = frame["opponent"].fillna("")
         return frame
 
-    def categories(self) -> str:
+    def categories(self) -> Categories | None:
         frame = self.category_frame()
         if frame.empty or frame["category"].nunique() < 2 and frame["generator"].nunique() < 2:
-            return ""
-        if frame["generator"].nunique() > 1:
+            return None
+        heatmap = frame["generator"].nunique() > 1
+        if heatmap:
             ranges = {}
             for c in self.cells:
                 r = c.summary.to_dict().get("score_range")
                 if r:
                     ranges[c.row["judge"]] = tuple(r)
             fig = plots.category_heatmap(frame, ranges)
-            caption = (
-                "The headline measure of each generator in each category (n = judged items of the category); "
-                "one panel per judge and dataset, each on its own scale (rates 0-100%, mean scores over the "
-                "judge's score range)."
-            )
         else:
             fig = plots.category_intervals(frame)
-            caption = (
-                "The headline measure per category with its 95% interval, normalised exact match beside rates; "
-                "n = judged items of the category."
-            )
-        return self.section("categories", "By category", self.plot("per_category", "By category", caption, fig))
+        p = self.plot("per_category", fig)
+        return Categories(p, heatmap) if p else None
 
-    def distributions(self) -> str:
-        out = []
+    def distributions(self) -> Distributions | None:
+        scores_plot = outcomes_plot = strengths_plot = None
         scores = [(self.cell_label(c), c.summary.to_dict().get("score_counts")) for c in self.cells]
         scores = [(k, d) for k, d in scores if d]
         if scores:
             rng = next((r for c in self.cells if (r := c.summary.to_dict().get("score_range"))), None)
-            out.append(
-                self.plot(
-                    "score_distribution",
-                    "Score distribution",
-                    "How many answers got each score (parsed verdicts only), per generator, dataset and judge.",
-                    plots.score_distributions(scores, tuple(rng) if rng else None),
-                )
+            scores_plot = self.plot(
+                "score_distribution", plots.score_distributions(scores, tuple(rng) if rng else None)
             )
         wtl = [(self.cell_label(c), c.row) for c in self.cells if c.row.get("opponent") or "win" in c.row]
         if wtl:
-            out.append(
-                self.plot(
-                    "outcomes",
-                    "Win / tie / loss",
-                    "Share of wins, ties and losses of each candidate against its opponent, every pair judged in "
-                    "both orders; a verdict that flips with the order is a tie.",
-                    plots.outcomes(wtl),
-                )
-            )
+            outcomes_plot = self.plot("outcomes", plots.outcomes(wtl))
         per = []
         for judge, m in (self.s.get("across_cells") or {}).items():
             for dataset, st in (m.get("bradley_terry") or {}).items():
                 per.append((f"Bradley-Terry strengths · dataset {dataset} · judge {judge}", st))
         if per:
-            out.append(
-                self.plot(
-                    "strengths",
-                    "Bradley-Terry strengths",
-                    "Strengths from every pair judged (ties count half), with 95% intervals from a seeded "
-                    "bootstrap over items.",
-                    plots.strengths(per),
-                )
-            )
-        if not out:
-            return ""
-        return self.section("distributions", "Scores and outcomes", "".join(out))
+            strengths_plot = self.plot("strengths", plots.strengths(per))
+        if not (scores_plot or outcomes_plot or strengths_plot):
+            return None
+        return Distributions(scores_plot, outcomes_plot, strengths_plot)
 
-    def confusion(self) -> str:
+    def confusion(self) -> Confusion | None:
         mats, agree = [], []
         for c in self.cells:
             mode = modes.get(c.summary.mode)
@@ -316,20 +442,13 @@ class Page:
             if a:
                 agree.append([self.cell_label(c), rate_text(a), a.get("n")])
         if not mats:
-            return ""
-        body = self.plot(
-            "judge_vs_exact_match",
-            "Judge against exact match",
-            "Items by the judge's verdict and by normalised exact match of the answer against the reference. "
-            "Off-diagonal cells are where they disagree: an answer judged correct that does not match "
-            "(a paraphrase, or a lenient judge), or one that matches but was judged incorrect.",
-            plots.confusions(mats[:12]),
-        )
-        if agree:
-            body += table(["generator · dataset · judge", "judge agrees with exact match", "n"], agree, "narrow")
-        return self.section("confusion", "Judge against exact match", body)
+            return None
+        p = self.plot("judge_vs_exact_match", plots.confusions(mats[:12]))
+        head = ["generator · dataset · judge", "judge agrees with exact match", "n"]
+        agreement = Table(head, agree, "narrow") if agree else None
+        return Confusion(p, agreement) if p or agreement else None
 
-    def human(self) -> str:
+    def human(self) -> Human | None:
         """Agreement with human labels, where summary.json has it (`validity`: per judge and panel,
         `human` with `confusion` as {human label: {judge label: count}})."""
         v = self.s.get("validity") or {}
@@ -353,22 +472,29 @@ class Page:
                         "" if kappa is None else f"{kappa:.2f}",
                     ]
                 )
-        body = "".join(f'<p class="warn">Warning: {esc(w)}</p>' for w in v.get("self_preference") or [])
+        agreement = plot = None
         if mats:
-            body += table(["judge", "labels", "labelled", "unparsed", "agreement", "Cohen's kappa"], rows, "narrow")
-            body += self.plot(
-                "judge_vs_human",
-                "Judge against human labels",
-                "Labelled items by the judge's verdict and the human label; labelled items the judge left "
-                "unparsed are counted apart (the table), never as disagreement.",
-                plots.confusions(mats[:12], xlabel="human label"),
-            )
-        body += self.bias(v) + self.panels(v)
-        return self.section("human", "Can I trust the judge?", body)
+            head = ["judge", "labels", "labelled", "unparsed", "agreement", "Cohen's kappa"]
+            agreement = Table(head, rows, "narrow")
+            plot = self.plot("judge_vs_human", plots.confusions(mats[:12], xlabel="human label"))
+        pairwise, length = self.bias(v)
+        view = Human(
+            warnings=list(v.get("self_preference") or []),
+            agreement=agreement,
+            plot=plot,
+            bias_pairwise=pairwise,
+            bias_length=length,
+            length_measure=v.get("length_measure"),
+            panels=self.panels(v),
+        )
+        if not (view.warnings or view.agreement or view.plot or view.has_bias or view.panels):
+            return None
+        return view
 
     @staticmethod
-    def bias(v: dict) -> str:
-        """Bias diagnostics per judge (`validity.judges.<name>.bias`)."""
+    def bias(v: dict) -> tuple[Table | None, Table | None]:
+        """Bias diagnostics per judge (`validity.judges.<name>.bias`): position and length for pairwise
+        judges, the correlation of verdicts with the answer's length for the others."""
         pair_rows, single_rows = [], []
         for name, e in (v.get("judges") or {}).items():
             b = (e or {}).get("bias") or {}
@@ -381,19 +507,16 @@ class Page:
                 single_rows.append(
                     [name] + ["n/a" if c.get(k) is None else f"{c[k]:+.2f}" for k in ("pearson", "spearman")] + [c["n"]]
                 )
-        body = ""
+        pairwise = length = None
         if pair_rows:
             head = ["judge", "flip rate when swapped", "first position wins", "P(prefer longer)"]
-            body += table(head, pair_rows, "narrow")
+            pairwise = Table(head, pair_rows, "narrow")
         if single_rows:
-            body += table(["judge", "Pearson (verdict, length)", "Spearman", "n"], single_rows, "narrow")
-            body += "<p>Verdicts as numbers: scores as given; correct 1, partial 0.5, incorrect 0.</p>"
-        if body and v.get("length_measure"):
-            body += f"<p>Length: {esc(v['length_measure'])}.</p>"
-        return "<h3>Bias diagnostics</h3>" + body if body else ""
+            length = Table(["judge", "Pearson (verdict, length)", "Spearman", "n"], single_rows, "narrow")
+        return pairwise, length
 
     @staticmethod
-    def panels(v: dict) -> str:
+    def panels(v: dict) -> Table | None:
         """Panels of judges (`validity.panels`): their measures, votes parsed per item and agreement."""
         rows = []
         for name, p in (v.get("panels") or {}).items():
@@ -410,33 +533,17 @@ class Page:
                 ]
             )
         if not rows:
-            return ""
+            return None
         head = ["panel", "rule", "measures", "judges parsed per item: items", "no majority", "Fleiss' kappa"]
-        return (
-            "<h3>Panels of judges</h3>"
-            + table(head, rows)
-            + "<p>An unparsed vote is never a vote; a majority is a strict majority of the parsed votes.</p>"
-        )
+        return Table(head, rows)
 
-    def unparsed(self) -> str:
+    def unparsed(self) -> Unparsed:
         reasons: dict = {}
         for c in self.cells:
             for k, v in c.summary.unparsed_reasons.items():
                 reasons[k] = reasons.get(k, 0) + v
         if not reasons:
-            return self.section("unparsed", "Unparsed and truncated verdicts", "<p>Every verdict was parsed.</p>")
-        n_trunc = sum(v for k, v in reasons.items() if "truncated" in k)
-        body = (
-            f"<p>{sum(reasons.values())} unparsed verdict(s), {n_trunc} of them truncated (the judge reached "
-            "<code>max_new_tokens</code> before its verdict). They are excluded from every rate and mean.</p>"
-        )
-        body += table(["reason", "verdicts"], sorted(([k, v] for k, v in reasons.items()), key=lambda r: -r[1]))
-        body += self.plot(
-            "unparsed_reasons",
-            "Unparsed verdicts by reason",
-            "Unparsed verdicts by reason, over every generator, dataset and judge; truncations in red.",
-            plots.reasons(reasons),
-        )
+            return Unparsed(0, 0, None)
         rows = []
         for c in self.cells:
             bad = c.df[c.df["verdict"].isna()]
@@ -446,13 +553,18 @@ class Page:
                     rows.append(
                         [self.cell_label(c), r.id, r.unparsed_reason, _clip(getattr(r, "judge_output", ""), 300)]
                     )
-        body += "<h3>Examples</h3>" + table(["generator · dataset · judge", "id", "reason", "judge said"], rows, "ex")
-        return self.section("unparsed", "Unparsed and truncated verdicts", body)
+        return Unparsed(
+            n_unparsed=sum(reasons.values()),
+            n_truncated=sum(v for k, v in reasons.items() if "truncated" in k),
+            reasons=Table(["reason", "verdicts"], sorted(([k, v] for k, v in reasons.items()), key=lambda r: -r[1])),
+            plot=self.plot("unparsed_reasons", plots.reasons(reasons)),
+            examples=Table(["generator · dataset · judge", "id", "reason", "judge said"], rows, "ex"),
+        )
 
-    def gpus(self) -> str:
+    def gpus(self) -> GpuTimeline | None:
         t = self.timeline
         if not t.bars:
-            return ""
+            return None
         gpu_stats = [s for s in t.lane_stats if s.kind == "gpu"]
         lanes = [
             [
@@ -475,57 +587,40 @@ class Page:
             + [seconds(p["start"]), seconds(p["end"]), seconds(p["load"]), seconds(p["compute"])]
             for p in t.critical_path
         ]
-        findings = []
+        gpu_use = None
         if gpu_stats:
-            idle = sum(s.idle_seconds for s in gpu_stats)
-            unused = [s.lane for s in gpu_stats if s.jobs == 0]
-            findings.append(
-                f"{len(gpu_stats)} GPU(s) over a {t.span:.1f} s window: {idle:.1f} idle GPU-seconds, mean busy "
-                f"fraction {pct(sum(s.busy_fraction or 0 for s in gpu_stats) / len(gpu_stats))}"
-                + (f"; never used: {', '.join(unused)}" if unused else "")
-                + "."
+            gpu_use = GpuUse(
+                n_gpus=len(gpu_stats),
+                span=t.span,
+                idle_seconds=sum(s.idle_seconds for s in gpu_stats),
+                mean_busy_fraction=sum(s.busy_fraction or 0 for s in gpu_stats) / len(gpu_stats),
+                never_used=[s.lane for s in gpu_stats if s.jobs == 0],
             )
         waits = [p for p in t.critical_path if p["wait_before"] is not None]
+        longest = None
         if waits:
             w = max(waits, key=lambda p: p["wait_before"])
-            findings.append(
-                f"On the critical path, {w['job']} started {w['wait_before']:.1f} s after the {w['after']} job "
-                "before it finished (merging, parsing, process start-up, or waiting for a free core)."
-            )
+            longest = Wait(w["job"], w["after"], w["wait_before"])
         load = sum(j.load_seconds for j in t.jobs)
         compute = sum(j.compute_seconds for j in t.jobs)
-        if load + compute > 0:
-            findings.append(
-                f"Model loading took {pct(load / (load + compute))} of the jobs' load + compute time"
-                + ("; fewer, larger shards would pay it less often." if load > compute else ".")
-            )
-        body = "".join(f"<p>{esc(f)}</p>" for f in findings)
-        body += self.plot(
-            "gpu_timeline",
-            "GPU timeline",
-            "One lane per GPU and for the CPU (jobs without GPUs), a bar per model job on every device it held: "
-            "the model load hatched (drawn first: the meta records durations, not moments), the compute solid, "
-            "the rest of the job (reading, writing) pale. The critical path is outlined in black; each lane's "
-            "busy fraction of the window is at the right.",
-            plots.gantt(t),
+        return GpuTimeline(
+            gpu_use=gpu_use,
+            longest_wait=longest,
+            load_share=load / (load + compute) if load + compute > 0 else None,
+            plot=self.plot("gpu_timeline", plots.gantt(t)),
+            lanes=Table(["lane", "jobs", "busy s", "load s", "compute s", "idle s", "busy fraction"], lanes, "narrow"),
+            stages=Table(
+                ["stage", "jobs", "first start s", "last finish s", "wall s", "load s (sum)"], stages, "narrow"
+            ),
+            critical_path=Table(
+                ["job", "waited for", "waited s", "start s", "end s", "load s", "compute s"], path, "narrow"
+            ),
         )
-        body += "<h3>Per lane</h3>" + table(
-            ["lane", "jobs", "busy s", "load s", "compute s", "idle s", "busy fraction"], lanes, "narrow"
-        )
-        body += "<h3>Wall time per stage</h3>" + table(
-            ["stage", "jobs", "first start s", "last finish s", "wall s", "load s (sum)"], stages, "narrow"
-        )
-        body += (
-            "<h3>Critical path</h3><p>The chain of jobs that decided the run's length: each waited for the one "
-            "before it, for its input (a judge for the generations it grades) or for a GPU the job before held.</p>"
-            + table(["job", "waited for", "waited s", "start s", "end s", "load s", "compute s"], path, "narrow")
-        )
-        return self.section("timeline", "GPU timeline", body)
 
-    def throughput(self) -> str:
+    def throughput(self) -> Throughput | None:
         jobs = self.timeline.jobs
         if not jobs:
-            return ""
+            return None
         rows = [
             [
                 j.name,
@@ -543,16 +638,12 @@ class Page:
             for j in jobs
         ]
         head = ["job", "host", "GPUs", "items", "load s", "compute s", "wall s", "tokens/s", "resumed", "computed"]
-        body = (
-            "<p>Tokens/s counts generated tokens of the computed items over the compute time; resumed items came "
-            "from checkpoints or the cache and cost nothing.</p>" + table([*head, "waited for GPUs s"], rows)
-        )
-        return self.section("throughput", "Throughput per job", body)
+        return Throughput(Table([*head, "waited for GPUs s"], rows))
 
-    def provenance_section(self) -> str:
+    def provenance_section(self) -> Provenance:
         p = self.provenance or {}
         git = p.get("git") or {}
-        body = table(
+        run = Table(
             ["what", "value"],
             [
                 ["config sha256", p.get("config_sha256")],
@@ -563,47 +654,39 @@ class Page:
         models = []
         for role, entries in (p.get("models") or {}).items():
             for name, m in entries.items():
-                fp = m.get("fingerprint")
-                models.append([role.rstrip("s"), name, m.get("model"), m.get("revision"), _join(fp)])
-        body += "<h3>Models</h3>" + table(["role", "name", "model", "revision", "fingerprint"], models, "narrow")
+                models.append([role.rstrip("s"), name, m.get("model"), m.get("revision"), _join(m.get("fingerprint"))])
         files = [
             [kind.rstrip("s"), name, f["path"], f["sha256"] or "not a local file", f["bytes"]]
             for kind, entries in (p.get("inputs") or {}).items()
             for name, f in entries.items()
         ]
-        if files:
-            body += "<h3>Input files</h3>" + table(["input", "name", "path", "sha256", "bytes"], files, "narrow")
-        body += "<h3>Packages</h3>" + table(
-            ["package", "version"], [[k, v or "not installed"] for k, v in (p.get("packages") or {}).items()], "narrow"
-        )
+        config_yaml = None
         if p.get("config"):
             import yaml
 
-            body += (
-                "<details><summary>Resolved config</summary><pre>"
-                + esc(yaml.safe_dump(p["config"], sort_keys=False))
-                + "</pre></details>"
-            )
-        return self.section("provenance", "Provenance", body)
+            config_yaml = yaml.safe_dump(p["config"], sort_keys=False)
+        return Provenance(
+            run=run,
+            models=Table(["role", "name", "model", "revision", "fingerprint"], models, "narrow"),
+            files=Table(["input", "name", "path", "sha256", "bytes"], files, "narrow") if files else None,
+            packages=Table(
+                ["package", "version"],
+                [[k, v or "not installed"] for k, v in (p.get("packages") or {}).items()],
+                "narrow",
+            ),
+            config_yaml=config_yaml,
+        )
 
-    def more(self) -> str:
-        extra = {k: v for k, v in self.s.items() if k not in SHOWN}
-        if not extra:
-            return ""
-        body = ""
-        for k, v in extra.items():
-            body += f"<h3>{esc(k.replace('_', ' '))}</h3>" + _generic(v)
-        return self.section("more", "More from summary.json", body)
-
-    @staticmethod
-    def section(ident: str, title: str, body: str) -> str:
-        return f'<section id="{ident}"><h2>{esc(title)}</h2>{body}</section>' if body else ""
+    def more(self) -> More | None:
+        extra = [_extra(k, v) for k, v in self.s.items() if k not in SHOWN]
+        return More(extra) if extra else None
 
     # --- the page -------------------------------------------------------------------------
-    def render(self) -> str:
+    def view(self) -> PageView:
+        """The whole page; draws its plots."""
         s = self.s
-        warnings = "".join(f'<p class="warn">Warning: {esc(w)}</p>' for w in s.get("placement_warnings") or [])
-        parts = [
+        self._plots = []
+        sections = [
             self.headline(),
             self.categories(),
             self.distributions(),
@@ -615,35 +698,16 @@ class Page:
             self.provenance_section(),
             self.more(),
         ]
-        nav = " · ".join(
-            f'<a href="#{i}">{t}</a>'
-            for i, t in [
-                ("headline", "Leaderboard"),
-                ("categories", "Categories"),
-                ("distributions", "Scores"),
-                ("confusion", "Judge vs exact match"),
-                ("human", "Can I trust the judge?"),
-                ("unparsed", "Unparsed"),
-                ("timeline", "GPU timeline"),
-                ("throughput", "Throughput"),
-                ("provenance", "Provenance"),
-                ("more", "More"),
-            ]
-            if any(p.startswith(f'<section id="{i}"') for p in parts)
-        )
-        gens = list(dict.fromkeys(r["generator"] for r in self.rows))
-        judges = list(dict.fromkeys(r["judge"] for r in self.rows))
-        sub = (
-            f"mode {esc(s.get('mode'))} · {s.get('n_items')} judged answers ({s.get('n_unparsed')} unparsed) · "
-            f"generator(s): {esc(', '.join(map(str, gens)))} · judge(s): {esc(', '.join(map(str, judges)))}"
-        )
-        return (
-            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>Report: {esc(s.get('run'))}</title><style>{CSS}</style></head><body>"
-            f"<header><h1>Report: run <code>{esc(s.get('run'))}</code></h1><p class='sub'>{sub}</p>"
-            f"<nav>{nav}</nav></header>{warnings}{''.join(parts)}"
-            "<footer>Written by genjudge from summary.json, the judgments and the jobs' meta files.</footer>"
-            "</body></html>\n"
+        return PageView(
+            run=s.get("run"),
+            mode=s.get("mode"),
+            n_items=s.get("n_items"),
+            n_unparsed=s.get("n_unparsed"),
+            generators=[str(g) for g in dict.fromkeys(r["generator"] for r in self.rows)],
+            judges=[str(j) for j in dict.fromkeys(r["judge"] for r in self.rows)],
+            warnings=list(s.get("placement_warnings") or []),
+            sections=[x for x in sections if x is not None],
+            plots=self._plots,
         )
 
 
@@ -656,18 +720,18 @@ def _join(x) -> str:
     return ", ".join(x) if isinstance(x, list) else ("" if x is None else str(x))
 
 
-def _generic(v) -> str:
-    """A value of summary.json no section knows: a table when it is flat enough, else its JSON."""
+def _extra(key: str, v) -> Extra:
+    title = key.replace("_", " ")
     if isinstance(v, list) and v and all(isinstance(r, dict) for r in v):
         head = list(dict.fromkeys(k for r in v for k in r))
         if all(not isinstance(x, dict | list) or _is_measure(x) for r in v for x in r.values()):
-            return table(head, [[_flat(r.get(k)) for k in head] for r in v])
+            return Extra(title, Table(head, [[_flat(r.get(k)) for k in head] for r in v]), None)
     if isinstance(v, dict) and v and all(not isinstance(x, dict | list) or _is_measure(x) for x in v.values()):
-        return table(["key", "value"], [[k, _flat(x)] for k, x in v.items()], "narrow")
+        return Extra(title, Table(["key", "value"], [[k, _flat(x)] for k, x in v.items()], "narrow"), None)
     text = json.dumps(v, indent=1, default=str)
     if len(text) > 20000:
         text = text[:20000] + "\n…"
-    return f"<details><summary>JSON</summary><pre>{esc(text)}</pre></details>"
+    return Extra(title, None, text)
 
 
 def _is_measure(x) -> bool:
@@ -680,32 +744,3 @@ def _flat(x) -> str:
     if isinstance(x, float):
         return f"{x:.4g}"
     return "" if x is None else str(x)
-
-
-CSS = """
-body{font-family:-apple-system,'Segoe UI',Roboto,'DejaVu Sans',Arial,sans-serif;max-width:1120px;margin:0 auto;
-padding:16px 28px;color:#222;line-height:1.45;background:#fff}
-h1{font-size:1.6em;margin:.2em 0}h2{border-bottom:2px solid #4477aa;padding-bottom:3px;margin-top:1.8em}
-h3{margin:1.2em 0 .4em;font-size:1.05em}.sub{color:#555;margin:.2em 0}nav{margin:.6em 0 1em;font-size:.95em}
-nav a{color:#4477aa;text-decoration:none}table{border-collapse:collapse;margin:.5em 0;font-size:.88em;width:100%}
-table.narrow{width:auto}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f3f5f8}tbody tr:nth-child(even){background:#fafafa}table.ex td:last-child{font-family:monospace;
-font-size:.92em;white-space:pre-wrap;word-break:break-word}figure{margin:1em 0}img.plot{max-width:100%;height:auto;
-display:block;border:1px solid #eee}figcaption{color:#555;font-size:.88em;margin-top:.3em}
-.warn{background:#fff3cd;border:1px solid #e0c36a;padding:6px 10px}.note{color:#666;font-size:.85em}
-pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:.82em}footer{color:#888;font-size:.8em;margin:3em 0 1em}
-"""
-
-
-def write(page: Page, html_path, plots_dir) -> list[Plot]:
-    """Render the page to `html_path` and its plots to `plots_dir/<name>.png`."""
-    text = page.render()
-    plots_dir = Path(plots_dir)
-    plots_dir.mkdir(parents=True, exist_ok=True)
-    for old in plots_dir.glob("*.png"):
-        old.unlink()
-    for p in page.plots:
-        with atomic.atomic_path(plots_dir / f"{p.name}.png") as tmp:
-            Path(tmp).write_bytes(p.data)
-    atomic.write_text(html_path, text)
-    return page.plots
