@@ -124,7 +124,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--prompts", type=int, default=512)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--batch-size", type=int, default=32, help="the transformers engine's batch (vLLM runs its own default, batch_size: auto)")
+    ap.add_argument(
+        "--batch-size",
+        type=int,
+        default=32,
+        help="the transformers engine's batch (vLLM runs its own default, batch_size: auto)",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "engine_results.json"))
     args = ap.parse_args(argv)
     if args.quick:

@@ -14,6 +14,9 @@ shards of at most 5 GB, as `save_pretrained` splits them), drops it from the pag
 The files are deleted afterwards. Check the free space first: each size needs that much.
 
     .venv/bin/python bench/fingerprint_bench.py --sizes-gb 1 10 --dir /tmp/fpbench
+
+--quick: one checkpoint of 0.1 GB (just over the size from which files are hashed in full) in a
+temporary directory: checks the bench still runs (the test suite does); its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -91,8 +95,15 @@ def bench(root: Path, gb: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes-gb", type=float, nargs="+", default=[1, 10])
-    ap.add_argument("--dir", type=Path, required=True)
+    ap.add_argument("--dir", type=Path, help="where to write the checkpoints (required but with --quick)")
+    ap.add_argument("--quick", action="store_true", help="one 0.1 GB checkpoint in a temporary directory")
     args = ap.parse_args()
+    if args.quick:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps(bench(args.dir or Path(tmp), 0.1)), flush=True)
+        return
+    if args.dir is None:
+        ap.error("--dir is required: each size needs that much free space there")
     args.dir.mkdir(parents=True, exist_ok=True)
     for gb in args.sizes_gb:
         print(json.dumps(bench(args.dir, gb)), flush=True)

@@ -15,7 +15,9 @@ Figures are the median of --repeats runs (runs of the three generation paths alt
 with their spread (min-max). Writes bench/gpu_results.json and prints a table.
 
 Without CUDA it exits with a message (status 2); --cpu-smoke runs the whole script on the CPU
-with the tiny demo judge to check it end to end (its figures mean nothing).
+with the tiny demo judge to check it end to end (its figures mean nothing). --quick runs every
+path at tiny sizes with the tiny model in seconds, on the GPUs when there are any, else (saying so)
+as --cpu-smoke; it writes no results file unless --out is given. The test suite runs it.
 """
 
 from __future__ import annotations
@@ -415,6 +417,10 @@ def table(res: dict) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width)) for r in rows)
 
 
+# --quick: seconds, to check that the bench still runs against the package (its figures mean nothing).
+QUICK = {"prompts": 8, "sequential_prompts": 2, "judge_prompts": 8, "new_tokens": 4, "batch": 8, "repeats": 1}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = sys.argv[1:2] == ["_worker"]
@@ -429,8 +435,9 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--bandwidth-gbs", type=float, help="GPU memory bandwidth in GB/s (default: from the GPU's name)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "gpu_results.json"))
+    ap.add_argument("--out", help="results JSON (default bench/gpu_results.json)")
     ap.add_argument("--cpu-smoke", action="store_true", help="run on the CPU with the tiny model (checks the script)")
+    ap.add_argument("--quick", action="store_true", help=f"the tiny model, {QUICK}; without CUDA as --cpu-smoke")
     if sub:
         ap.add_argument("--model")
         ap.add_argument("--part", type=int, default=0)
@@ -444,6 +451,18 @@ def main() -> int:
     import torch
 
     logging.basicConfig(level=logging.WARNING)
+    if args.quick:
+        for k, v in QUICK.items():
+            if getattr(args, k) == ap.get_default(k):
+                setattr(args, k, v)
+        args.size = args.size or "tiny"
+        if not torch.cuda.is_available():
+            print(
+                "gpu_bench --quick: torch sees no CUDA GPU here: the GPU measurements are skipped; "
+                "the CPU smoke run checks the rest of the script (its figures mean nothing)",
+                flush=True,
+            )
+            args.cpu_smoke = True
     if not torch.cuda.is_available() and not args.cpu_smoke:
         print(
             "gpu_bench: torch sees no CUDA GPU here (torch "
@@ -462,13 +481,16 @@ def main() -> int:
     res = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "torch": torch.__version__, "size": args.size}
     res["generation"] = bench_generation(model_dir, args)
     res["judge"] = bench_judge(model_dir, args.device_count or (2 if args.cpu_smoke else 0), args)
-    Path(args.out).write_text(json.dumps(res, indent=2) + "\n")
+    out = args.out or (None if args.quick else ROOT / "bench" / "gpu_results.json")
+    if out:
+        Path(out).write_text(json.dumps(res, indent=2) + "\n")
     print(
         f"GPU: {res['generation']['gpu']} x {args.device_count}; model: random Llama {args.size} {args.dtype}, "
         f"weights {res['generation']['weight_bytes'] / 1e9:.2f} GB"
     )
     print(table(res))
-    print(f"written to {args.out}")
+    if out:
+        print(f"written to {out}")
     return 0
 
 

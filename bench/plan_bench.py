@@ -94,17 +94,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter outputs (16 and 48 tokens): seconds, not minutes")
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per case (median; at least 5)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "plan_results.json"), help="where to write the results")
+    ap.add_argument("--out", help="where to write the results (default bench/plan_results.json; none with --quick)")
     args = ap.parse_args(argv)
     if args.repeats < 5:
         ap.error("--repeats: at least 5")
 
     import torch
 
+    from genjudge.engine.devices import measure_cpu
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
     from genjudge.engine.memory_plan import plan
     from genjudge.specs import spec_for
-    from genjudge.time_model import GB, ModelNumbers, duration, measure_cpu
+    from genjudge.time_model import GB, ModelNumbers, duration
 
     # One thread, as a CPU job gets by default (resources.generate.cpus): no oversubscription of
     # the shared cores, and the device figures measured with the same thread count.
@@ -154,7 +155,9 @@ def main(argv=None) -> int:
         "repeats": args.repeats,
         "rows": rows,
     }
-    Path(args.out).write_text(json.dumps(result, indent=2))
+    out = Path(args.out) if args.out else None if args.quick else ROOT / "bench" / "plan_results.json"
+    if out:
+        out.write_text(json.dumps(result, indent=2))
     print(
         f"\n{device.name}: {device.bandwidth / GB:.1f} GB/s copy bandwidth, {device.flops / 1e9:.0f} GFLOP/s fp32 "
         f"matmul; torch {torch.__version__}, {torch.get_num_threads()} threads; medians of {args.repeats}\n"
@@ -171,6 +174,9 @@ def main(argv=None) -> int:
             f"{r['measured_over_predicted']:.2f} |"
         )
     bad = [r for r in rows if not r["within_2x"]]
+    if bad and args.quick:  # a few milliseconds per case: the check is the full run's
+        print(f"\n{len(bad)} case(s) outside {TOLERANCE}x (--quick: not a check)")
+        return 0
     if bad:
         print(f"\n{len(bad)} case(s) outside {TOLERANCE}x", file=sys.stderr)
         return 1

@@ -10,7 +10,8 @@ differs in low-precision dtypes, and one flipped token changes the rest.
 
     python bench/repro_bench.py [--device cuda]
 
-Writes bench/repro_results.json (or --out) and prints the table.
+Writes bench/repro_results.json (or --out) and prints the table. --quick: the first 8 questions, 4
+tokens, in seconds, to check the bench still runs (the test suite does); no results file unless --out.
 """
 
 from __future__ import annotations
@@ -54,11 +55,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--new-tokens", type=int, default=24)
-    ap.add_argument("--out", default=str(ROOT / "bench/repro_results.json"))
+    ap.add_argument("--out", help="results JSON (default bench/repro_results.json)")
+    ap.add_argument("--quick", action="store_true", help="8 questions, 4 tokens; no results file unless --out")
     args = ap.parse_args(argv)
     demo = ROOT / "models/demo-generator"
     tok = load_tokenizer(str(demo))
     prompts = [json.loads(line)["question"] for line in (ROOT / "config/demo/questions.jsonl").read_text().splitlines()]
+    if args.quick:
+        prompts, args.new_tokens = prompts[:8], 4
     results = {"machine": machine(), "device": args.device, "n_items": len(prompts), "rows": []}
     print(f"{'dtype':<10} {'decoding':<9} " + " ".join(f"bs{b}!=bs1" for b in BATCH_SIZES[1:]))
     for dtype in ("float32", "bfloat16"):
@@ -73,7 +77,9 @@ def main(argv=None):
             decoding = "sampled" if sampled else "greedy"
             results["rows"].append({"dtype": dtype, "decoding": decoding, "differ_from_batch_1": differ})
             print(f"{dtype:<10} {decoding:<9} " + " ".join(f"{differ[b]:>8}" for b in BATCH_SIZES[1:]), flush=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    out = args.out or (None if args.quick else ROOT / "bench/repro_results.json")
+    if out:
+        Path(out).write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ then draws noise for the whole vocabulary, every row, every step).
 
     python bench/sampling_bench.py [--device cuda] [--repeats 5]
 
-Writes bench/sampling_results.json (or --out) and prints a table.
+Writes bench/sampling_results.json (or --out) and prints a table. --quick: 4 prompts, 4 tokens, one
+repeat, in seconds, to check the bench still runs (the test suite does); no results file unless --out.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
+QUICK = {"items": 4, "batch_size": 4, "new_tokens": 4, "repeats": 1}
 
 
 def models(device: str):
@@ -115,15 +117,20 @@ def main(argv=None):
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steadier on a shared machine)")
-    ap.add_argument("--out", default=str(ROOT / "bench/sampling_results.json"))
+    ap.add_argument("--out", help="results JSON (default bench/sampling_results.json)")
+    ap.add_argument("--quick", action="store_true", help=f"{QUICK}, no results file unless --out")
     args = ap.parse_args(argv)
+    if args.quick:
+        for k, v in QUICK.items():
+            if getattr(args, k) == ap.get_default(k):
+                setattr(args, k, v)
     if args.threads:
         torch.set_num_threads(args.threads)
     prompts = mixed_prompts(args.items)
     results = {
         "machine": machine(),
         "device": args.device,
-        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "quick")},
         "models": {},
     }
     if args.device.startswith("cuda"):
@@ -141,7 +148,9 @@ def main(argv=None):
                 f"(per repeat {pr['median']:.2f}x [{pr['min']:.2f}-{pr['max']:.2f}])",
                 flush=True,
             )
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    out = args.out or (None if args.quick else ROOT / "bench/sampling_results.json")
+    if out:
+        Path(out).write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@ Targets: planning under 60 s, each step under 2 GB.
 times the report step alone on 100,000 items, with report.html and its plots against without them
 (summary.json, report.md, per_category.csv only), alternating, each in a process of its own.
 Target: under 10 s and 1 GB with the HTML.
+
+    python bench/scale_bench.py --quick [--report-only]
+
+runs the same steps on 400 items in 4 shards in seconds, to check the bench still runs (the test
+suite does); it writes no results file unless --out is given.
 """
 
 from __future__ import annotations
@@ -59,7 +64,8 @@ elif step == "merge":
     run_merge(f"{wd}/items.parquet", [f"{wd}/generations/gen/data/{i}.parquet" for i in range(shards)],
               gens[("gen", "data")], [f"{wd}/generations/gen/data/{i}.meta.json" for i in range(shards)])
 elif step == "fake-judge":
-    from genjudge.records import JudgeMeta, write_judge_records
+    from dataclasses import MISSING, fields
+    from genjudge.records import JudgeMeta, JudgeRecord, write_judge_records
     g = pd.read_parquet(gens[("gen", "data")], columns=["id", "output"])
     raw = pd.DataFrame({"generator": "gen", "dataset": "data", "opponent": None, "id": g["id"], "order": 0,
                         "decided_by": "judge", "judge_prompt": "a judge prompt of some length " * 20,
@@ -67,6 +73,8 @@ elif step == "fake-judge":
                                          for o in g["output"]],
                         "p_correct": float("nan"), "judge_n_prompt_tokens": 1, "judge_n_generated_tokens": 1,
                         "judge_finish_reason": "eos", "judge_key": g["id"]})
+    # Columns a single-turn, single-sample judge leaves at their defaults (turn, sample, ...).
+    raw = raw.assign(**{f.name: f.default for f in fields(JudgeRecord) if f.name not in raw and f.default is not MISSING})
     write_judge_records(f"{wd}/raw.parquet", raw)
     end = (shards + 3) // 4 + 2.0
     JudgeMeta(judge_seconds=8, load_seconds=2, computed_items=n, model_fingerprint="y", started_at=end, hostname="h",
@@ -179,19 +187,27 @@ def measure_report(n: int, shards: int, repeats: int) -> dict:
     return out
 
 
+# --quick: seconds, to check that the bench still runs against the package (its figures mean nothing).
+QUICK = {"items": 400, "shards": 4, "html_items": 400, "repeats": 1}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--items", type=int, default=1_000_000)
     ap.add_argument("--shards", type=int, default=1_000)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "scale_results.json"))
+    ap.add_argument("--out", help="results JSON (default bench/scale_results.json, bench/report_results.json)")
     ap.add_argument("--report-only", action="store_true", help="only the report step, with and without report.html")
     ap.add_argument("--html-items", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help=f"{QUICK}, no results file unless --out")
     args = ap.parse_args()
+    if args.quick:
+        for k, v in QUICK.items():
+            if getattr(args, k) == ap.get_default(k):
+                setattr(args, k, v)
     if args.report_only:
         r = measure_report(args.html_items, args.shards, args.repeats)
-        out = Path(args.out).with_name("report_results.json") if args.out == ap.get_default("out") else Path(args.out)
-        out.write_text(json.dumps(r, indent=2) + "\n")
+        out = Path(args.out) if args.out else None if args.quick else ROOT / "bench" / "report_results.json"
         print(f"report step, {args.html_items:,} items, {args.shards:,} shards, median of {args.repeats} (min-max):")
         for step in ("report-no-html", "report"):
             t, m = r[step]["seconds"], r[step]["peak_rss_mb"]
@@ -202,10 +218,9 @@ def main() -> int:
             f"  with report.html / without: {r['html_over_no_html']}x; report.html {r['report_html_bytes']:,} bytes, {r['plots']} plots"
         )
         print("  target: report with report.html under 10 s and 1024 MB")
-        print(f"written to {out}")
+        write(r, out)
         return 0
     results = measure(args.items, args.shards)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     print(f"{args.items:,} items, {args.shards:,} shards")
     print(
         f"  planning (snakemake -n): {results['planning']['seconds']} s, peak {results['planning']['peak_rss_mb']} MB"
@@ -213,8 +228,14 @@ def main() -> int:
     )
     for k, v in results["steps"].items():
         print(f"  {k:8} {v['seconds']:8.2f} s, peak {v['peak_rss_mb']} MB  (target < 2048 MB)")
-    print(f"written to {args.out}")
+    write(results, Path(args.out) if args.out else None if args.quick else ROOT / "bench" / "scale_results.json")
     return 0
+
+
+def write(results: dict, out: Path | None) -> None:
+    if out:
+        out.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"written to {out}")
 
 
 if __name__ == "__main__":

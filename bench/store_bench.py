@@ -20,6 +20,9 @@ warm (the store was just written): on a cold cache or a network filesystem every
 layout pays more per read, and the old one reads the whole store.
 
     .venv/bin/python bench/store_bench.py --sizes 10000 1000000 --repeats 7
+
+--quick: 1,000 records, 2 repeats, every layout, in seconds: checks the bench still runs (the test
+suite does); its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from genjudge.item_store import ItemStore  # noqa: E402
 
 BATCH = 16
 WANTED = 1000
+# --quick: seconds, to check that the bench still runs against the package (its figures mean nothing).
+QUICK = {"sizes": [WANTED], "repeats": 2, "shard": 250}
 
 
 def record(i: int, tag: str = "s") -> dict:
@@ -247,7 +252,12 @@ def main() -> int:
         "point it at a network filesystem to measure one",
     )
     ap.add_argument("--out", default=None, help="also write the results as JSON here")
+    ap.add_argument("--quick", action="store_true", help=f"{QUICK}")
     args = ap.parse_args()
+    if args.quick:
+        for k, v in QUICK.items():
+            if getattr(args, k) == ap.get_default(k):
+                setattr(args, k, v)
     base = Path(args.dir or tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
