@@ -66,8 +66,8 @@ def small_model() -> Path:
 
 
 def write_items(path: Path, n: int, seed: int = 0) -> None:
-    from genjudge.dataset import load_items
-    from genjudge.shard_files import write_shard
+    from genjudge.data.dataset import load_items
+    from genjudge.data.shard_files import write_shard
 
     rng = random.Random(seed)
     qs = [json.loads(line) for line in (ROOT / "config/demo/questions.jsonl").read_text().splitlines()]
@@ -81,8 +81,8 @@ def write_items(path: Path, n: int, seed: int = 0) -> None:
 
 
 def generate(engine: str, model: Path, shard: Path, new_tokens: int, batch_size: int, workdir: Path, rep: int):
-    from genjudge.gpu_lease import Lease
-    from genjudge.specs import spec_for
+    from genjudge.cluster.gpu_lease import Lease
+    from genjudge.config.specs import spec_for
     from genjudge.stages.generate import run_generate
 
     spec = spec_for(

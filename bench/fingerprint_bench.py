@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from genjudge.modelref import DigestIndex, fingerprint
+from genjudge.models.modelref import DigestIndex, fingerprint
 
 SHARD = 5 * 10**9
 CHUNK = 64 * 1024 * 1024

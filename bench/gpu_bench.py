@@ -160,9 +160,9 @@ def fixed_generate(model, new_tokens: int):
 def bench_generation(model_dir: str, args) -> dict:
     import torch
 
+    from genjudge.config.specs import spec_for
     from genjudge.engine.decoding import Generator, GenParams, run_batches
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
-    from genjudge.specs import spec_for
 
     tok = load_tokenizer(model_dir)
     model, _ = load_causal_lm(spec_for("generator", model=model_dir))
@@ -245,10 +245,10 @@ def worker(args) -> int:
     on its share; prints one JSON line (rank 0 only in a group)."""
     import torch
 
+    from genjudge.config.specs import spec_for
     from genjudge.engine import tensor_parallel
     from genjudge.engine.decoding import Generator, GenParams, run_batches
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
-    from genjudge.specs import spec_for
 
     if tensor_parallel.active():
         tensor_parallel.init()

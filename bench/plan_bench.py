@@ -1,6 +1,6 @@
 """The time model's shape on this machine's CPU: predicted against measured decode seconds.
 
-On a CPU the roofline of genjudge.time_model holds with the machine's own memory bandwidth and
+On a CPU the roofline of genjudge.planning.time_model holds with the machine's own memory bandwidth and
 FLOP/s (measured once: a large array copy, an fp32 matmul). For the demo model and a small
 random Llama of a few tens of MB (built into bench/.models/, git-ignored), at batch 1 and 16 and
 two output lengths, each generation is timed as the jobs time theirs (the StepClock streamer:
@@ -77,7 +77,7 @@ def measure(model, tok, batch: int, new_tokens: int, repeats: int) -> dict:
 
 
 def predict(numbers, device, batch: int, prompt_tokens: int, new_tokens: int) -> dict:
-    from genjudge.time_model import Layout, Requests, job_time
+    from genjudge.planning.time_model import Layout, Requests, job_time
 
     req = Requests(batch, prompt_tokens, new_tokens, batches=1, steps=new_tokens - 1)
     t = job_time(numbers, device, Layout("cpu", 0), [req], batch)
@@ -101,11 +101,11 @@ def main(argv=None) -> int:
 
     import torch
 
+    from genjudge.config.specs import spec_for
     from genjudge.engine.devices import measure_cpu
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
     from genjudge.engine.memory_plan import plan
-    from genjudge.specs import spec_for
-    from genjudge.time_model import GB, ModelNumbers, duration
+    from genjudge.planning.time_model import GB, ModelNumbers, duration
 
     # One thread, as a CPU job gets by default (resources.generate.cpus): no oversubscription of
     # the shared cores, and the device figures measured with the same thread count.

@@ -28,14 +28,14 @@ import io, sys
 import pandas as pd
 from genjudge.engine import decoding as generation
 from genjudge.stages.generate import run_generate
-from genjudge.gpu_lease import Lease
+from genjudge.cluster.gpu_lease import Lease
 
 plain = generation.Generator.generate
 def announced(self, prompts):
     print(f"batch {len(prompts)}", flush=True)
     return plain(self, prompts)
 generation.Generator.generate = announced
-from genjudge.specs import spec_for
+from genjudge.config.specs import spec_for
 spec = spec_for("generator", model=sys.argv[1], max_new_tokens=24, batch_size=int(sys.argv[5]))
 m = run_generate(shard=0, shard_path=sys.argv[2], out_path=sys.argv[3] + "/out.parquet",
                  meta_path=sys.argv[3] + "/out.meta.json", spec=spec, store_dir=sys.argv[4], run="bench",

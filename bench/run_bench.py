@@ -52,10 +52,10 @@ def mixed_prompts(n: int, seed: int = 0) -> list[str]:
 def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dict:
     import torch
 
+    from genjudge.config.specs import spec_for
     from genjudge.engine.decoding import Generator, GenParams, run_batches
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
     from genjudge.engine.prompting import render_prompt
-    from genjudge.specs import spec_for
 
     tok = load_tokenizer(model_dir)
     model, _ = load_causal_lm(spec_for("generator", model=model_dir))
@@ -111,13 +111,13 @@ def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -
 
 
 def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dict:
+    from genjudge.config.specs import spec_for
     from genjudge.engine.decoding import Generator, GenParams, run_batches
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
     from genjudge.engine.logprob import LogprobScorer
     from genjudge.engine.prompting import render_prompt
     from genjudge.judging import modes
     from genjudge.judging.templates import load_template, render
-    from genjudge.specs import spec_for
 
     ref = modes.get("reference")
     marker = f"{ref.marker}:"

@@ -39,7 +39,7 @@ import json, sys
 import pandas as pd
 step, wd, n, shards = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 from genjudge.config import defaults
-from genjudge.experiment import Cell, resolve
+from genjudge.config.experiment import Cell, resolve
 cfg = defaults(run="bench", shards=shards, dataset={"path": f"{wd}/data.jsonl"},
                generator={"model": "g", "max_new_tokens": 3}, generators={"gen": {}}, datasets={"data": {}},
                judge={"model": "j"}, judges={"judge": {}})
@@ -49,7 +49,7 @@ if step == "split":
     run_split(f"{wd}/data.jsonl", {"id": "id", "prompt": "question", "reference": "answer", "category": "category"},
               "auto", f"{wd}/items.parquet", f"{wd}/shards", shards)
 elif step == "fake-generate":  # stands in for the model: every other answer right
-    from genjudge.records import GenerateMeta
+    from genjudge.store.records import GenerateMeta
     for i in range(shards):  # as if on 4 GPUs, one shard after another on each: 0.3 s load, 0.6 s generating
         s = pd.read_json(f"{wd}/shards/{i}.jsonl", lines=True, dtype={"id": str, "reference": str})
         out = pd.DataFrame({"id": s["id"], "prompt_sent": s["prompt"],
@@ -65,7 +65,7 @@ elif step == "merge":
               gens[("gen", "data")], [f"{wd}/generations/gen/data/{i}.meta.json" for i in range(shards)])
 elif step == "fake-judge":
     from dataclasses import MISSING, fields
-    from genjudge.records import JudgeMeta, JudgeRecord, write_judge_records
+    from genjudge.store.records import JudgeMeta, JudgeRecord, write_judge_records
     g = pd.read_parquet(gens[("gen", "data")], columns=["id", "output"])
     raw = pd.DataFrame({"generator": "gen", "dataset": "data", "opponent": None, "id": g["id"], "order": 0,
                         "decided_by": "judge", "judge_prompt": "a judge prompt of some length " * 20,

@@ -2,7 +2,7 @@
 
 Three layouts, each filled to N records (~450 bytes each, like a short generation):
 
-  linked-logs   genjudge.item_store.ItemStore: a log per writer, a symbolic link per key.
+  linked-logs   genjudge.store.item_store.ItemStore: a log per writer, a symbolic link per key.
                 Filled by writers of --shard records (1000: 10 logs at 10k, 1,000 at 1M). A
                 lookup opens each log its keys are in: up to one open per key, whatever N.
   jsonl         the previous layout: a JSONL file per writer, every append re-reading the
@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from genjudge.item_store import ItemStore  # noqa: E402
+from genjudge.store.item_store import ItemStore  # noqa: E402
 
 BATCH = 16
 WANTED = 1000

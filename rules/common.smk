@@ -8,15 +8,17 @@ import time
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from genjudge import config as wfconfig, failures, job_resources, slurm_array_task, slurm_submission
+from genjudge import config as wfconfig
+from genjudge.cluster import job_resources, slurm_array_task, slurm_submission
+from genjudge.cluster.gpu_lease import resolve_inventory
+from genjudge.config.experiment import judge_inputs, resolve
+from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.engine import judge_parallel
 from genjudge.errors import InputError
-from genjudge.gpu_lease import resolve_inventory
 from genjudge.judging import modes
 from genjudge.judging.template_rules import template_paths
-from genjudge.modelref import digest_index, fingerprint
-from genjudge.experiment import judge_inputs, resolve
-from genjudge.specs import GeneratorSpec, JudgeSpec
+from genjudge.models.modelref import digest_index, fingerprint
+from genjudge.store import failures
 
 # A task of a SLURM job array checks the outputs of the job it runs, not those of the array's first
 # job (snakemake-executor-plugin-slurm 2.8 targets the first): restarted on its own target, at once.
@@ -102,7 +104,7 @@ JUDGE_PARAMS = {name: rerun_params(spec) for name, spec in JUDGES.items()}
 
 
 def with_failures(params, role, job):
-    """A job that recorded a failure (genjudge.failures) reruns on the next run: its count of
+    """A job that recorded a failure (genjudge.store.failures) reruns on the next run: its count of
     recorded failures is a parameter (absent while there are none)."""
     n = failures.attempts(failures.history_path(RESULTS, role, job))
     return {**params, "failed_attempts": n} if n else params
@@ -310,7 +312,7 @@ STARTED = time.time()
 
 
 def stop_if_failed():
-    """After a run that wrote the report: exit status 1 when it lists failed cells (genjudge.failures),
+    """After a run that wrote the report: exit status 1 when it lists failed cells (genjudge.store.failures),
     as for any failed job; the report of the other cells is written."""
     summary = f"{RESULTS}/report/summary.json"
     if not os.path.exists(summary) or os.path.getmtime(summary) < STARTED:

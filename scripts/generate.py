@@ -1,12 +1,12 @@
 """Generate one shard of one generator on one dataset (rule generate).
-The GPU lease comes before torch is imported. A failure is recorded (genjudge.failures): the
+The GPU lease comes before torch is imported. A failure is recorded (genjudge.store.failures): the
 job's outputs say so and the other cells of the study go on."""
 
 import os
 
-from genjudge import failures
-from genjudge.gpu_lease import acquire, resolve_inventory
-from genjudge.job_log import job_log
+from genjudge.cluster.gpu_lease import acquire, resolve_inventory
+from genjudge.store import failures
+from genjudge.store.job_log import job_log
 
 
 def main():
@@ -25,10 +25,10 @@ def main():
                 slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
                 label=f"{cfg['run']}/generate/{job}",
             ) as lease:
+                from genjudge.config.experiment import resolve
+                from genjudge.config.specs import GeneratorSpec
                 from genjudge.engine.threads import set_threads
-                from genjudge.experiment import resolve
-                from genjudge.modelref import digest_index
-                from genjudge.specs import GeneratorSpec
+                from genjudge.models.modelref import digest_index
                 from genjudge.stages.generate import run_generate
                 from genjudge.stages.split import shard_path
 

@@ -1,14 +1,14 @@
 """Judge one slice of every cell a judge grades (rule judge), in one model load.
 Leases the judge's GPUs before torch is imported; with judge.parallel tensor (or auto
 choosing it) the judge runs as one torchrun group over them. Cells whose answers failed are
-skipped (named in the meta); a failure of the job itself is recorded (genjudge.failures)."""
+skipped (named in the meta); a failure of the job itself is recorded (genjudge.store.failures)."""
 
 import logging
 import os
 
-from genjudge import failures
-from genjudge.gpu_lease import acquire, resolve_inventory
-from genjudge.job_log import job_log
+from genjudge.cluster.gpu_lease import acquire, resolve_inventory
+from genjudge.store import failures
+from genjudge.store.job_log import job_log
 
 
 def main():
@@ -30,11 +30,11 @@ def main():
 
 def run(sm, lease, stream):
     from genjudge.config import judge_template, load_plugins
+    from genjudge.config.experiment import judge_inputs, resolve
+    from genjudge.config.specs import JudgeSpec
     from genjudge.engine.judge_parallel import job_choice
     from genjudge.engine.threads import set_threads
-    from genjudge.experiment import judge_inputs, resolve
-    from genjudge.modelref import digest_index
-    from genjudge.specs import JudgeSpec
+    from genjudge.models.modelref import digest_index
     from genjudge.stages.judge import run_judge
     from genjudge.stages.tensor_judge import launch
 

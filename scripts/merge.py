@@ -1,7 +1,7 @@
 """Merge one generator's shards of one dataset, checking every id appears exactly once (rule merge)."""
 
-from genjudge.job_log import job_log
 from genjudge.stages.merge import run_merge
+from genjudge.store.job_log import job_log
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with job_log(sm.log[0], "merge"):

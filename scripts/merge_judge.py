@@ -1,7 +1,7 @@
 """Concatenate the judge shards (rule merge_judge)."""
 
-from genjudge.job_log import job_log
 from genjudge.stages.judge import merge_judge_shards
+from genjudge.store.job_log import job_log
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with job_log(sm.log[0], "merge_judge"):

@@ -2,10 +2,10 @@
 Cells the judge skipped (their answers failed) and every cell of a judge whose job failed have none."""
 
 from genjudge.config import load_plugins
-from genjudge.experiment import judge_inputs, resolve
-from genjudge.job_log import job_log
-from genjudge.records import JudgeMeta
+from genjudge.config.experiment import judge_inputs, resolve
 from genjudge.stages.parse import run_parse
+from genjudge.store.job_log import job_log
+from genjudge.store.records import JudgeMeta
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 cfg, w, p = sm.config, sm.wildcards, sm.params.parse

@@ -2,8 +2,8 @@
 (rule report)."""
 
 from genjudge.config import load_plugins
-from genjudge.job_log import job_log
 from genjudge.stages.report import run_report
+from genjudge.store.job_log import job_log
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with job_log(sm.log[0], "report"):

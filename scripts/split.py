@@ -1,8 +1,8 @@
 """Validate one dataset and split it into shards (rule split)."""
 
-from genjudge.experiment import resolve
-from genjudge.job_log import job_log
+from genjudge.config.experiment import resolve
 from genjudge.stages.split import run_split
+from genjudge.store.job_log import job_log
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 p = sm.params.split

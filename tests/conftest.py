@@ -106,7 +106,7 @@ def generate_shard(tmp_path: Path, spec, name: str = "out", store: str = "store"
 
     import pandas as pd
 
-    from genjudge.gpu_lease import Lease
+    from genjudge.cluster.gpu_lease import Lease
     from genjudge.stages.generate import run_generate
 
     meta = run_generate(

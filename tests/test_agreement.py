@@ -9,9 +9,9 @@ import pytest
 from genjudge.errors import InputError
 from genjudge.judging import agreement, modes
 from genjudge.judging.bias import LENGTH_MEASURE, length_correlation, pairwise_bias
+from genjudge.judging.labels import check_ids, join, read_labels
 from genjudge.judging.panels import combine, inter_judge, panel_judgments, panel_summary
 from genjudge.judging.stats import wilson_interval
-from genjudge.labels import check_ids, join, read_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,12 +8,12 @@ import sys
 import pandas as pd
 import pytest
 
-from genjudge import atomic
+from genjudge.store import atomic
 
 WRITE = """
 import os, sys
 import pandas as pd
-from genjudge import atomic
+from genjudge.store import atomic
 os.umask(int(sys.argv[2], 8))
 atomic.write_text(sys.argv[1] + "/a.txt", "x")
 atomic.write_json(sys.argv[1] + "/b.json", {"a": 1})

@@ -4,12 +4,12 @@ import pytest
 import torch
 from judges import ROOT
 
+from genjudge.config.specs import spec_for
 from genjudge.demo.models import build_model
 from genjudge.engine.batch_size import HEADROOM, search_batch_size
 from genjudge.engine.decoding import Generator, GenParams, length_sorted, run_batches
 from genjudge.engine.loading import load_causal_lm, load_tokenizer
 from genjudge.engine.prompting import render_prompt
-from genjudge.specs import spec_for
 
 PROMPTS = [f"What is {i} + {i * 7 % 13}?" + " Please answer." * (i % 5) for i in range(23)]
 

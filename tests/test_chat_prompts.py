@@ -6,9 +6,9 @@ import pandas as pd
 from conftest import generate_shard
 from judges import ROOT
 
-from genjudge.dataset import load_items
-from genjudge.shard_files import write_shard
-from genjudge.specs import spec_for
+from genjudge.config.specs import spec_for
+from genjudge.data.dataset import load_items
+from genjudge.data.shard_files import write_shard
 
 
 def test_a_conversation_is_sent_with_its_system_and_few_shot_turns(tmp_path):

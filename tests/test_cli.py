@@ -43,7 +43,7 @@ def test_gpus_reads_the_configured_inventory_and_shows_lease_age(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom genjudge.gpu_lease import acquire\n"
+            "import sys, time\nfrom genjudge.cluster.gpu_lease import acquire\n"
             f"l = acquire(1, ['0', '1'], {str(tmp_path)!r}, label='run/generate/0')\n"
             "print('held', flush=True)\ntime.sleep(60)\n",
         ],

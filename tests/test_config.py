@@ -134,7 +134,7 @@ def test_one_failing_shard_does_not_stop_the_others_by_default(workflow):
 
 def test_a_local_model_directory_must_hold_a_tokenizer_and_every_weight_file(tmp_path):
     from genjudge.errors import InputError
-    from genjudge.modelref import check_model, missing_files
+    from genjudge.models.modelref import check_model, missing_files
 
     model = tmp_path / "m"
     model.mkdir()

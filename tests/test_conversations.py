@@ -9,13 +9,13 @@ import pytest
 from conftest import generate_shard
 from judges import ROOT
 
-from genjudge.conversation import expand_turns
-from genjudge.dataset import load_items
+from genjudge.config.specs import spec_for
+from genjudge.data.conversation import expand_turns
+from genjudge.data.dataset import load_items
+from genjudge.data.shard_files import write_shard
 from genjudge.errors import InputError
-from genjudge.records import GenerateMeta
-from genjudge.shard_files import write_shard
-from genjudge.specs import spec_for
 from genjudge.stages.merge import MergeError, merge_generations
+from genjudge.store.records import GenerateMeta
 
 MT = [
     {
@@ -204,7 +204,7 @@ def test_reference_mode_without_any_reference_is_refused_while_planning(workflow
 
 
 def test_a_template_sees_only_the_turns_up_to_its_own(tmp_path):
-    from genjudge.conversation import with_history
+    from genjudge.data.conversation import with_history
     from genjudge.judging import modes
     from genjudge.judging.templates import load_template
 
@@ -226,7 +226,7 @@ def test_a_template_sees_only_the_turns_up_to_its_own(tmp_path):
 
 
 def test_reference_mode_leaves_items_without_a_reference_to_no_one(tmp_path):
-    from genjudge.conversation import with_history
+    from genjudge.data.conversation import with_history
     from genjudge.judging import modes
 
     ref = modes.get("reference")
@@ -262,8 +262,8 @@ def test_turns_from_parquet_lists(tmp_path):
 
 def test_the_plan_sizes_a_conversation_by_its_last_turn(tmp_path):
     from genjudge.config import defaults
-    from genjudge.dataset import load_items
-    from genjudge.workload import generator_workload
+    from genjudge.data.dataset import load_items
+    from genjudge.planning.workload import generator_workload
 
     long_turns = [{"question_id": 1, "turns": ["x" * 400, "y" * 400, "z" * 40]}]
     cfg = defaults(

@@ -8,9 +8,9 @@ import sys
 import pandas as pd
 import pytest
 
-from genjudge.dataset import load_items
+from genjudge.data.dataset import load_items
+from genjudge.data.sharding import shard_bounds, split_items
 from genjudge.errors import InputError
-from genjudge.sharding import shard_bounds, split_items
 
 
 def write_jsonl(path, rows):
@@ -538,7 +538,7 @@ def test_hf_paths_that_are_not_a_dataset(tmp_path):
 
 HUB_SCRIPT = r"""
 import glob, json, os, shutil, sys
-from genjudge.dataset import load_items
+from genjudge.data.dataset import load_items
 from genjudge.errors import InputError
 
 cache, data = sys.argv[1], sys.argv[2]

@@ -79,11 +79,11 @@ def mt_bench_fixture(path):
 
 
 def test_mt_bench_single_example_plans_and_picks_fastchat_templates_per_category_and_turn(workflow):
-    from genjudge.conversation import expand_turns, with_history
-    from genjudge.dataset import load_items
+    from genjudge.config.specs import spec_for
+    from genjudge.data.conversation import expand_turns, with_history
+    from genjudge.data.dataset import load_items
     from genjudge.judging import modes
     from genjudge.judging.template_rules import Templates
-    from genjudge.specs import spec_for
 
     cfg = yaml.safe_load((ROOT / "config/examples/mt_bench_single.yaml").read_text())
     data = workflow.path / cfg["dataset"]["path"]
@@ -122,11 +122,11 @@ def test_mt_bench_single_example_plans_and_picks_fastchat_templates_per_category
 
 
 def test_mt_bench_pairwise_example_plans_both_generators_and_swaps_whole_conversations(workflow):
-    from genjudge.conversation import expand_turns, with_history
-    from genjudge.dataset import load_items
+    from genjudge.config.specs import spec_for
+    from genjudge.data.conversation import expand_turns, with_history
+    from genjudge.data.dataset import load_items
     from genjudge.judging import modes
     from genjudge.judging.template_rules import Templates
-    from genjudge.specs import spec_for
 
     cfg = yaml.safe_load((ROOT / "config/examples/mt_bench_pairwise.yaml").read_text())
     data = workflow.path / cfg["dataset"]["path"]
@@ -151,7 +151,7 @@ def test_mt_bench_pairwise_example_plans_both_generators_and_swaps_whole_convers
 
 def test_gsm8k_and_mt_bench_study_plans_each_judge_on_its_benchmark(workflow):
     from genjudge import config as wfconfig
-    from genjudge.experiment import resolve
+    from genjudge.config.experiment import resolve
 
     cfg = yaml.safe_load((ROOT / "config/examples/gsm8k_mt_bench.yaml").read_text())
     mt_bench_fixture(workflow.path / cfg["datasets"]["mtbench"]["path"])
@@ -206,7 +206,7 @@ def test_alpaca_eval_example_plans_against_a_baseline_built_from_published_outpu
     assert main(argv) == 0
     import pandas as pd
 
-    from genjudge.dataset import load_items
+    from genjudge.data.dataset import load_items
 
     base = pd.read_parquet(baseline)
     items = load_items(data, {"id": None, "prompt": "instruction", "reference": None, "category": "dataset"})

@@ -204,7 +204,7 @@ def test_bad_experiment_configs_name_the_key(extra, message):
 
 
 def test_judges_grade_their_own_datasets_and_generators_and_pairs_follow_them():
-    from genjudge.experiment import resolve
+    from genjudge.config.experiment import resolve
 
     cfg = wfconfig.validate(
         base(

@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import clean_env
 
-from genjudge.gpu_lease import nvidia_smi_gpus
+from genjudge.cluster.gpu_lease import nvidia_smi_gpus
 
 N_GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(N_GPUS == 0, reason="needs a CUDA GPU")]
@@ -62,7 +62,7 @@ def test_a_leased_process_sees_exactly_its_device(tmp_path):
         out = python(
             f"""
             import json
-            from genjudge.gpu_lease import acquire
+            from genjudge.cluster.gpu_lease import acquire
             with acquire(1, [{index!r}], {str(tmp_path)!r}, label="gpu-test", slurm_executor=False) as lease:
                 import torch
                 props = torch.cuda.get_device_properties(0)
@@ -81,7 +81,7 @@ def test_bitsandbytes_8bit_and_4bit_load_and_judge_on_the_gpu(workflow):
         """
         import json, torch, bitsandbytes as bnb
         from genjudge.engine.loading import load_causal_lm
-        from genjudge.specs import spec_for
+        from genjudge.config.specs import spec_for
         seen = {}
         for q in ("8bit", "4bit"):
             model, placement = load_causal_lm(spec_for("judge", model="models/demo-judge", quantization=q))
@@ -110,8 +110,8 @@ def test_bitsandbytes_8bit_and_4bit_load_and_judge_on_the_gpu(workflow):
 OOM_SCRIPT = """
 import json, sys, torch
 from genjudge.engine.completion import PromptSet, complete
-from genjudge.item_store import ItemStore, count_keys
-from genjudge.specs import spec_for
+from genjudge.store.item_store import ItemStore, count_keys
+from genjudge.config.specs import spec_for
 
 # A real out-of-memory error on a small model: cap this process's share of the GPU (prompts of
 # about 220 to 500 tokens, 48 new: a batch of 1024 needs far more than the cap, a batch of 1 far less).

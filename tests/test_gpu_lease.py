@@ -14,13 +14,13 @@ import fake_nvidia_smi
 import pytest
 from fake_nvidia_smi import UUID0, UUID1
 
-from genjudge.gpu_lease import acquire, lease_status, nvidia_smi_gpus, resolve_inventory
+from genjudge.cluster.gpu_lease import acquire, lease_status, nvidia_smi_gpus, resolve_inventory
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from genjudge.gpu_lease import acquire
+    from genjudge.cluster.gpu_lease import acquire
     lease = acquire(int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], label=sys.argv[4])
     print(lease.cuda_visible_devices, flush=True)
     time.sleep(600)
@@ -30,7 +30,7 @@ HOLDER = textwrap.dedent("""
 # shards arriving one after another.
 CHURNER = textwrap.dedent("""
     import sys, time
-    from genjudge.gpu_lease import acquire
+    from genjudge.cluster.gpu_lease import acquire
     print("started", flush=True)
     while True:
         lease = acquire(1, sys.argv[1].split(","), sys.argv[2], label="churner", poll_seconds=0.01)
@@ -40,7 +40,7 @@ CHURNER = textwrap.dedent("""
 
 WAITER = textwrap.dedent("""
     import sys
-    from genjudge.gpu_lease import acquire
+    from genjudge.cluster.gpu_lease import acquire
     print("waiting", flush=True)
     lease = acquire(int(sys.argv[1]), sys.argv[2].split(","), sys.argv[3], label="waiter",
                     poll_seconds=0.05, queue_after=0)
@@ -171,12 +171,12 @@ def test_a_failing_nvidia_smi_is_reported_and_hides_every_gpu(tmp_path, monkeypa
         exit_code=9,
         stderr="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
     )
-    with caplog.at_level(logging.WARNING, logger="genjudge.gpu_lease"):
+    with caplog.at_level(logging.WARNING, logger="genjudge.cluster.gpu_lease"):
         assert resolve_inventory("auto") == []
     assert any(r.levelno == logging.WARNING and "couldn't communicate" in r.getMessage() for r in caplog.records)
     caplog.clear()
     fake_nvidia_smi.install(tmp_path / "bin2", monkeypatch, sleep=5)
-    with caplog.at_level(logging.WARNING, logger="genjudge.gpu_lease"):
+    with caplog.at_level(logging.WARNING, logger="genjudge.cluster.gpu_lease"):
         t0 = time.monotonic()
         assert nvidia_smi_gpus(timeout=0.5) == []
         assert time.monotonic() - t0 < 4
@@ -220,7 +220,7 @@ def test_inside_an_allocation_with_the_local_executor_jobs_lease(monkeypatch, tm
 
 
 def test_the_default_lock_directory_does_not_follow_tmpdir(tmp_path):
-    code = "from genjudge.gpu_lease import default_lock_dir; print(default_lock_dir())"
+    code = "from genjudge.cluster.gpu_lease import default_lock_dir; print(default_lock_dir())"
     env = child_env()
     env.pop("GENJUDGE_LOCK_DIR", None)
     out = [
@@ -348,7 +348,7 @@ def test_a_second_user_leases_beside_the_first(protected_regular, shared_dir):
 def test_a_waiting_job_reports_the_holders_and_its_timeout_names_them(tmp_path, monkeypatch, caplog):
     proc, _ = start_holder(1, ["0"], tmp_path, label="run/generate/3")
     try:
-        with caplog.at_level(logging.INFO, logger="genjudge.gpu_lease"):
+        with caplog.at_level(logging.INFO, logger="genjudge.cluster.gpu_lease"):
             t0 = time.monotonic()
             with pytest.raises(TimeoutError) as err:
                 acquire(1, ["0"], tmp_path, poll_seconds=0.05, timeout=2.2, report_every=1)

@@ -15,11 +15,11 @@ from judges import ROOT
 from PIL import Image
 
 from genjudge.config import defaults
-from genjudge.experiment import resolve
-from genjudge.records import GenerateMeta, JudgeMeta
+from genjudge.config.experiment import resolve
 from genjudge.report_html import Cell, Page, PageView, Table, render, write
 from genjudge.report_html.page import Extra, More
 from genjudge.stages.report import summarise_experiment
+from genjudge.store.records import GenerateMeta, JudgeMeta
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "browser"))
 import chromium  # noqa: E402

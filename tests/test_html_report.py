@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import Workflow, copy_workflow
 
-from genjudge.records import GenerateMeta, JudgeMeta
 from genjudge.report_html import timeline as tl
+from genjudge.store.records import GenerateMeta, JudgeMeta
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "browser"))
 import chromium  # noqa: E402

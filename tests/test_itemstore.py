@@ -8,7 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from genjudge.item_store import ItemStore, count_records
+from genjudge.store.item_store import ItemStore, count_records
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -53,7 +53,7 @@ def test_one_writer_name_in_two_processes_never_shares_a_file(tmp_path):
     # A leftover job and its resubmission: same writer name, both alive, both appending.
     code = textwrap.dedent("""
         import sys
-        from genjudge.item_store import ItemStore
+        from genjudge.store.item_store import ItemStore
         store = ItemStore(sys.argv[1], "demo-shard0")
         for b in range(50):
             store.append([{"key": f"{sys.argv[2]}{b}-{i}", "output": "x" * 200} for i in range(8)])
@@ -74,7 +74,7 @@ def test_one_writer_name_in_two_processes_never_shares_a_file(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from genjudge.item_store import ItemStore
+    from genjudge.store.item_store import ItemStore
     store = ItemStore(sys.argv[1], "victim")
     b = 0
     while True:
@@ -160,8 +160,8 @@ def test_key_depends_on_every_part(tmp_path):
     import dataclasses
     import shutil
 
+    from genjudge.config.specs import GeneratorSpec, JudgeSpec, spec_for
     from genjudge.engine.completion import PromptSet
-    from genjudge.specs import GeneratorSpec, JudgeSpec, spec_for
 
     root = Path(__file__).resolve().parents[1]
     model = tmp_path / "gen"

@@ -3,9 +3,9 @@ config.json arrives here as a ModelFacts (tests/test_judge_parallel.py reads rea
 
 import pytest
 
+from genjudge.cluster.judge_layout import ModelFacts, check_tensor_possible, decide, job_choice, layout, tensor_obstacle
+from genjudge.config.specs import spec_for
 from genjudge.errors import InputError
-from genjudge.judge_layout import ModelFacts, check_tensor_possible, decide, job_choice, layout, tensor_obstacle
-from genjudge.specs import spec_for
 
 GIB = 1024**3
 LLAMA_70B = ModelFacts("LlamaForCausalLM", True, 64, 8, 141_107_413_248)  # bf16 weights

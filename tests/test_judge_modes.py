@@ -6,19 +6,19 @@ import pandas as pd
 import pytest
 from judges import ROOT, constant_judge
 
+from genjudge.cluster.gpu_lease import Lease
 from genjudge.config import defaults
+from genjudge.config.experiment import Cell
+from genjudge.config.specs import spec_for
 from genjudge.demo.models import build_model
 from genjudge.engine.loading import load_causal_lm, load_tokenizer
 from genjudge.engine.logprob import label_token_ids
 from genjudge.errors import InputError
-from genjudge.experiment import Cell
-from genjudge.gpu_lease import Lease
 from genjudge.judging import modes
-from genjudge.records import GenerateMeta
-from genjudge.specs import spec_for
 from genjudge.stages.judge import run_judge
 from genjudge.stages.parse import parse_judgments
 from genjudge.stages.report import render_markdown, summarise
+from genjudge.store.records import GenerateMeta
 
 ITEMS = pd.DataFrame(
     {

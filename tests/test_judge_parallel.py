@@ -10,9 +10,9 @@ import psutil
 import pytest
 from test_resume import BIG, complete_lines, kill_judge_halfway, write_dataset
 
+from genjudge.config.specs import spec_for
 from genjudge.engine.judge_parallel import decide, layout
 from genjudge.engine.memory_plan import empty_model, load_config, parse_inventory_spec
-from genjudge.specs import spec_for
 
 pytestmark = pytest.mark.workflow
 

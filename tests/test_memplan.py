@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from genjudge.config.specs import spec_for
 from genjudge.engine.memory_plan import GB, empty_model, load_config, parse_inventory_spec, plan, render
 from genjudge.errors import InputError
-from genjudge.specs import spec_for
 
 CFG70 = str(Path(__file__).parent / "data" / "llama-3.1-70b-config")
 

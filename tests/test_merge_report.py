@@ -42,7 +42,7 @@ def test_provenance_names_the_input_files_by_their_digests(tmp_path):
     import hashlib
     from types import SimpleNamespace
 
-    from genjudge.provenance import file_digest, input_files
+    from genjudge.store.provenance import file_digest, input_files
 
     data = tmp_path / "q.jsonl"
     data.write_text('{"id": "a"}\n')

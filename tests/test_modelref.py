@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 from safetensors.numpy import save_file
 
-from genjudge.modelref import DigestIndex, fingerprint, hub_blob_sha256
+from genjudge.models.modelref import DigestIndex, fingerprint, hub_blob_sha256
 
 MIB = 1024 * 1024
 

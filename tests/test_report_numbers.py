@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from genjudge.config import defaults
-from genjudge.experiment import resolve
-from genjudge.records import GenerateMeta, JudgeMeta
+from genjudge.config.experiment import resolve
 from genjudge.stages.report import render_experiment, render_markdown, summarise_experiment
+from genjudge.store.records import GenerateMeta, JudgeMeta
 
 
 def judgments(generator, verdicts, dataset="data", samples=1, opponent=None, **columns):

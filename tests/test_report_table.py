@@ -1,7 +1,7 @@
 """The models x benchmarks table: one row per generator, one column per (dataset, judge)."""
 
 from genjudge import config as wfconfig
-from genjudge.experiment import resolve
+from genjudge.config.experiment import resolve
 from genjudge.report_html import plots
 from genjudge.stages import report_table
 

@@ -68,8 +68,8 @@ def test_gpu_list_does_not_rerun_and_changed_weights_do(workflow):
 def test_merge_refuses_shards_of_different_model_files(tmp_path):
     import pandas as pd
 
-    from genjudge.records import GenerateMeta
     from genjudge.stages.merge import MergeError, run_merge
+    from genjudge.store.records import GenerateMeta
 
     items = pd.DataFrame({"id": ["a", "b"], "prompt": "q", "reference": "r", "category": None})
     items.to_parquet(tmp_path / "items.parquet")

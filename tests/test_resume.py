@@ -13,7 +13,7 @@ import psutil
 import pytest
 from conftest import clean_env
 
-from genjudge.item_store import count_keys
+from genjudge.store.item_store import count_keys
 
 pytestmark = pytest.mark.workflow
 

@@ -261,9 +261,9 @@ def test_each_sample_of_a_conversation_follows_its_own_earlier_answers(tmp_path)
     from conftest import ROOT
     from test_conversations import FIELDS, MT, write_jsonl
 
-    from genjudge.dataset import load_items
-    from genjudge.shard_files import write_shard
-    from genjudge.specs import spec_for
+    from genjudge.config.specs import spec_for
+    from genjudge.data.dataset import load_items
+    from genjudge.data.shard_files import write_shard
     from genjudge.stages.merge import merge_generations
 
     items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
@@ -303,7 +303,7 @@ def test_each_sample_of_a_conversation_follows_its_own_earlier_answers(tmp_path)
 
 
 def test_an_opponents_answer_is_its_sample_of_the_same_index_else_its_only_one():
-    from genjudge.samples import SampleView
+    from genjudge.data.samples import SampleView
 
     answers = {("a", 1, 0): "a0", ("a", 1, 1): "a1", ("b", 1, 0): "b0"}
     assert SampleView(answers, 1)[("a", 1)] == "a1" and SampleView(answers, 0)[("a", 1)] == "a0"

@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-from genjudge.records import GenerateMeta
-from genjudge.shard_sizing import sizing
+from genjudge.data.shard_sizing import sizing
+from genjudge.store.records import GenerateMeta
 
 
 def write_metas(run_dir, generator, n_shards, items, load, per_item, resumed=0, first=0):

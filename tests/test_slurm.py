@@ -384,7 +384,7 @@ def slurm_job_logs(workflow) -> str:
 def requeue_running_task(workflow, cluster, run: str, kw: dict, n: int) -> dict:
     """Run `run` on the cluster and, once a quarter of its items are checkpointed, `scontrol requeue`
     its array's first running generation task and let SLURM start it again at once."""
-    from genjudge.item_store import count_keys
+    from genjudge.store.item_store import count_keys
 
     cache = f"results/.cache-{run}"
     cfg = workflow.write_config(f"{run}.yaml", run=run, cache_dir=cache, slurm={"requeue": True}, **kw)
@@ -419,7 +419,7 @@ def requeue_running_task(workflow, cluster, run: str, kw: dict, n: int) -> dict:
 def test_requeued_array_task_resumes_from_its_checkpoint(cluster, workflow):
     """`scontrol requeue` of a running generation task (as preemption does): SLURM runs it again,
     it resumes, Snakemake sees no failure, and the merged generations equal an uninterrupted run's."""
-    from genjudge.item_store import count_keys
+    from genjudge.store.item_store import count_keys
 
     n = 1600
     write_numbers(workflow.path / "numbers.jsonl", n)

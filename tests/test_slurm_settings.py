@@ -11,9 +11,9 @@ import pytest
 from conftest import clean_env
 
 from genjudge import config as wfconfig
-from genjudge.slurm_array_task import own_command_line
-from genjudge.slurm_job import job_info
-from genjudge.slurm_submission import decide
+from genjudge.cluster.slurm_array_task import own_command_line
+from genjudge.cluster.slurm_job import job_info
+from genjudge.cluster.slurm_submission import decide
 
 
 def preview(workflow, *config, env=None):

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from genjudge import config as wfconfig
-from genjudge.schedule import Job, Pool, schedule
-from genjudge.time_model import GB, GIB, gpu_type
+from genjudge.planning.schedule import Job, Pool, schedule
+from genjudge.planning.time_model import GB, GIB, gpu_type
 
 ROOT = Path(__file__).resolve().parents[1]
 MT = ROOT / "config" / "examples" / "templates" / "mt_bench"

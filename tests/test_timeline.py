@@ -2,8 +2,8 @@
 
 import pytest
 
-from genjudge.records import GenerateMeta, JudgeMeta
 from genjudge.report_html import timeline as tl
+from genjudge.store.records import GenerateMeta, JudgeMeta
 
 T0 = 1_700_000_000.0
 

@@ -12,14 +12,14 @@ import pytest
 from conftest import generate_shard
 from judges import ROOT
 
-from genjudge.dataset import load_items
+from genjudge.cluster.gpu_lease import Lease
+from genjudge.config.experiment import Cell
+from genjudge.config.specs import spec_for
+from genjudge.data.dataset import load_items
+from genjudge.data.shard_files import write_shard
 from genjudge.errors import InputError
-from genjudge.experiment import Cell
-from genjudge.gpu_lease import Lease
-from genjudge.shard_files import write_shard
-from genjudge.specs import spec_for
+from genjudge.models.vllm_support import check_spec
 from genjudge.stages.judge import run_judge
-from genjudge.vllm_support import check_spec
 
 pytestmark = pytest.mark.vllm
 
@@ -186,6 +186,6 @@ def test_planning_names_what_vllm_cannot_run(tmp_path, monkeypatch):
     small = build_model(tmp_path / "h16", [ROOT / "config/demo/questions.jsonl"], size="h16")
     with pytest.raises(InputError, match=r"generators\.x\.model: .*h16 has attention heads of size 16"):
         check_spec(spec_for("generator", model=str(small), engine="vllm"), "generators.x")
-    monkeypatch.setattr("genjudge.vllm_support.installed", lambda: False)
+    monkeypatch.setattr("genjudge.models.vllm_support.installed", lambda: False)
     with pytest.raises(InputError, match=r"^generator\.engine: vllm is not installed .*make setup ENGINE=vllm"):
         check_spec(ok, "generator")

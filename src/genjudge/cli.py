@@ -9,7 +9,7 @@ from pathlib import Path
 
 def cmd_summary(args) -> int:
     from genjudge.judging.headline import headline_rows, validity_rows
-    from genjudge.records import RunSummary
+    from genjudge.store.records import RunSummary
 
     path = Path(args.run_dir) / "report" / "summary.json"
     if not path.exists():
@@ -40,7 +40,7 @@ def cmd_summary(args) -> int:
 
 
 def cmd_shards(args) -> int:
-    from genjudge.shard_sizing import render, sizing
+    from genjudge.data.shard_sizing import render, sizing
 
     try:
         frame = sizing(args.run_dir, args.max_load_share)
@@ -74,8 +74,8 @@ def _held_since(holder: str) -> str:
 def cmd_gpus(args) -> int:
     """The inventory the workflow would use (same config layers) and who holds each GPU."""
     from genjudge import config as wfconfig
+    from genjudge.cluster.gpu_lease import default_lock_dir, lease_status, resolve_inventory
     from genjudge.errors import InputError
-    from genjudge.gpu_lease import default_lock_dir, lease_status, resolve_inventory
 
     try:
         config = wfconfig.load(args.configfile, args.config, args.directory)
@@ -151,9 +151,9 @@ def cmd_train_demo(args) -> int:
 def cmd_baseline(args) -> int:
     """Another model's published answers as the generations file `judge.baseline` names."""
     from genjudge import config as wfconfig
-    from genjudge.baseline import build_baseline
+    from genjudge.config.experiment import resolve
+    from genjudge.data.baseline import build_baseline
     from genjudge.errors import InputError
-    from genjudge.experiment import resolve
 
     try:
         config = wfconfig.load(args.configfile, args.config, args.directory)

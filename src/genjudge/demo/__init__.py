@@ -1,1 +1,4 @@
-"""The demo's small models and their training (CPU, fixed seeds)."""
+"""The demo's small models and their training (CPU, fixed seeds).
+
+May import: errors, models, cluster, store, data, judging, planning, config, engine.
+"""

@@ -11,11 +11,11 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from genjudge.config.specs import GeneratorSpec, ModelSpec
 from genjudge.engine.decoding import Generator, GenParams, Throughput, Timing, run_batches
 from genjudge.engine.prompting import render_prompt, uses_chat_template
-from genjudge.item_store import ItemStore, item_key
-from genjudge.modelref import DigestIndex, fingerprint
-from genjudge.specs import GeneratorSpec, ModelSpec
+from genjudge.models.modelref import DigestIndex, fingerprint
+from genjudge.store.item_store import ItemStore, item_key
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from genjudge.time_model import FLOPS_EFFICIENCY, Device
+from genjudge.planning.time_model import FLOPS_EFFICIENCY, Device
 
 
 @dataclass

@@ -14,8 +14,8 @@ import shutil
 import subprocess
 from functools import lru_cache
 
-from genjudge import judge_layout
-from genjudge.judge_layout import Layout, ModelFacts
+from genjudge.cluster import judge_layout
+from genjudge.cluster.judge_layout import Layout, ModelFacts
 
 
 def model_facts(spec, model=None) -> ModelFacts:
@@ -93,7 +93,7 @@ def layout(spec, config: dict, inventory: list, on_slurm: bool, gpus=None, model
 
 @lru_cache(maxsize=64)
 def _cached(spec_json: str, config_json: str, inventory: tuple, on_slurm: bool) -> Layout:
-    from genjudge.specs import JudgeSpec
+    from genjudge.config.specs import JudgeSpec
 
     return layout(JudgeSpec.from_config(json.loads(spec_json)), json.loads(config_json), list(inventory), on_slurm)
 

@@ -11,11 +11,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from genjudge.cluster.judge_layout import ACTIVATION_RESERVE
+from genjudge.cluster.judge_layout import size_text as _bytes
 from genjudge.engine.devices import Gpu, cuda_gpus
 from genjudge.engine.loading import device_name, device_of
 from genjudge.errors import InputError
-from genjudge.judge_layout import ACTIVATION_RESERVE
-from genjudge.judge_layout import size_text as _bytes
 
 GIB = 1024**3
 GB = 1000**3
@@ -34,7 +34,7 @@ def parse_inventory_spec(spec: str) -> list[Gpu]:
     `2xL40S` -> GPUs of a type the time model's table knows (its name and memory)."""
     m = re.fullmatch(r"\s*(?:(\d+)\s*[xX*]\s*)?(\d+(?:\.\d+)?)\s*(GiB|GB|G)?\s*", spec)
     if not m:
-        from genjudge.time_model import GPU_KEYS, gpu_type
+        from genjudge.planning.time_model import GPU_KEYS, gpu_type
 
         typed = re.fullmatch(r"\s*(?:(\d+)\s*[xX*]\s*)?(\S.*?)\s*", spec)
         device = gpu_type(typed.group(2)) if typed else None
@@ -166,7 +166,7 @@ def loaded_precision(spec, config) -> str:
 
 
 def model_numbers(config, model, precision: str) -> dict:
-    """What the time model needs of a model, as plain numbers (genjudge.time_model uses them
+    """What the time model needs of a model, as plain numbers (genjudge.planning.time_model uses them
     without torch). The KV cache is held in the compute dtype: fp32 for a float32 model."""
     return {
         "parameters": sum(p.numel() for p in model.parameters()),

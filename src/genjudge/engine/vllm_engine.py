@@ -29,7 +29,7 @@ import logging
 import os
 
 from genjudge.errors import InputError
-from genjudge.vllm_support import (
+from genjudge.models.vllm_support import (
     INSTALL,
     head_size,
     installed,
@@ -151,7 +151,7 @@ def load_engine(spec, kind: str, threads: int | None = None):
     log.info("vLLM %s engine: %s", version(), {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")})
     from vllm import LLM
 
-    from genjudge.modelref import fingerprint
+    from genjudge.models.modelref import fingerprint
 
     key = json.dumps([kwargs, fingerprint(spec.model, spec.revision)], sort_keys=True, default=str)
     if key not in _STARTED:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from genjudge.dataset import is_missing
+from genjudge.data.dataset import is_missing
 from genjudge.judging.textnorm import normalise
 
 BUILTINS = ("gsm8k", "last_number", "boxed", "choice")

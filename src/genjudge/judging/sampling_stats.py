@@ -29,7 +29,7 @@ from collections import Counter
 
 import pandas as pd
 
-from genjudge.dataset import is_missing
+from genjudge.data.dataset import is_missing
 from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.stats import clustered_rate, mean_interval, rate
 from genjudge.judging.textnorm import normalise

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from genjudge.dataset import is_missing
+from genjudge.data.dataset import is_missing
 from genjudge.judging.templates import load_template
 
 

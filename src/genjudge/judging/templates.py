@@ -8,8 +8,8 @@ from __future__ import annotations
 import string
 from pathlib import Path
 
-from genjudge.conversation import TURN_PLACEHOLDER, allowed_placeholder
-from genjudge.dataset import is_missing
+from genjudge.data.conversation import TURN_PLACEHOLDER, allowed_placeholder
+from genjudge.data.dataset import is_missing
 from genjudge.errors import InputError
 
 

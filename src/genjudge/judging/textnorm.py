@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import string
 
-from genjudge.dataset import is_missing
+from genjudge.data.dataset import is_missing
 
 _PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

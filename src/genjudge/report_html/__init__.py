@@ -3,6 +3,8 @@
 `write_html_report` is called by the report stage after summary.json is written; `timeline` is the
 pure-data time line of the jobs, `plots` draws the figures, `page` is the view model (what each section
 shows, as data), `render` fills the Jinja2 templates under `templates/` (one per section) with it.
+
+May import: errors, cluster, store, data, judging, planning.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ def inventory_lanes(config: dict, gen_metas, judge_metas: dict) -> list[str] | N
     metas = [*gen_metas, *(m for jm in judge_metas.values() for m in jm.jobs())]
     if isinstance(inv, bool) or not isinstance(inv, int | list) or any(m.gpu_source == "slurm" for m in metas):
         return None
-    from genjudge.gpu_lease import resolve_inventory
+    from genjudge.cluster.gpu_lease import resolve_inventory
 
     return resolve_inventory(inv)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import jinja2
 
-from genjudge import atomic
 from genjudge.judging.modes.base import pct
 from genjudge.report_html.page import Page, PageView, seconds
+from genjudge.store import atomic
 
 ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("genjudge.report_html", "templates"),

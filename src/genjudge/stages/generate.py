@@ -7,15 +7,15 @@ import json
 
 import pandas as pd
 
-from genjudge import atomic
-from genjudge.conversation import history_messages, item_turns
-from genjudge.dataset import is_missing
+from genjudge.config.specs import GeneratorSpec
+from genjudge.data.conversation import history_messages, item_turns
+from genjudge.data.dataset import is_missing
+from genjudge.data.shard_files import read_shard
 from genjudge.engine.completion import PromptSet, combined, complete, completion_meta
-from genjudge.item_store import ItemStore
-from genjudge.modelref import DigestIndex
-from genjudge.records import GenerateMeta
-from genjudge.shard_files import read_shard
-from genjudge.specs import GeneratorSpec
+from genjudge.models.modelref import DigestIndex
+from genjudge.store import atomic
+from genjudge.store.item_store import ItemStore
+from genjudge.store.records import GenerateMeta
 
 OUTPUT_COLUMNS = [
     "id",
@@ -111,8 +111,8 @@ def run_generate(
 
 
 def write_failed_shard(out_path, meta_path, error: dict, **identity) -> GenerateMeta:
-    """A shard whose job failed (genjudge.failures): no rows, and a meta with the error."""
-    from genjudge.gpu_lease import Lease
+    """A shard whose job failed (genjudge.store.failures): no rows, and a meta with the error."""
+    from genjudge.cluster.gpu_lease import Lease
 
     atomic.write_parquet(out_path, pd.DataFrame(columns=OUTPUT_COLUMNS))
     meta = GenerateMeta.start(Lease([], "none"), error=error, **identity)

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from genjudge.conversation import with_history
+from genjudge.config.experiment import Cell, cell_generations
+from genjudge.config.specs import JudgeSpec
+from genjudge.data.conversation import with_history
+from genjudge.data.samples import with_sample
+from genjudge.data.sharding import shard_bounds
 from genjudge.engine.completion import PromptSet, complete, completion_meta
-from genjudge.experiment import Cell, cell_generations
-from genjudge.item_store import ItemStore
 from genjudge.judging import modes
 from genjudge.judging.modes.pairwise import answers_by_turn
 from genjudge.judging.template_rules import Templates
-from genjudge.modelref import DigestIndex
-from genjudge.records import JudgeMeta, JudgeRecord, read_judge_records, write_judge_records
-from genjudge.samples import with_sample
-from genjudge.sharding import shard_bounds
-from genjudge.specs import JudgeSpec
+from genjudge.models.modelref import DigestIndex
+from genjudge.store.item_store import ItemStore
+from genjudge.store.records import JudgeMeta, JudgeRecord, read_judge_records, write_judge_records
 
 
 def cell_items(cells: list[Cell], generations: dict) -> pd.DataFrame:
@@ -171,8 +171,8 @@ def run_judge(
 
 
 def write_failed_judge(out_path, meta_path, error: dict, **identity) -> JudgeMeta:
-    """A judge job that failed (genjudge.failures): no rows, and a meta with the error."""
-    from genjudge.gpu_lease import Lease
+    """A judge job that failed (genjudge.store.failures): no rows, and a meta with the error."""
+    from genjudge.cluster.gpu_lease import Lease
 
     write_judge_records(out_path, [])
     meta = JudgeMeta.start(Lease([], "none"), error=error, **identity)

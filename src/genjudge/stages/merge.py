@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from genjudge import atomic
-from genjudge.conversation import TURN_KEYS, expand_turns
-from genjudge.samples import with_sample
+from genjudge.data.conversation import TURN_KEYS, expand_turns
+from genjudge.data.samples import with_sample
+from genjudge.store import atomic
 
 
 class MergeError(Exception):
@@ -64,7 +64,7 @@ def merge_generations(items: pd.DataFrame, shard_paths: list[str]) -> pd.DataFra
 
 def check_one_model(meta_paths) -> None:
     """Every shard must come from the same model files: a checkpoint changed between shards is an error."""
-    from genjudge.records import GenerateMeta
+    from genjudge.store.records import GenerateMeta
 
     by_fp: dict = {}
     for path in meta_paths:
@@ -80,9 +80,9 @@ def check_one_model(meta_paths) -> None:
 
 def run_merge(items_path, shard_paths, out_path, meta_paths=()) -> pd.DataFrame:
     """The merged answers; a shard whose job failed makes the merged file a failure that names it
-    (genjudge.failures), for the judges to skip this (generator, dataset)."""
-    from genjudge import failures
-    from genjudge.records import GenerateMeta
+    (genjudge.store.failures), for the judges to skip this (generator, dataset)."""
+    from genjudge.store import failures
+    from genjudge.store.records import GenerateMeta
 
     errors = failures.shard_errors([GenerateMeta.read(p) for p in meta_paths])
     if errors:

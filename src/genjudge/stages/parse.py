@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from genjudge import atomic
-from genjudge.experiment import Cell, cell_generations, of_cell
+from genjudge.config.experiment import Cell, cell_generations, of_cell
+from genjudge.data.samples import SampleView, answers_by_row
 from genjudge.judging import modes
 from genjudge.judging.extraction import check_answer
-from genjudge.records import read_judge_records
-from genjudge.samples import SampleView, answers_by_row
+from genjudge.store import atomic
+from genjudge.store.records import read_judge_records
 
 # What parsing needs from the raw judge rows: not the prompts, which are most of their bytes.
 RAW_NEEDED = [

@@ -1,8 +1,8 @@
 """The GPU check, memory plan and time plan for a run's config (rule plan and `genjudge plan`):
 from each model's config.json alone, no weights loaded; what each job gets, the batch `auto` would
-likely pick, how long each job takes term by term (genjudge.time_model) and the whole run on the
-GPUs it may use (genjudge.schedule), each stated as the estimate it is; with a finished run's
-metas (genjudge.calibration), from what that run measured."""
+likely pick, how long each job takes term by term (genjudge.planning.time_model) and the whole run on the
+GPUs it may use (genjudge.planning.schedule), each stated as the estimate it is; with a finished run's
+metas (genjudge.planning.calibration), from what that run measured."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from genjudge import atomic
+from genjudge.config.specs import JudgeSpec
 from genjudge.errors import InputError
-from genjudge.specs import JudgeSpec
+from genjudge.store import atomic
 
 ROLES = ("generator", "judge")
 GIB = 1024**3
@@ -67,7 +67,7 @@ def load_datasets(exp) -> tuple[dict, list[str]]:
     """Each dataset's item table (an empty one where it cannot be read, with a note)."""
     import pandas as pd
 
-    from genjudge.dataset import load_items
+    from genjudge.data.dataset import load_items
 
     items, notes = {}, []
     for name, ds in exp.datasets.items():
@@ -81,7 +81,7 @@ def load_datasets(exp) -> tuple[dict, list[str]]:
 
 def model_file_notes(exp) -> list[str]:
     """What a run of these models would miss (a local directory without tokenizer or weights)."""
-    from genjudge.modelref import missing_files
+    from genjudge.models.modelref import missing_files
 
     notes = []
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
@@ -136,8 +136,8 @@ def planned_batch(p: dict, spec, given: int | None, engine: str | None = None) -
 def vllm_batch(p: dict, spec) -> tuple[int, str]:
     """vLLM's running batch: as many sequences of the longest request as its KV cache holds, up to
     max_num_seqs (`batch_size` when a number, else vLLM's 256)."""
-    from genjudge.time_model import VLLM_MAX_NUM_SEQS
-    from genjudge.vllm_support import parse_bytes
+    from genjudge.models.vllm_support import parse_bytes
+    from genjudge.planning.time_model import VLLM_MAX_NUM_SEQS
 
     cap = int(spec.batch_size) if spec.batch_size != "auto" else VLLM_MAX_NUM_SEQS
     seq = p["kv_bytes_per_token"] * p["seq_len"]
@@ -161,7 +161,7 @@ def vllm_batch(p: dict, spec) -> tuple[int, str]:
 
 def engine_comparison(e, model, device, layout, requests, batch_size, read_rate) -> str:
     """Which engine is faster for this job by the time model, and why (its terms side by side)."""
-    from genjudge.time_model import duration, engine_of, job_time
+    from genjudge.planning.time_model import duration, engine_of, job_time
 
     spec, current = e.spec, e.times
     other = "transformers" if spec.engine == "vllm" else "vllm"
@@ -184,7 +184,7 @@ def engine_comparison(e, model, device, layout, requests, batch_size, read_rate)
     )
     installed = ""
     if other == "vllm":
-        from genjudge.vllm_support import installed as vllm_installed
+        from genjudge.models.vllm_support import installed as vllm_installed
 
         installed = "" if vllm_installed() else "; make setup ENGINE=vllm installs it"
     return (
@@ -247,10 +247,10 @@ def make_plan(
     """(lines to print, one plan per generator and judge). `gpus_spec`: the GPUs to plan for (one
     spec or ROLE=SPEC strings) instead of this machine's; `nodes`: SLURM node counts for the
     wall-clock; `calibrate`: a finished run's directory whose metas replace the assumptions."""
-    from genjudge.calibration import from_run
     from genjudge.config import WORKFLOW_DIR
+    from genjudge.config.experiment import resolve
     from genjudge.engine.devices import measure_cpu
-    from genjudge.experiment import resolve
+    from genjudge.planning.calibration import from_run
 
     exp = resolve(config)
     workflow_dir = Path(workflow_dir) if workflow_dir else WORKFLOW_DIR
@@ -333,9 +333,9 @@ def inventory_lines(config: dict, gpus_spec, lines: list) -> dict:
 def slurm_gpus(config: dict, role_gpus: dict, gpus_spec, lines: list) -> dict:
     """On SLURM each role's job sees the GPUs of one of its nodes: slurm.<role>.gpus_per_node of the
     type --gpus / plan.gpus names, else slurm.<role>.gpu_model where the table knows it."""
+    from genjudge.cluster.job_resources import slurm_setting
     from genjudge.engine.devices import Gpu
-    from genjudge.job_resources import slurm_setting
-    from genjudge.time_model import gpu_type
+    from genjudge.planning.time_model import gpu_type
 
     specs = gpus_by_role(config, gpus_spec)
     out = {}
@@ -362,8 +362,8 @@ def slurm_gpus(config: dict, role_gpus: dict, gpus_spec, lines: list) -> dict:
 
 
 def _machine_gpus(config: dict, lines: list) -> list:
+    from genjudge.cluster.gpu_lease import resolve_inventory
     from genjudge.engine.devices import cuda_gpus, driver_info
-    from genjudge.gpu_lease import resolve_inventory
 
     gpus = cuda_gpus()
     inventory = resolve_inventory(config["gpu_inventory"])
@@ -386,7 +386,7 @@ def _machine_gpus(config: dict, lines: list) -> list:
 def _device(job_gpus, config: dict, step: str):
     """The device a job runs on; on the CPU with the threads Snakemake gives it (resources.<step>.cpus)."""
     from genjudge.engine.devices import measure_cpu
-    from genjudge.time_model import gpu_device
+    from genjudge.planning.time_model import gpu_device
 
     return gpu_device(job_gpus[0]) if job_gpus else measure_cpu(config["resources"][step]["cpus"])
 
@@ -398,10 +398,10 @@ def _calibration_for(cal, model: str, role: str):
 
 
 def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, cal, read_rate) -> Entry:
+    from genjudge.config.specs import GeneratorSpec
     from genjudge.engine.memory_plan import plan, render
-    from genjudge.specs import GeneratorSpec
-    from genjudge.time_model import Layout, ModelNumbers, engine_of, job_time
-    from genjudge.workload import generator_workload
+    from genjudge.planning.time_model import Layout, ModelNumbers, engine_of, job_time
+    from genjudge.planning.workload import generator_workload
 
     section = exp.generators[name]
     spec = GeneratorSpec.from_config(section)
@@ -455,8 +455,8 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
     from genjudge.engine.judge_parallel import layout as judge_layout
     from genjudge.engine.memory_plan import plan, render
     from genjudge.judging import modes
-    from genjudge.time_model import Layout, ModelNumbers, engine_of, job_time
-    from genjudge.workload import judge_workload
+    from genjudge.planning.time_model import Layout, ModelNumbers, engine_of, job_time
+    from genjudge.planning.workload import judge_workload
 
     section = exp.judges[name]
     spec = JudgeSpec.from_config(section)
@@ -550,7 +550,7 @@ def _time_dict(t) -> dict:
 
 
 def _time_lines(e: Entry, device, layout, cal) -> list[str]:
-    from genjudge.time_model import duration
+    from genjudge.planning.time_model import duration
 
     where = {
         "cpu": "on the CPU",
@@ -569,8 +569,8 @@ def _time_lines(e: Entry, device, layout, cal) -> list[str]:
 
 def wall_clock(config, exp, entries, role_gpus, nodes, roles) -> list[str]:
     """The whole run on the GPUs it may use: total and critical path."""
-    from genjudge.schedule import Job, Pool, schedule
-    from genjudge.time_model import duration
+    from genjudge.planning.schedule import Job, Pool, schedule
+    from genjudge.planning.time_model import duration
 
     shared = role_gpus["generator"] is role_gpus["judge"]
     if nodes:
@@ -656,10 +656,10 @@ def sbatch_preview(config: dict) -> list[str]:
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-    from genjudge import job_resources as jr
+    from genjudge.cluster import job_resources as jr
+    from genjudge.cluster.slurm_submission import decide
+    from genjudge.config.experiment import resolve
     from genjudge.engine import judge_parallel
-    from genjudge.experiment import resolve
-    from genjudge.slurm_submission import decide
 
     exp = resolve(config)
     jr.check_node_gpus(config, exp)

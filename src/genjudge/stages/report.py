@@ -7,16 +7,16 @@ import re
 
 import pandas as pd
 
-from genjudge import atomic
-from genjudge.experiment import of_cell
+from genjudge.config.experiment import of_cell
 from genjudge.judging import modes, paired, sampling_stats
 from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
 from genjudge.judging.modes.base import pct, rate_text
-from genjudge.provenance import provenance
-from genjudge.records import GenerateMeta, JudgeMeta, RunSummary
 from genjudge.stages.report_table import Study
+from genjudge.store import atomic
+from genjudge.store.provenance import provenance
+from genjudge.store.records import GenerateMeta, JudgeMeta, RunSummary
 
 
 def parse_options(judge: dict) -> dict:
@@ -545,9 +545,9 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
 
 def time_model_check(config: dict, gen_metas: list, judge_metas: dict) -> dict:
     """Each model job's predicted seconds (the time model on its own counts) against its measured ones."""
-    from genjudge import calibration
     from genjudge.engine.devices import measure_cpu
-    from genjudge.time_model import GB
+    from genjudge.planning import calibration
+    from genjudge.planning.time_model import GB
 
     gens = [(f"generate {m.generator}/{m.dataset}/{m.shard}", m) for m in gen_metas]
     judges = [(f"judge {j}/{i}", job) for j, meta in judge_metas.items() for i, job in enumerate(meta.jobs())]
@@ -561,7 +561,7 @@ def time_model_markdown(check: dict) -> list[str]:
     out = [
         "## Time model: predicted against measured",
         "",
-        "The time model of `genjudge plan` (genjudge.time_model) on each job's own counts (requests, prompt "
+        "The time model of `genjudge plan` (genjudge.planning.time_model) on each job's own counts (requests, prompt "
         "tokens, batches, decoding steps) with its stated assumptions, against the seconds the job measured "
         "(load: reading the model; prefill: to each batch's first new token; decode: the steps after it). "
         "`genjudge plan --calibrate results/<run>` plans the next run from these measurements.",
@@ -599,7 +599,7 @@ def run_report(
     html_path=None,
     plots_dir=None,
 ) -> RunSummary:
-    from genjudge.experiment import resolve
+    from genjudge.config.experiment import resolve
     from genjudge.stages.validity import summarise_validity, with_validity
 
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from genjudge import atomic
 from genjudge.judging import modes
 from genjudge.judging.headline import value_text
+from genjudge.store import atomic
 
 ROW_KEYS = {"generator", "dataset", "judge", "opponent", "mode", "n_items", "n_judged", "n_unparsed", "exact_match"}
 PLOT_NAME = "models_by_benchmarks"
@@ -223,7 +223,7 @@ def write_plot(table: dict, plots_dir) -> Path | None:
 
 class Study:
     """The report stage's view of an experiment with failures: `of` sets the failed cells apart
-    (genjudge.failures.surviving); `add_to` puts the table and the failures in the summary."""
+    (genjudge.store.failures.surviving); `add_to` puts the table and the failures in the summary."""
 
     def __init__(self, full, survived):
         self.full = full
@@ -233,7 +233,7 @@ class Study:
 
     @classmethod
     def of(cls, exp, config: dict, gen_metas, judge_metas: dict) -> Study:
-        from genjudge.failures import surviving
+        from genjudge.store.failures import surviving
 
         return cls(exp, surviving(exp, config, gen_metas, judge_metas))
 

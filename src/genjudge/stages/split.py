@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from genjudge import atomic
-from genjudge.dataset import load_items
-from genjudge.shard_files import write_shard
-from genjudge.sharding import split_items
+from genjudge.data.dataset import load_items
+from genjudge.data.shard_files import write_shard
+from genjudge.data.sharding import split_items
+from genjudge.store import atomic
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from genjudge import labels as human
 from genjudge.judging import agreement, bias, modes
+from genjudge.judging import labels as human
 from genjudge.judging.headline import corr_text, differing_text, kappa_text
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.panels import panel_judgments, panel_summary, resolve_panels

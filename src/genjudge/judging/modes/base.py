@@ -14,14 +14,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from genjudge.conversation import TURN_PLACEHOLDER, placeholders, reference_turns
-from genjudge.dataset import is_missing
+from genjudge.data.conversation import TURN_PLACEHOLDER, placeholders, reference_turns
+from genjudge.data.dataset import is_missing
+from genjudge.data.samples import ROW_KEY, with_sample
 from genjudge.errors import InputError
 from genjudge.judging.extraction import check_answer
 from genjudge.judging.items import item_mean, item_rate
 from genjudge.judging.templates import render_request
 from genjudge.judging.verdicts import Verdict, compile_pattern, parse_verdict
-from genjudge.samples import ROW_KEY, with_sample
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from genjudge.conversation import placeholders, reference_turns, swapped
+from genjudge.data.conversation import placeholders, reference_turns, swapped
+from genjudge.data.samples import SampleView, answers_by_row
 from genjudge.errors import InputError
 from genjudge.judging.items import item_rate
 from genjudge.judging.modes.base import (
@@ -25,7 +26,6 @@ from genjudge.judging.modes.base import (
     truncated,
 )
 from genjudge.judging.templates import render_request
-from genjudge.samples import SampleView, answers_by_row
 
 # Verdicts from the candidate's side, per order.
 OUTCOME = {0: {"a": "win", "b": "loss", "tie": "tie"}, 1: {"a": "loss", "b": "win", "tie": "tie"}}

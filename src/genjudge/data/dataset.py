@@ -1,7 +1,7 @@
 """Load a dataset into the normalised item table.
 
 Sources: JSON Lines, a JSON array of objects, CSV/TSV, Parquet, and Hugging Face
-`datasets` (a hub id or a local directory; `genjudge.hf_dataset`).
+`datasets` (a hub id or a local directory; `genjudge.data.hf_dataset`).
 
 The item table has the columns `id`, `prompt`, `reference` (may be null),
 `category` (may be null) and `messages` (may be null), in the dataset's order.
@@ -16,7 +16,7 @@ conversation in `messages`, as a JSON string of `[{"role": ..., "content": ...},
 reader (and a judge template) sees it.
 
 A prompt field holding a list of texts (MT-bench's `turns`) makes the item a multi-turn
-conversation, kept in `turns` (`genjudge.conversation`); a reference field holding a list
+conversation, kept in `turns` (`genjudge.data.conversation`); a reference field holding a list
 gives each turn its own reference. `prompt` and `reference` are then turn 1's.
 
 Every problem with the input is an InputError naming the file, the line, item
@@ -262,7 +262,7 @@ def read_rows(path, fmt: str = "auto", hf: dict | None = None) -> tuple[str, lis
     path_text = str(path)
     path = Path(path)
     if fmt == "hf" or (fmt == "auto" and path.is_dir()):
-        from genjudge.hf_dataset import read_hf_rows
+        from genjudge.data.hf_dataset import read_hf_rows
 
         return read_hf_rows(path_text, hf or {})
     if not path.exists():

@@ -1,45 +1,14 @@
-"""The workflow's configuration: one loader and one set of checks for the Snakefile and the CLI.
-
-Loading (the layers, the schema's defaults, validation, plugins) is config_schema.py, re-exported
-here; this module adds what a whole run needs checked before a job starts or a model loads.
-"""
+"""What a whole run needs checked before a job starts or a model loads: datasets and their fields,
+models, templates against the turns they grade, judges' datasets and generators, panels, labels.
+Every error names the key the user wrote (or the file, line and field)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from genjudge.config_schema import (
-    DEMO,
-    SCHEMA,
-    WORKFLOW_DIR,
-    coerce,
-    defaults,
-    layers,
-    load,
-    load_plugins,
-    remove_nulls,
-    schema,
-    validate,
-)
+from genjudge.config.validation import DEMO, load_plugins
 from genjudge.errors import InputError
-
-__all__ = [
-    "DEMO",
-    "SCHEMA",
-    "WORKFLOW_DIR",
-    "check",
-    "coerce",
-    "defaults",
-    "is_demo_model",
-    "judge_template",
-    "layers",
-    "load",
-    "load_plugins",
-    "remove_nulls",
-    "schema",
-    "validate",
-]
 
 
 def judge_template(config: dict) -> str:
@@ -120,12 +89,12 @@ def check_references(config: dict, exp, with_reference: dict) -> None:
 def check(config: dict, data: bool = True) -> None:
     """Everything that can be wrong before a job starts or a model loads; raises InputError
     naming the key, file, line and field. `data=False` skips reading the datasets."""
-    from genjudge.conversation import any_reference, n_turns
-    from genjudge.dataset import is_missing, load_items
-    from genjudge.experiment import resolve
-    from genjudge.modelref import check_model
-    from genjudge.sharding import shard_bounds
-    from genjudge.specs import DatasetSpec
+    from genjudge.config.experiment import resolve
+    from genjudge.config.specs import DatasetSpec
+    from genjudge.data.conversation import any_reference, n_turns
+    from genjudge.data.dataset import is_missing, load_items
+    from genjudge.data.sharding import shard_bounds
+    from genjudge.models.modelref import check_model
 
     required = {
         "run": config["run"],
@@ -141,7 +110,7 @@ def check(config: dict, data: bool = True) -> None:
         )
     load_plugins(config)
     exp = resolve(config)
-    from genjudge.job_resources import check_node_gpus
+    from genjudge.cluster.job_resources import check_node_gpus
 
     check_node_gpus(config, exp)
     for kind, entries in (("datasets", exp.datasets), ("generators", exp.generators), ("judges", exp.judges)):
@@ -166,8 +135,8 @@ def check(config: dict, data: bool = True) -> None:
                 f"{where}.n_samples = {section['n_samples']} needs {where.split('.')[0]}.do_sample: true "
                 "(greedy samples would all be the same text)"
             )
+    from genjudge.judging.labels import check_config_labels
     from genjudge.judging.panels import resolve_panels
-    from genjudge.labels import check_config_labels
 
     resolve_panels(config, exp)
     if data:
@@ -189,8 +158,8 @@ def check(config: dict, data: bool = True) -> None:
                     f"grades; use shards <= {graded}"
                 )
         check_config_labels(config, exp, ids)
-    from genjudge.specs import GeneratorSpec, JudgeSpec
-    from genjudge.vllm_support import check_spec as check_vllm
+    from genjudge.config.specs import GeneratorSpec, JudgeSpec
+    from genjudge.models.vllm_support import check_spec as check_vllm
 
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
@@ -217,10 +186,10 @@ def check_judge(config: dict, exp, name: str, section: dict, conversations: dict
     """One judge's templates, pattern and settings. `conversations` maps each dataset to the
     (category, number of turns) of its items: every template is checked against the turns it
     will be used for; None (the datasets not read): each template on its own."""
+    from genjudge.config.specs import JudgeSpec
     from genjudge.judging import modes
     from genjudge.judging.template_rules import Templates
     from genjudge.judging.templates import check_turns
-    from genjudge.specs import JudgeSpec
 
     spec = JudgeSpec.from_config(section)
     mode = modes.get(spec.mode)

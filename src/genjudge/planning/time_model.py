@@ -303,7 +303,7 @@ class Layout:
 
 @dataclass
 class Calibration:
-    """Measured on an earlier run (genjudge.calibration): replaces the stated assumptions."""
+    """Measured on an earlier run (genjudge.planning.calibration): replaces the stated assumptions."""
 
     source: str
     load_seconds: float | None = None  # measured per job

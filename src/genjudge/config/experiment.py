@@ -110,7 +110,7 @@ class Experiment:
         return [d for g, d in self.generated() if g == generator]
 
     def without(self, skipped: dict) -> Experiment:
-        """The same experiment with `skipped` (judge -> cells) left out of `cells` (genjudge.failures)."""
+        """The same experiment with `skipped` (judge -> cells) left out of `cells` (genjudge.store.failures)."""
         more = {j: frozenset(self.skipped.get(j, ())) | frozenset(cs) for j, cs in skipped.items()}
         return replace(self, skipped={**self.skipped, **more})
 
@@ -128,7 +128,7 @@ def cell_generations(cells: list[Cell], generations: dict):
     """(cell, its generator's merged answers on its dataset) for each cell, each file read once."""
     import pandas as pd
 
-    from genjudge.samples import with_sample
+    from genjudge.data.samples import with_sample
 
     read: dict = {}
     for cell in cells:
@@ -159,8 +159,8 @@ def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) 
     pairwise judges' baseline checks (for writing the baseline file itself)."""
     from snakemake.utils import update_config
 
-    from genjudge.config_schema import coerce, load_plugins
-    from genjudge.config_schema import schema as load_schema
+    from genjudge.config.validation import coerce, load_plugins
+    from genjudge.config.validation import schema as load_schema
 
     load_plugins(config)
     if schema is None:

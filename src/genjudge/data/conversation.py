@@ -24,7 +24,7 @@ import re
 
 import pandas as pd
 
-TURN_KEYS = ["id", "turn"]  # with `sample` (genjudge.samples.ROW_KEY), what identifies a generation row
+TURN_KEYS = ["id", "turn"]  # with `sample` (genjudge.data.samples.ROW_KEY), what identifies a generation row
 
 # question_2, answer_2, answer_a_2, answer_b_2, ref_answer_2
 TURN_PLACEHOLDER = re.compile(r"^(question|answer|answer_a|answer_b|ref_answer)_([1-9][0-9]*)$")

@@ -22,8 +22,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from genjudge.cluster.job_resources import slurm_setting
 from genjudge.errors import InputError
-from genjudge.job_resources import slurm_setting
 
 CHOICES = ("device_map", "tensor", "replicas")
 # Room kept free on each GPU for activations and the CUDA context when judging fit.
@@ -65,7 +65,7 @@ def tensor_obstacle(facts: ModelFacts, n: int, quantization: str, engine: str = 
     """Why this model cannot be split over `n` ranks by the installed transformers (or by vLLM's own
     tensor parallelism, `engine: vllm`: no transformers plan needed, bitsandbytes included), or None."""
     if engine == "vllm":
-        from genjudge.vllm_support import heads_obstacle
+        from genjudge.models.vllm_support import heads_obstacle
 
         return heads_obstacle(facts.attention_heads, facts.kv_heads, n)
     if not facts.has_tp_plan:

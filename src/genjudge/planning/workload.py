@@ -16,8 +16,8 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from genjudge.conversation import TURN_PLACEHOLDER, item_turns
-from genjudge.time_model import Requests
+from genjudge.data.conversation import TURN_PLACEHOLDER, item_turns
+from genjudge.planning.time_model import Requests
 
 CHARS_PER_TOKEN = 4  # a rough average for English text under BPE tokenizers
 
@@ -131,7 +131,7 @@ def judge_workload(
 ) -> Workload:
     """A judge's requests over its `cells` (experiment.Cell) on each dataset. `answer_tokens`:
     generator name -> measured mean answer tokens (else its max_new_tokens)."""
-    from genjudge.dataset import is_missing
+    from genjudge.data.dataset import is_missing
     from genjudge.judging.template_rules import rules_of
 
     answer_tokens = answer_tokens or {}

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from genjudge.time_model import (
+from genjudge.planning.time_model import (
     DEFAULT_READ_RATE,
     Calibration,
     Device,
@@ -124,7 +124,7 @@ def check_job(meta, name: str, role: str, read_rate: float, cpu: CpuDevice) -> J
 
 def run_metas(run_dir) -> tuple[list, list]:
     """(generation metas, judge job metas) of a run directory, each with a name."""
-    from genjudge.records import GenerateMeta, JudgeMeta, RecordError
+    from genjudge.store.records import GenerateMeta, JudgeMeta, RecordError
 
     run_dir = Path(run_dir)
     gens, judges = [], []
@@ -133,7 +133,7 @@ def run_metas(run_dir) -> tuple[list, list]:
             m = GenerateMeta.read(path)
         except (RecordError, json.JSONDecodeError, TypeError):
             continue
-        if not m.error:  # a failed job (genjudge.failures) measured nothing
+        if not m.error:  # a failed job (genjudge.store.failures) measured nothing
             gens.append((f"generate {m.generator}/{m.dataset}/{m.shard}", m))
     for path in sorted((run_dir / "judge").glob("*/shards/*.meta.json")):
         try:
@@ -168,7 +168,7 @@ def summary(job_checks: list[JobCheck]) -> dict:
         for side in ("predicted", "measured")
     }
     return {
-        "what": "the time model (genjudge.time_model) on each job's own counts (requests, prompt tokens, "
+        "what": "the time model (genjudge.planning.time_model) on each job's own counts (requests, prompt tokens, "
         "batches, decoding steps) with the stated assumptions, against the seconds the job measured",
         "jobs": [c.row() for c in job_checks],
         "total": {side: {k: round(v, 3) for k, v in values.items()} for side, values in total.items()},

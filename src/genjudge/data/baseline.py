@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from genjudge import atomic
-from genjudge.dataset import _is_null, _lookup, load_items, read_rows
+from genjudge.data.dataset import _is_null, _lookup, load_items, read_rows
 from genjudge.errors import InputError
+from genjudge.store import atomic
 
 
 def build_baseline(section: dict, answers_path, output_field: str, out_path) -> pd.DataFrame:

@@ -40,7 +40,7 @@ def _verdicts(mode) -> dict:
 
 
 def _normalise(value, mode, where: str):
-    from genjudge.dataset import _as_text
+    from genjudge.data.dataset import _as_text
 
     if value is None or (isinstance(value, float) and pd.isna(value)) or str(value).strip() == "":
         raise InputError(f"{where}: the label is empty")
@@ -63,7 +63,7 @@ def _normalise(value, mode, where: str):
 
 def read_labels(section: dict, mode) -> pd.DataFrame:
     """The labels file of a judge's `labels` section as a frame: id, label and the key fields in use."""
-    from genjudge.dataset import _MISSING, _as_text, _lookup, read_rows
+    from genjudge.data.dataset import _MISSING, _as_text, _lookup, read_rows
 
     path, fields = section["path"], section["fields"]
     source, rows = read_rows(path, section["format"])

@@ -21,7 +21,7 @@ from genjudge.errors import InputError
 SCHEMA = "config/schemas/config.schema.yaml"
 DEMO = "config/demo.yaml"
 # The workflow directory this package sits in (src/genjudge/ inside it).
-WORKFLOW_DIR = Path(__file__).resolve().parents[2]
+WORKFLOW_DIR = Path(__file__).resolve().parents[3]
 
 
 def _root(root) -> Path:

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 import pandas as pd
 
-from genjudge import atomic, slurm_job
+from genjudge.cluster import slurm_job
+from genjudge.store import atomic
 
 SCHEMA_VERSION = 1
 
@@ -92,7 +93,7 @@ class JobMeta(_Record):
     tokens_per_second: float | None = None
     engine: str | None = None  # transformers or vllm
     engine_settings: dict | None = None  # vllm: its version, parallel sizes, dtype, KV cache
-    # Where the compute went (generating jobs; genjudge.time_model's measured terms): batches, prompt
+    # Where the compute went (generating jobs; genjudge.planning.time_model's measured terms): batches, prompt
     # tokens without padding, seconds to each batch's first new token and after it, the steps after it.
     batches: int | None = None
     n_prompt_tokens: int | None = None
@@ -103,7 +104,7 @@ class JobMeta(_Record):
     placement: dict | None = None  # parameters per device
     device: dict | None = None  # torch's view of the devices
     memory_plan: dict | None = None
-    # A failed job (genjudge.failures): {type, message, log, at}; its outputs then hold no rows.
+    # A failed job (genjudge.store.failures): {type, message, log, at}; its outputs then hold no rows.
     error: dict | None = None
 
     @classmethod
@@ -326,7 +327,9 @@ class RunSummary(_Record):
     across_cells: dict = field(default_factory=dict)  # judge -> measures over all its cells (e.g. strengths)
     paired: list = field(default_factory=list)  # paired differences of every two generators per judge and dataset
     validity: dict = field(default_factory=dict)  # agreement with human labels, bias diagnostics, panels
-    time_model: dict = field(default_factory=dict)  # each job's predicted (genjudge.time_model) and measured seconds
+    time_model: dict = field(
+        default_factory=dict
+    )  # each job's predicted (genjudge.planning.time_model) and measured seconds
     table: dict = field(default_factory=dict)  # generators x (dataset, judge) headlines and mean ranks (report_table)
     failed_cells: list = field(default_factory=list)  # cells not judged: their generation or their judge failed
     metrics: dict = field(default_factory=dict)

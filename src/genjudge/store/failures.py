@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from genjudge import atomic
+from genjudge.store import atomic
 
 FAILED_KEY = b"genjudge.failed"  # schema metadata of a merged generations file whose shards failed
 

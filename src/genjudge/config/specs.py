@@ -167,7 +167,7 @@ def judge_spec(config: dict) -> JudgeSpec:
 
 def spec_for(role: str, **values):
     """A generator or judge spec from the schema's defaults and `values` (tests, benches, scripts)."""
-    from genjudge.config_schema import defaults
+    from genjudge.config.validation import defaults
 
     cls = {"generator": GeneratorSpec, "judge": JudgeSpec}[role]
     return cls.from_config(defaults(**{role: values})[role])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from genjudge.records import GenerateMeta
+from genjudge.store.records import GenerateMeta
 
 
 def shard_table(run_dir) -> pd.DataFrame:
@@ -22,7 +22,7 @@ def shard_table(run_dir) -> pd.DataFrame:
     rows = []
     for path in sorted(Path(run_dir).glob("generations/*/*/*.meta.json")):
         m = GenerateMeta.read(path)
-        if m.error:  # a failed job (genjudge.failures) measured nothing
+        if m.error:  # a failed job (genjudge.store.failures) measured nothing
             continue
         rows.append(
             {

@@ -6,9 +6,9 @@ import json
 
 import pandas as pd
 
-from genjudge import atomic
-from genjudge.dataset import ITEM_COLUMNS
+from genjudge.data.dataset import ITEM_COLUMNS
 from genjudge.errors import InputError
+from genjudge.store import atomic
 
 
 def write_shard(path, items: pd.DataFrame) -> None:
