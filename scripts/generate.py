@@ -27,12 +27,10 @@ def main():
             ) as lease:
                 from genjudge.config.experiment import resolve
                 from genjudge.config.specs import GeneratorSpec
-                from genjudge.engine.threads import set_threads
                 from genjudge.models.modelref import digest_index
                 from genjudge.stages.generate import run_generate
                 from genjudge.stages.split import shard_path
 
-                set_threads(sm.threads)
                 spec = GeneratorSpec.from_config(resolve(cfg).generators[w.generator])
                 run_generate(
                     shard=int(w.shard),
@@ -47,6 +45,7 @@ def main():
                     generator=w.generator,
                     dataset=w.dataset,
                     digests=digest_index(cfg["cache_dir"]),
+                    threads=sm.threads,
                 )
 
 

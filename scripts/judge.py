@@ -3,7 +3,6 @@ Leases the judge's GPUs before torch is imported; with judge.parallel tensor (or
 choosing it) the judge runs as one torchrun group over them. Cells whose answers failed are
 skipped (named in the meta); a failure of the job itself is recorded (genjudge.store.failures)."""
 
-import logging
 import os
 
 from genjudge.cluster.gpu_lease import acquire, resolve_inventory
@@ -29,50 +28,22 @@ def main():
 
 
 def run(sm, lease, stream):
-    from genjudge.config import judge_template, load_plugins
-    from genjudge.config.experiment import judge_inputs, resolve
-    from genjudge.config.specs import JudgeSpec
-    from genjudge.engine.judge_parallel import job_choice
-    from genjudge.engine.threads import set_threads
-    from genjudge.models.modelref import digest_index
-    from genjudge.stages.judge import run_judge
-    from genjudge.stages.tensor_judge import launch
+    from genjudge.stages.judge_job import run_judge_job
 
-    cfg, w = sm.config, sm.wildcards
-    results = f"results/{cfg['run']}"
-    set_threads(sm.threads)
-    load_plugins(cfg)
-    exp = resolve(cfg)
-    skipped = failures.skipped_cells(exp.cells(w.judge), failures.failed_pairs(judge_inputs(exp, w.judge, results)))
-    exp = exp.without({w.judge: skipped})
-    spec = JudgeSpec.from_config(exp.judges[w.judge])
-    job = dict(
-        cells=exp.cells(w.judge),
-        generations={k: str(v) for k, v in judge_inputs(exp, w.judge, results).items()},
-        out_path=str(sm.output.raw),
-        meta_path=str(sm.output.meta),
-        spec=spec,
-        template_path=str(judge_template({**cfg, "judge": exp.judges[w.judge]})),
-        store_dir=f"{cfg['cache_dir']}/judge",
-        run=cfg["run"],
+    w = sm.wildcards
+    run_judge_job(
+        config=sm.config,
+        judge=w.judge,
         shard=int(w.jshard),
         n_shards=int(w.nj),
         answers=sm.params.spec.get("answers"),
-        skipped={cell.key: errors for cell, errors in skipped.items()},
-        digests=digest_index(cfg["cache_dir"]),
+        raw_path=sm.output.raw,
+        meta_path=sm.output.meta,
+        n_gpus=int(sm.resources.gpu),
+        threads=sm.threads,
+        lease=lease,
+        log_stream=stream,
     )
-    n = int(sm.resources.gpu)
-    choice, why = job_choice(spec, n)
-    logging.getLogger("judge").info("judge.parallel: %s (%s)", choice, why)
-    if skipped:
-        logging.getLogger("judge").warning("skipped, their answers failed: %s", ", ".join(job["skipped"]))
-    if choice == "tensor" and spec.engine == "vllm":  # vLLM splits the model over the lease itself
-        run_judge(**job, lease=lease, log_stream=stream, parallel="tensor")
-    elif choice == "tensor":
-        launch(n=n, plugins_config=cfg, threads=sm.threads, log_stream=stream, lease=lease, **job)
-    else:
-        parallel = "replicas" if spec.parallel in ("replicas", "auto") and int(w.nj) > spec.shards else "device_map"
-        run_judge(**job, lease=lease, log_stream=stream, parallel=parallel)
 
 
 def write_failure(sm, error):

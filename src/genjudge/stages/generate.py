@@ -44,7 +44,14 @@ def run_generate(
     generator: str | None = None,
     dataset: str | None = None,
     digests: DigestIndex | None = None,
+    threads: int | None = None,
 ) -> GenerateMeta:
+    """Generate every item of one shard (resumed from the item store); `threads`: torch's threads for
+    this job (Snakemake's `threads`), set before the model loads."""
+    if threads is not None:
+        from genjudge.engine.threads import set_threads
+
+        set_threads(threads)
     meta = GenerateMeta.start(
         lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision, generator=generator, dataset=dataset
     )
