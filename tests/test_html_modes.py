@@ -19,6 +19,7 @@ from genjudge.config.experiment import resolve
 from genjudge.report_html import Cell, Page, PageView, Table, render, write
 from genjudge.report_html.page import Extra, More
 from genjudge.stages.report import summarise_experiment
+from genjudge.stages.report_table import build
 from genjudge.store.records import GenerateMeta, JudgeMeta
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "browser"))
@@ -86,6 +87,38 @@ def metas():
     return gen, judges
 
 
+FAILED = {
+    "generator": "gamma",
+    "dataset": "data",
+    "judge": "scorer",
+    "opponent": None,
+    "stage": "generate",
+    "errors": [
+        {
+            "type": "InputError",
+            "message": "item q7: the prompt (900 tokens) | and max_new_tokens exceed the context (512)",
+            "log": "logs/modes/generate/gamma/data/0.log",
+            "generator": "gamma",
+            "dataset": "data",
+            "shard": 0,
+        }
+    ],
+}
+TIME_MODEL = {
+    "jobs": [
+        {
+            "job": "generate alpha/data/0",
+            "device": "this CPU",
+            "requests": 60,
+            "batch_size": 16,
+            "predicted": {"load": 0.1, "prefill": 0.2, "decode": 1.0, "compute": 1.2},
+            "measured": {"load": 0.12, "prefill": None, "decode": 1.5, "compute": 1.6},
+        }
+    ],
+    "measured_over_predicted": {"load": 1.2, "prefill": None, "decode": 1.5, "compute": 1.33},
+}
+
+
 @pytest.fixture(scope="module")
 def modes_page(tmp_path_factory):
     """The page's directory and its view model."""
@@ -138,6 +171,15 @@ def modes_page(tmp_path_factory):
             }
         },
     }
+    # A failed cell, the models x benchmarks table over it, the time model and truncated answers, as the
+    # report stage adds them.
+    summary["failed_cells"] = [FAILED]
+    summary["table"] = build(exp, run.leaderboard, run.across_cells, [FAILED])
+    summary["time_model"] = TIME_MODEL
+    first = next(iter(cells.values()))[0]
+    first.n_truncated, first.truncated_rate = 2, 2 / 60
+    first.truncated_examples = [{"id": "q3", "sample": 1, "output_end": "and so the answer is <b>"}]
+    summary["leaderboard"][0].update(n_truncated=2, truncated_rate=2 / 60)
     page = Page(summary, [Cell(k, s, df) for k, (s, df) in cells.items()], gen_metas, judge_metas, {}, ["0", "1", "2"])
     out = tmp_path_factory.mktemp("modes")
     view = write(page, out / "report.html", out / "plots")
@@ -153,6 +195,7 @@ def test_every_mode_plot_is_drawn_and_decodes(rendered):
     names = sorted(p.stem for p in (rendered / "plots").glob("*.png"))
     assert names == sorted(
         [
+            "models_by_benchmarks",
             "leaderboard",
             "per_category",
             "score_distribution",
@@ -183,19 +226,40 @@ def test_every_mode_plot_is_drawn_and_decodes(rendered):
 def test_the_view_model_holds_what_each_section_shows(modes_page):
     view = modes_page[1]
     assert [ident for ident, _ in view.nav] == [
+        "failed",
+        "study",
         "headline",
+        "paired",
         "categories",
         "distributions",
         "human",
         "unparsed",
+        "truncated",
         "timeline",
         "throughput",
+        "time_model",
         "provenance",
         "more",
     ]
+    (failed,) = view.section("failed").table.rows
+    assert failed[:3] == ["gamma/data", "scorer", "generate gamma/data/0"]
+    assert failed[3] == "InputError: item q7: the prompt (900 tokens) | and max_new_tokens exceed the context (512)"
+    study = view.section("study").table
+    assert study.head == ["generator", "data · scorer (mean score)", "data · pairs (strength)", "mean rank"]
+    assert study.column("generator")[-1] == "gamma" and study.rows[-1][1] == "failed"
+    assert [r[2] for r in view.section("paired").table.rows] == ["alpha - beta", "alpha - gamma", "beta - gamma"]
+    trunc = view.section("truncated")
+    assert trunc.counts.rows[0][1:3] == ["2", "3.3%"] and trunc.examples.rows[0][1:] == [
+        "q3, sample 1",
+        "and so the answer is <b>",
+    ]
+    tm = view.section("time_model")
+    assert tm.table.rows == [["generate alpha/data/0", "this CPU", "60", "16", "0.1 / 0.12", "0.2 / -", "1 / 1.5"]]
+    assert tm.ratio == "Measured over predicted, all jobs: load 1.20x, prefill -, decode 1.50x."
     assert view.section("confusion") is None  # no reference-mode judge
     assert (view.run, view.mode, view.generators, view.judges) == ("modes", "mixed", GENS, ["scorer", "pairs"])
     board = view.section("headline").leaderboard
+    assert board.column("truncated")[0] == "2 (3.3%)"
     assert board.column("generator") == ["alpha", "beta", "gamma", "alpha", "alpha", "beta"]
     assert board.column("vs") == ["", "", "", "beta", "gamma", "gamma"]
     assert board.column("unparsed") == ["3", "3", "3", "0", "0", "0"]
@@ -221,6 +285,7 @@ def test_the_view_model_holds_what_each_section_shows(modes_page):
     assert extra.title == "judge bias" and extra.json is None
     assert extra.table.rows == [["position", "10.0% [5.0, 20.0]"], ["verbosity", "0.03"]]
     assert [p.name for p in view.plots] == [
+        "models_by_benchmarks",
         "leaderboard",
         "per_category",
         "score_distribution",
@@ -279,7 +344,7 @@ def test_chromium_loads_every_plot_of_the_modes_page(rendered, tmp_path):
     if reason:
         pytest.skip(reason)
     state = chromium.probe(rendered / "report.html", tmp_path)
-    assert len(state["images"]) == 8
+    assert len(state["images"]) == 9
     assert all(i["complete"] and i["width"] > 300 and i["height"] > 100 for i in state["images"]), state["images"]
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from genjudge.judging.tables import markdown_table
+
 N_RESAMPLES = 2000
 MCNEMAR = "McNemar exact"
 WILCOXON = "Wilcoxon signed-rank"
@@ -94,16 +96,18 @@ def paired_table(exp, cells: dict) -> list[dict]:
     return out
 
 
-def markdown(rows: list[dict]) -> list[str]:
-    """The report's "Paired differences" section (none without a pair)."""
-    if not rows:
-        return []
-    out = [
-        "## Paired differences",
-        "",
-        "| judge | dataset | pair | measure | difference (95% interval) | items | test | p |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+NOTE = (
+    "Each pair of generators on the same items: the difference of the headline (the first minus the second; "
+    "rates in percentage points) over the items both have a parsed verdict for, with a 95% percentile "
+    f"interval from a seeded bootstrap over items ({N_RESAMPLES} resamples; an item's turns and samples stay "
+    "together), and a paired test: McNemar's exact test on the items only one of them got right where each "
+    "item has one answer, otherwise the Wilcoxon signed-rank test on the items' differences."
+)
+
+
+def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """(head, rows) of the paired differences as the report shows them."""
+    out = []
     for r in rows:
         if r["difference"] is None:
             value = "n/a (no item both parsed)"
@@ -117,17 +121,13 @@ def markdown(rows: list[dict]) -> list[str]:
         if "a_only" in r:
             test += f" ({r['a_only']} items only {r['a']} right, {r['b_only']} only {r['b']})"
         p = "" if r["p_value"] is None else f"{r['p_value']:.3g}"
-        out.append(
-            f"| {r['judge']} | {r['dataset']} | {r['a']} - {r['b']} | {r['measure']} | {value} | {r['n_items']} "
-            f"| {test} | {p} |"
-        )
-    out += [
-        "",
-        "Each pair of generators on the same items: the difference of the headline (the first minus the second; "
-        "rates in percentage points) over the items both have a parsed verdict for, with a 95% percentile "
-        f"interval from a seeded bootstrap over items ({N_RESAMPLES} resamples; an item's turns and samples stay "
-        "together), and a paired test: McNemar's exact test on the items only one of them got right where each "
-        "item has one answer, otherwise the Wilcoxon signed-rank test on the items' differences.",
-        "",
-    ]
-    return out
+        out.append([r["judge"], r["dataset"], f"{r['a']} - {r['b']}", r["measure"], value, str(r["n_items"]), test, p])
+    head = ["judge", "dataset", "pair", "measure", "difference (95% interval)", "items", "test", "p"]
+    return head, out
+
+
+def markdown(rows: list[dict]) -> list[str]:
+    """The report's "Paired differences" section (none without a pair)."""
+    if not rows:
+        return []
+    return ["## Paired differences", "", *markdown_table(*table_rows(rows)), "", NOTE, ""]

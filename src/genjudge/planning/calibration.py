@@ -159,6 +159,33 @@ def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 and a > 0 else None
 
 
+CHECK_NOTE = (
+    "The time model of `genjudge plan` (genjudge.planning.time_model) on each job's own counts (requests, prompt "
+    "tokens, batches, decoding steps) with its stated assumptions, against the seconds the job measured "
+    "(load: reading the model; prefill: to each batch's first new token; decode: the steps after it). "
+    "`genjudge plan --calibrate results/<run>` plans the next run from these measurements."
+)
+
+
+def check_rows(check: dict) -> tuple[list[str], list[list[str]]]:
+    """(head, rows) of summary.json's `time_model`: each job's predicted and measured seconds."""
+    rows = []
+    for j in check["jobs"]:
+        p, m = j["predicted"], j["measured"]
+        cols = [f"{p[k]:.3g} / {'-' if m[k] is None else f'{m[k]:.3g}'}" for k in ("load", "prefill", "decode")]
+        rows.append([j["job"], j["device"], str(j["requests"]), str(j["batch_size"]), *cols])
+    return ["job", "device", "requests", "batch", "load s (pred / meas)", "prefill s", "decode s"], rows
+
+
+def ratio_text(check: dict) -> str:
+    ratio = check["measured_over_predicted"]
+    return (
+        "Measured over predicted, all jobs: "
+        + ", ".join(f"{k} {'-' if v is None else f'{v:.2f}x'}" for k, v in ratio.items() if k != "compute")
+        + "."
+    )
+
+
 def summary(job_checks: list[JobCheck]) -> dict:
     """For summary.json: each job's predicted and measured seconds, and the totals' ratios."""
     if not job_checks:

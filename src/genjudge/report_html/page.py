@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from genjudge.judging import modes
-from genjudge.judging.headline import headline_rows
+from genjudge.judging import modes, tables
+from genjudge.judging import paired as paired_diffs
+from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.modes.base import pct, rate_text
+from genjudge.planning import calibration
 from genjudge.report_html import plots
 from genjudge.report_html import timeline as tl
 
@@ -61,7 +63,21 @@ SHOWN = {
     "tie",
     "loss",
     "position_consistency",
+    # read by the sections below this list's first ones
+    "n_answers",
+    "answers_per_item",
+    "unparsed_examples",
+    "n_truncated",
+    "truncated_rate",
+    "truncated_examples",
+    "exact_match_shown",
+    "exact_match_note",
+    "paired",
+    "time_model",
+    "table",
+    "failed_cells",
 }
+PLOT_STUDY = "models_by_benchmarks"  # plots/models_by_benchmarks.png
 ROW_KEYS = ("generator", "dataset", "judge", "opponent", "mode", "n_items", "n_judged", "n_unparsed", "exact_match")
 MAX_TABLE_ROWS = 500
 
@@ -134,6 +150,7 @@ class Headline:
     plot: Plot | None
     exact_match_overlay: bool  # some rows' plots carry normalised exact match
     several_modes: bool
+    exact_match_notes: list[str] = field(default_factory=list)  # why exact match is not shown for a row
     ident = "headline"
 
 
@@ -232,6 +249,51 @@ class Provenance:
 
 
 @dataclass
+class Study:
+    """The models x benchmarks table (summary.json's `table`) and its heat map."""
+
+    table: Table
+    plot: Plot | None
+    note: str
+    ident = "study"
+
+
+@dataclass
+class Failed:
+    """The cells not judged because a job failed, with their errors and logs."""
+
+    table: Table
+    note: str
+    ident = "failed"
+
+
+@dataclass
+class Paired:
+    table: Table
+    note: str
+    ident = "paired"
+
+
+@dataclass
+class Truncated:
+    """Answers the generator cut at max_new_tokens, per cell, and the first of them."""
+
+    counts: Table
+    examples: Table
+    ident = "truncated"
+
+
+@dataclass
+class TimeModel:
+    """The plan's time model on each finished job's counts against what the job measured."""
+
+    table: Table
+    ratio: str
+    note: str
+    ident = "time_model"
+
+
+@dataclass
 class Extra:
     """A top-level field of summary.json no section reads: a table when it is flat enough, else its JSON."""
 
@@ -247,14 +309,19 @@ class More:
 
 
 NAV = {
+    "failed": "Failed cells",
+    "study": "Models × benchmarks",
     "headline": "Leaderboard",
+    "paired": "Paired differences",
     "categories": "Categories",
     "distributions": "Scores",
     "confusion": "Judge vs exact match",
     "human": "Can I trust the judge?",
     "unparsed": "Unparsed",
+    "truncated": "Truncated answers",
     "timeline": "GPU timeline",
     "throughput": "Throughput",
+    "time_model": "Time model",
     "provenance": "Provenance",
     "more": "More",
 }
@@ -328,10 +395,14 @@ class Page:
             *measures,
             "n",
             "unparsed",
+            "truncated",
             "exact match",
         ]
         rows = []
+        em_notes = []
         for r in self.rows:
+            if r.get("exact_match_shown", True) is False and r.get("exact_match_note"):
+                em_notes.append(f"{r['generator']} · {r['dataset']} · {r['judge']}: {r['exact_match_note']}")
             rows.append(
                 [
                     r["generator"],
@@ -341,7 +412,8 @@ class Page:
                     *[measure_text(r.get(m)) for m in measures],
                     r["n_items"],
                     r["n_unparsed"],
-                    pct((r.get("exact_match") or {}).get("value")),
+                    truncated_text(r.get("n_truncated", 0), r.get("truncated_rate")),
+                    pct((r.get("exact_match") or {}).get("value")) if r.get("exact_match_shown", True) else "-",
                 ]
             )
         fig = plots.leaderboard(self.rows, measures, lambda mode: not modes.get(mode).needs_baseline)
@@ -351,6 +423,7 @@ class Page:
             self.plot("leaderboard", fig),
             exact_match_overlay=not all(modes.get(r["mode"]).needs_baseline for r in self.rows),
             several_modes=len({r["mode"] for r in self.rows}) > 1,
+            exact_match_notes=list(dict.fromkeys(em_notes)),
         )
 
     def category_frame(self) -> pd.DataFrame:
@@ -677,6 +750,46 @@ class Page:
             config_yaml=config_yaml,
         )
 
+    def study(self) -> Study | None:
+        table = self.s.get("table") or {}
+        if not tables.study_shown(table):
+            return None
+        plot = self.plot(PLOT_STUDY, plots.models_by_benchmarks(table))
+        return Study(Table(*tables.study_rows(table)), plot, tables.STUDY_NOTE)
+
+    def failed(self) -> Failed | None:
+        failed = self.s.get("failed_cells") or []
+        return Failed(Table(*tables.failed_rows(failed), "ex"), tables.FAILED_NOTE) if failed else None
+
+    def paired(self) -> Paired | None:
+        rows = self.s.get("paired") or []
+        return Paired(Table(*paired_diffs.table_rows(rows)), paired_diffs.NOTE) if rows else None
+
+    def truncated(self) -> Truncated | None:
+        counts, examples = [], []
+        for c in self.cells:
+            s = c.summary
+            if not s.n_truncated:
+                continue
+            label = self.cell_label(c)
+            cap = s.generator.get("max_new_tokens") if isinstance(s.generator, dict) else None
+            counts.append([label, str(s.n_truncated), pct(s.truncated_rate), "" if cap is None else str(cap)])
+            for e in s.truncated_examples:
+                where = e["id"] + "".join(f", {k} {e[k]}" for k in ("turn", "sample") if k in e)
+                examples.append([label, where, _clip(e["output_end"], 200)])
+        if not counts:
+            return None
+        return Truncated(
+            Table(["generator · dataset · judge", "truncated answers", "share", "max_new_tokens"], counts, "narrow"),
+            Table(["generator · dataset · judge", "item", "the answer ends"], examples, "ex"),
+        )
+
+    def time_model(self) -> TimeModel | None:
+        check = self.s.get("time_model") or {}
+        if not check.get("jobs"):
+            return None
+        return TimeModel(Table(*calibration.check_rows(check)), calibration.ratio_text(check), calibration.CHECK_NOTE)
+
     def more(self) -> More | None:
         extra = [_extra(k, v) for k, v in self.s.items() if k not in SHOWN]
         return More(extra) if extra else None
@@ -687,14 +800,19 @@ class Page:
         s = self.s
         self._plots = []
         sections = [
+            self.failed(),
+            self.study(),
             self.headline(),
+            self.paired(),
             self.categories(),
             self.distributions(),
             self.confusion(),
             self.human(),
             self.unparsed(),
+            self.truncated(),
             self.gpus(),
             self.throughput(),
+            self.time_model(),
             self.provenance_section(),
             self.more(),
         ]

@@ -556,34 +556,21 @@ def time_model_check(config: dict, gen_metas: list, judge_metas: dict) -> dict:
 
 def time_model_markdown(check: dict) -> list[str]:
     """report.md's table of predicted against measured seconds per job (none without timings)."""
+    from genjudge.judging.tables import markdown_table
+    from genjudge.planning.calibration import CHECK_NOTE, check_rows, ratio_text
+
     if not check:
         return []
-    out = [
+    return [
         "## Time model: predicted against measured",
         "",
-        "The time model of `genjudge plan` (genjudge.planning.time_model) on each job's own counts (requests, prompt "
-        "tokens, batches, decoding steps) with its stated assumptions, against the seconds the job measured "
-        "(load: reading the model; prefill: to each batch's first new token; decode: the steps after it). "
-        "`genjudge plan --calibrate results/<run>` plans the next run from these measurements.",
+        CHECK_NOTE,
         "",
-        "| job | device | requests | batch | load s (pred / meas) | prefill s | decode s |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for j in check["jobs"]:
-        p, m = j["predicted"], j["measured"]
-        cols = [
-            f"{p[k]:.3g} / {m[k]:.3g}" if m[k] is not None else f"{p[k]:.3g} / -" for k in ("load", "prefill", "decode")
-        ]
-        out.append(f"| {j['job']} | {j['device']} | {j['requests']} | {j['batch_size']} | " + " | ".join(cols) + " |")
-    ratio = check["measured_over_predicted"]
-    out += [
+        *markdown_table(*check_rows(check)),
         "",
-        "Measured over predicted, all jobs: "
-        + ", ".join(f"{k} {'-' if v is None else f'{v:.2f}x'}" for k, v in ratio.items() if k != "compute")
-        + ".",
+        ratio_text(check),
         "",
     ]
-    return out
 
 
 def run_report(
@@ -639,5 +626,4 @@ def run_report(
         with open(provenance_path, encoding="utf-8") as fh:
             prov = json.load(fh)
         write_html_report(config, run, cells, gen_metas, judge_metas, prov, html_path, plots_dir)
-        study.write_plot(plots_dir)
     return run

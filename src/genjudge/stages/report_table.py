@@ -19,16 +19,20 @@ grade that generator). Rows are sorted by mean rank, generators without one last
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from genjudge.judging import modes
-from genjudge.judging.headline import value_text
-from genjudge.store import atomic
+from genjudge.judging.tables import (
+    FAILED_NOTE,
+    STUDY_NOTE,
+    cell_name,
+    failed_rows,
+    markdown_table,
+    study_rows,
+    study_shown,
+)
 
 ROW_KEYS = {"generator", "dataset", "judge", "opponent", "mode", "n_items", "n_judged", "n_unparsed", "exact_match"}
-PLOT_NAME = "models_by_benchmarks"
 
 
 def headline_measure(row: dict) -> str | None:
@@ -122,74 +126,27 @@ def _value(exp, generator: str, col: dict, leaderboard, across_cells, failed_at)
     }
 
 
-def _rank(x) -> str:
-    return "" if x is None else f"{x:g}"
-
-
 def markdown(table: dict) -> list[str]:
     """The table as report.md and `genjudge summary` print it."""
-    cols = table["columns"]
-    head = ["generator", *(f"{c['dataset']} · {c['judge']} ({(c['measure'] or '-').replace('_', ' ')})" for c in cols)]
-    head.append("mean rank")
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in table["rows"]:
-        cells = [r["generator"]]
-        for c in cols:
-            v = r["values"][c["key"]]
-            cells.append(value_text(v, c["kind"]) + (f" ({_rank(v['rank'])})" if v["rank"] is not None else ""))
-        mean = "" if r["mean_rank"] is None else f"{r['mean_rank']:.2f} (of {r['n_ranked']})"
-        out.append("| " + " | ".join([*cells, mean]) + " |")
-    return out
-
-
-NOTE = (
-    "Each column is one judge on one dataset: its headline measure with the 95% interval and, in "
-    "parentheses, the generator's rank in the column (1 = best; ties share their mean rank). Mean rank: "
-    "over the columns where the generator has a value (how many in parentheses)."
-)
+    return markdown_table(*study_rows(table))
 
 
 def failed_markdown(failed: list[dict]) -> list[str]:
     if not failed:
         return []
-    out = [
-        "## Failed cells",
-        "",
-        "Not judged, and left out of every measure above; the rest of the run is complete. Fix the cause and "
-        "run the same command again: only the failed jobs and what reads them run again.",
-        "",
-        "| cell | judge | failed job | error | log |",
-        "|---|---|---|---|---|",
-    ]
-    for f in failed:
-        cell = f"{f['generator']}/{f['dataset']}" + (f" vs {f['opponent']}" if f["opponent"] else "")
-        for e in f["errors"]:
-            job = (
-                f"generate {e['generator']}/{e['dataset']}/{e['shard']}"
-                if f["stage"] == "generate"
-                else f"judge {e.get('judge', f['judge'])}"
-            )
-            message = " ".join(e["message"].split()).replace("|", "\\|")
-            message = message if len(message) <= 240 else message[:239] + "…"
-            out.append(f"| {cell} | {f['judge']} | {job} | {e['type']}: {message} | {e['log']} |")
-    return [*out, ""]
-
-
-def shown(table: dict) -> bool:
-    """Whether the table compares anything (more than one generator or column)."""
-    return bool(table.get("columns")) and (len(table["columns"]) > 1 or len(table["rows"]) > 1)
+    return ["## Failed cells", "", FAILED_NOTE, "", *markdown_table(*failed_rows(failed)), ""]
 
 
 def sections(table: dict, failed: list[dict]) -> list[str]:
-    out = ["## Models × benchmarks", "", *markdown(table), "", NOTE, ""] if shown(table) else []
+    out = ["## Models × benchmarks", "", *markdown(table), "", STUDY_NOTE, ""] if study_shown(table) else []
     return out + failed_markdown(failed)
 
 
 def summary_lines(table: dict, failed: list[dict]) -> list[str]:
     """What `genjudge summary` prints before the leaderboard: the table and the failed cells."""
-    out = [*markdown(table), ""] if shown(table) else []
+    out = [*markdown(table), ""] if study_shown(table) else []
     for f in failed:
-        cell = f"{f['generator']}/{f['dataset']}" + (f" vs {f['opponent']}" if f["opponent"] else "")
+        cell = cell_name(f)
         first = f["errors"][0]
         message = first["message"].splitlines()[0] if first["message"] else ""
         out.append(
@@ -205,25 +162,9 @@ def with_sections(text: str, table: dict, failed: list[dict]) -> str:
     return "\n".join([*lines[:at], *sections(table, failed), *lines[at:]])
 
 
-def write_plot(table: dict, plots_dir) -> Path | None:
-    """`plots/models_by_benchmarks.png`: the table as a heat map (after report.html wrote its plots)."""
-    from genjudge.report_html import plots
-
-    if plots_dir is None or not shown(table):
-        return None
-    fig = plots.models_by_benchmarks(table)
-    if fig is None:
-        return None
-    path = Path(plots_dir) / f"{PLOT_NAME}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic.atomic_path(path) as tmp:
-        Path(tmp).write_bytes(plots.png(fig))
-    return path
-
-
 class Study:
     """The report stage's view of an experiment with failures: `of` sets the failed cells apart
-    (genjudge.store.failures.surviving); `add_to` puts the table and the failures in the summary."""
+    (genjudge.failures.surviving); `add_to` puts the table and the failures in the summary."""
 
     def __init__(self, full, survived):
         self.full = full
@@ -233,7 +174,7 @@ class Study:
 
     @classmethod
     def of(cls, exp, config: dict, gen_metas, judge_metas: dict) -> Study:
-        from genjudge.store.failures import surviving
+        from genjudge.failures import surviving
 
         return cls(exp, surviving(exp, config, gen_metas, judge_metas))
 
@@ -243,6 +184,3 @@ class Study:
 
     def markdown(self, text: str) -> str:
         return with_sections(text, self.table, self.failed)
-
-    def write_plot(self, plots_dir) -> Path | None:
-        return write_plot(self.table, plots_dir)
