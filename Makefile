@@ -58,11 +58,16 @@ lint: setup
 	$(BIN)/snakefmt --check Snakefile rules/
 	$(BIN)/python tests/snakemake_lint.py
 
-bench: setup
+# Every CPU bench at full size (minutes each; `python bench/NAME.py --quick` runs one in seconds, as the
+# tests do). fingerprint_bench writes checkpoints of 1 and 10 GB: run it by hand with --dir.
+bench: setup-vllm
 	$(BIN)/python bench/run_bench.py
 	$(BIN)/python bench/scale_bench.py
 	$(BIN)/python bench/store_bench.py
 	$(BIN)/python bench/sampling_bench.py
+	$(BIN)/python bench/repro_bench.py
+	$(BIN)/python bench/resume_bench.py
+	$(BIN)/python bench/engine_bench.py
 	nice -n 10 $(BIN)/python bench/plan_bench.py
 
 bench-gpu: setup

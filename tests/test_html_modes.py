@@ -87,6 +87,18 @@ def metas():
     return gen, judges
 
 
+# The page's figures, in page order.
+PLOTS = [
+    "models_by_benchmarks",
+    "leaderboard",
+    "per_category",
+    "score_distribution",
+    "outcomes",
+    "strengths",
+    "judge_vs_human",
+    "unparsed_reasons",
+    "gpu_timeline",
+]
 FAILED = {
     "generator": "gamma",
     "dataset": "data",
@@ -193,19 +205,7 @@ def rendered(modes_page):
 
 def test_every_mode_plot_is_drawn_and_decodes(rendered):
     names = sorted(p.stem for p in (rendered / "plots").glob("*.png"))
-    assert names == sorted(
-        [
-            "models_by_benchmarks",
-            "leaderboard",
-            "per_category",
-            "score_distribution",
-            "outcomes",
-            "strengths",
-            "judge_vs_human",
-            "unparsed_reasons",
-            "gpu_timeline",
-        ]
-    )
+    assert names == sorted(PLOTS)
     for p in (rendered / "plots").glob("*.png"):
         with Image.open(p) as im:
             im.verify()
@@ -284,17 +284,7 @@ def test_the_view_model_holds_what_each_section_shows(modes_page):
     (extra,) = [e for e in view.section("more").fields if e.title == "judge bias"]
     assert extra.title == "judge bias" and extra.json is None
     assert extra.table.rows == [["position", "10.0% [5.0, 20.0]"], ["verbosity", "0.03"]]
-    assert [p.name for p in view.plots] == [
-        "models_by_benchmarks",
-        "leaderboard",
-        "per_category",
-        "score_distribution",
-        "outcomes",
-        "strengths",
-        "judge_vs_human",
-        "unparsed_reasons",
-        "gpu_timeline",
-    ]
+    assert [p.name for p in view.plots] == PLOTS
 
 
 def test_the_page_escapes_what_it_shows():
@@ -344,7 +334,7 @@ def test_chromium_loads_every_plot_of_the_modes_page(rendered, tmp_path):
     if reason:
         pytest.skip(reason)
     state = chromium.probe(rendered / "report.html", tmp_path)
-    assert len(state["images"]) == 9
+    assert len(state["images"]) == len(PLOTS)
     assert all(i["complete"] and i["width"] > 300 and i["height"] > 100 for i in state["images"]), state["images"]
 
 
