@@ -6,10 +6,13 @@ metas (genjudge.planning.calibration), from what that run measured."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -645,12 +648,26 @@ class _Resources(dict):
             raise AttributeError(key) from None
 
 
+@functools.cache
+def default_partition() -> str | None:
+    """The cluster's default partition as the SLURM plugin finds it (the one `sinfo -o %P` marks with
+    `*`), or None. sinfo retries for a minute where the cluster's configuration cannot be read: none
+    is asked where SLURM_CONF names a missing file, and the answer is awaited 10 s at most."""
+    conf = os.environ.get("SLURM_CONF")
+    if not shutil.which("sinfo") or (conf and not os.path.exists(conf)):
+        return None
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return next((p.rstrip("*") for p in out.split() if p.endswith("*")), None)
+
+
 def sbatch_preview(config: dict) -> list[str]:
     """The sbatch options each model job gets under the SLURM executor, built by the plugin's own
     code from the resources the rules declare (first attempt), each role with its own `slurm.<role>`
     settings; then how the generation jobs are submitted (arrays, requeue). The light rules run locally."""
     import shlex
-    import shutil
     from types import SimpleNamespace
 
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
@@ -685,15 +702,7 @@ def sbatch_preview(config: dict) -> list[str]:
     for rule, name, count, resources, threads in jobs:
         job = SimpleNamespace(resources=_Resources(resources), threads=threads, name=rule)
         account, partition = resources.get("slurm_account"), resources.get("slurm_partition")
-        if not partition and shutil.which("sinfo"):  # the cluster's default, found as the plugin finds it
-            import logging
-
-            from snakemake_executor_plugin_slurm.partitions import get_default_partition
-
-            try:
-                partition = get_default_partition(job, logging.getLogger(__name__)) or None
-            except Exception:  # noqa: BLE001 - sinfo without a reachable cluster: the preview names none
-                partition = None
+        partition = partition or default_partition()
         params = {
             "run_uuid": "RUN",
             "slurm_logfile": "LOG",
