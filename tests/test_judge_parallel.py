@@ -54,9 +54,9 @@ def build_small_llama(path, tokenizer_dir):
 
 
 def judges(small):
+    """Generated and logprob verdicts of a model of its own shape (the demo judge's tensor split is
+    the test below's)."""
     return {
-        "demo-gen": {},
-        "demo-logprob": {"verdict": "logprob"},
         "small-gen": {"model": str(small), "template": None},
         "small-logprob": {"model": str(small), "template": None, "verdict": "logprob"},
     }

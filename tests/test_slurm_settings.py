@@ -2,7 +2,9 @@
 
 import base64
 import json
+import os
 import shlex
+import shutil
 import subprocess
 import sys
 import zlib
@@ -16,11 +18,22 @@ from genjudge.cluster.slurm_job import job_info
 from genjudge.cluster.slurm_submission import decide
 
 
-def preview(workflow, *config, env=None):
+@pytest.fixture(scope="module")
+def no_slurm_path(tmp_path_factory):
+    """A PATH with the tools a machine without SLURM has: no sinfo, squeue, sacct or scontrol (where
+    they are installed but cannot reach a cluster, the SLURM plugin's import waits on them)."""
+    bin_dir = tmp_path_factory.mktemp("bin")
+    for tool in ("which", "sh", "bash", "git", "env"):
+        if found := shutil.which(tool):
+            (bin_dir / tool).symlink_to(found)
+    return os.pathsep.join([str(bin_dir), os.path.dirname(sys.executable)])
+
+
+def preview(workflow, *config, path, env=None):
     return subprocess.run(
         [sys.executable, "-m", "genjudge.cli", "plan", "--slurm", "--config", *config],
         cwd=workflow.path,
-        env=clean_env(SLURM_CONF="/nonexistent", **(env or {})),  # no cluster: no default partition
+        env=clean_env(PATH=path, **(env or {})),  # no cluster: no default partition
         capture_output=True,
         text=True,
     )
@@ -31,7 +44,7 @@ def lines_of(out: str) -> dict:
 
 
 @pytest.mark.workflow
-def test_each_role_gets_its_own_sbatch_options(workflow):
+def test_each_role_gets_its_own_sbatch_options(workflow, no_slurm_path):
     roles = {
         "partition": "shared",
         "account": "proj",
@@ -39,7 +52,7 @@ def test_each_role_gets_its_own_sbatch_options(workflow):
         "generate": {"partition": "gpu-small", "gpu_model": "l4"},
         "judge": {"partition": "gpu-large", "qos": "long", "constraint": "a100_80g", "gpus_per_node": 8},
     }
-    proc = preview(workflow, "shards=24", f"slurm={json.dumps(roles)}")
+    proc = preview(workflow, "shards=24", f"slurm={json.dumps(roles)}", path=no_slurm_path)
     assert proc.returncode == 0, proc.stderr
     lines = lines_of(proc.stdout)
     gen, judge = lines["generate"], lines["judge"]
@@ -52,12 +65,14 @@ def test_each_role_gets_its_own_sbatch_options(workflow):
 
     # Environment variables: the role's own first, then the shared one; config wins over both.
     env = {"GENJUDGE_SLURM_PARTITION": "envshared", "GENJUDGE_SLURM_JUDGE_PARTITION": "envjudge"}
-    lines = lines_of(preview(workflow, "shards=2", env=env).stdout)
+    lines = lines_of(preview(workflow, "shards=2", path=no_slurm_path, env=env).stdout)
     assert "-p envshared" in lines["generate"] and "-p envjudge" in lines["judge"]
-    lines = lines_of(preview(workflow, "shards=2", 'slurm={"generate": {"partition": "cfg"}}', env=env).stdout)
+    lines = lines_of(
+        preview(workflow, "shards=2", 'slurm={"generate": {"partition": "cfg"}}', path=no_slurm_path, env=env).stdout
+    )
     assert "-p cfg" in lines["generate"] and "-p envjudge" in lines["judge"]
 
-    off = preview(workflow, "shards=24", 'slurm={"arrays": false}')
+    off = preview(workflow, "shards=24", 'slurm={"arrays": false}', path=no_slurm_path)
     assert "job arrays: off (slurm.arrays: false)" in off.stdout and "--requeue" not in off.stdout
 
 
