@@ -6,6 +6,7 @@ import subprocess
 import sys
 from dataclasses import fields
 
+import pytest
 from judges import ROOT
 
 from genjudge.store.records import GenerateMeta, JudgeMeta
@@ -118,14 +119,34 @@ def module_name(path, pkg=PKG) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def top_level_names(path) -> set[str]:
+    """The names a module binds at its top level: imports, functions, classes, assignments."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
 def import_graph(pkg=PKG) -> dict[str, dict[str, list[str]]]:
     """{module: {module it imports: ["file:line", ...]}} over the package's own modules."""
     paths = {module_name(p, pkg): p for p in sorted(pkg.rglob("*.py"))}
 
     def known(name: str) -> str:
-        while name not in paths:  # a name imported from a module, or a module's attribute
-            name = name.rsplit(".", 1)[0]
-        return name
+        """The module `name` is, or holds `name` (an attribute of it); AssertionError when there is none."""
+        found = name
+        while found not in paths:  # a name imported from a module, or a module's attribute
+            found = found.rsplit(".", 1)[0]
+        parent = paths[found]
+        rest = name[len(found) + 1 :].split(".")[0]
+        if rest and parent.name == "__init__.py":  # `from genjudge.pkg import x`: x must be in pkg's __init__
+            assert rest in top_level_names(parent), f"{name}: no such module, nor a name in {found}"
+        return found
 
     graph: dict[str, dict[str, list[str]]] = {}
     for name, path in paths.items():
@@ -248,6 +269,10 @@ def test_the_checks_catch_an_upward_import_and_a_circle(tmp_path):
         with open(path, "a") as fh:
             fh.write(f"\n\ndef _late():\n    {line}  # noqa: F401\n")
     graph = import_graph(copy)
+    with open(copy / "stages" / "report_table.py", "a") as fh:  # a module that moved away: no such module
+        fh.write("\n\ndef _gone():\n    from genjudge.failures import surviving  # noqa: F401\n")
+    with pytest.raises(AssertionError, match="genjudge.failures: no such module"):
+        import_graph(copy)
     assert layer_violations(graph) == [
         "genjudge.data.sharding (data) imports genjudge.engine.devices (engine) at "
         f"genjudge/data/sharding.py:{at['data/sharding.py']}",

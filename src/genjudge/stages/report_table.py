@@ -164,7 +164,7 @@ def with_sections(text: str, table: dict, failed: list[dict]) -> str:
 
 class Study:
     """The report stage's view of an experiment with failures: `of` sets the failed cells apart
-    (genjudge.failures.surviving); `add_to` puts the table and the failures in the summary."""
+    (genjudge.store.failures.surviving); `add_to` puts the table and the failures in the summary."""
 
     def __init__(self, full, survived):
         self.full = full
@@ -174,7 +174,7 @@ class Study:
 
     @classmethod
     def of(cls, exp, config: dict, gen_metas, judge_metas: dict) -> Study:
-        from genjudge.failures import surviving
+        from genjudge.store.failures import surviving
 
         return cls(exp, surviving(exp, config, gen_metas, judge_metas))
 
