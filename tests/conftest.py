@@ -17,6 +17,19 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ["Snakefile", "rules", "scripts", "config", "profiles", "slurm", "report"]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Modules that run the workflow go first (the SLURM ones first of all), unit-test modules last,
+    each module's tests kept together and in their order: `make test` hands whole modules to its
+    pytest-xdist workers (--dist loadscope), and the short modules then fill the gaps at the end."""
+    weight: dict[str, int] = {}
+    for item in items:
+        marks = {m.name for m in item.iter_markers()}
+        w = 0 if "slurm" in marks else 1 if marks & {"workflow", "vllm"} else 2
+        module = item.nodeid.split("::")[0]
+        weight[module] = min(weight.get(module, 2), w)
+    items.sort(key=lambda item: weight[item.nodeid.split("::")[0]])
+
+
 def copy_workflow(dest: Path) -> None:
     for part in WORKFLOW_PARTS:
         src = ROOT / part
