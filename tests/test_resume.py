@@ -151,23 +151,23 @@ def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
 
 def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerate_all(workflow):
     fast = {"generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4}}
-    cfg4 = workflow.write_config("four.yaml", shards=4, **fast)
-    workflow.run("--cores", "2", "--configfile", cfg4)
+    cfg2 = workflow.write_config("two.yaml", shards=2, **fast)
+    workflow.run("--cores", "2", "--configfile", cfg2)
     first = pd.read_parquet(workflow.results() / "generations" / "demo-generator" / "questions.parquet")
     assert sum(m["computed_items"] for m in workflow.metas()) == 44
 
-    cfg8 = workflow.write_config("eight.yaml", run="eight", shards=8, **fast)
-    workflow.run("--cores", "2", "--configfile", cfg8)
-    metas = workflow.metas("eight")
-    assert len(metas) == 8
+    cfg3 = workflow.write_config("three.yaml", run="three", shards=3, **fast)
+    workflow.run("--cores", "2", "--configfile", cfg3)
+    metas = workflow.metas("three")
+    assert len(metas) == 3
     assert sum(m["computed_items"] for m in metas) == 0 and sum(m["resumed_items"] for m in metas) == 44
-    judge = json.loads((workflow.results("eight") / "judge" / "demo-judge" / "raw.meta.json").read_text())
+    judge = json.loads((workflow.results("three") / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert judge["computed_items"] == 0
-    second = pd.read_parquet(workflow.results("eight") / "generations" / "demo-generator" / "questions.parquet")
+    second = pd.read_parquet(workflow.results("three") / "generations" / "demo-generator" / "questions.parquet")
     assert first.drop(columns="shard").equals(second.drop(columns="shard"))
 
     cfg_new = workflow.write_config(
-        "longer.yaml", run="longer", shards=8, generator={"max_new_tokens": 9}, judge={"max_new_tokens": 4}
+        "longer.yaml", run="longer", shards=3, generator={"max_new_tokens": 9}, judge={"max_new_tokens": 4}
     )
     workflow.run("--cores", "2", "--configfile", cfg_new)
     assert sum(m["computed_items"] for m in workflow.metas("longer")) == 44

@@ -128,7 +128,7 @@ def last_job_id(cluster):
 
 def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
     # slurm.arrays: false, the documented switch: one sbatch per shard, each as the preview says.
-    cfg = workflow.write_config("slurm.yaml", run="onslurm", shards=4, slurm={"arrays": False}, **SMALL)
+    cfg = workflow.write_config("slurm.yaml", run="onslurm", shards=2, slurm={"arrays": False}, **SMALL)
     since = last_job_id(cluster)
     proc = workflow.run(
         "--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster), timeout=900
@@ -137,7 +137,7 @@ def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
     promised = preview_options(sbatch_preview(workflow, cfg, cluster))
     submitted = {}
     calls = re.findall(r"sbatch call: (.+)", proc.stdout + proc.stderr)
-    assert len(calls) == 5 and not any("--array" in c for c in calls)
+    assert len(calls) == 3 and not any("--array" in c for c in calls)
     for call in calls:
         rule = re.search(r"--comment '?rule_(\w+?)(_wildcards|'|\s)", call).group(1)
         submitted.setdefault(rule, set()).add(frozenset(sbatch_options(call)))
@@ -145,18 +145,18 @@ def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
     for rule, calls in submitted.items():
         assert calls == {frozenset(promised[rule])}, (rule, calls, promised[rule])
     metas = workflow.metas("onslurm")
-    assert len(metas) == 4
+    assert len(metas) == 2
     for m in metas:
         assert m["gpu_source"] == "slurm" and m["slurm_job_id"]
         assert re.fullmatch(r"[0-3]", m["cuda_visible_devices"]), m["cuda_visible_devices"]
     judge = json.loads((workflow.results("onslurm") / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert judge["gpu_source"] == "slurm" and judge["cuda_visible_devices"] == "0,1,2,3"
     submitted = jobs_of(cluster, since)
-    assert sorted(j["rule"] for j in submitted) == ["generate"] * 4 + ["judge"]
-    assert [j["gpus"] for j in submitted if j["rule"] == "generate"] == ["gres:gpu:1"] * 4
+    assert sorted(j["rule"] for j in submitted) == ["generate"] * 2 + ["judge"]
+    assert [j["gpus"] for j in submitted if j["rule"] == "generate"] == ["gres:gpu:1"] * 2
     assert [j["gpus"] for j in submitted if j["rule"] == "judge"] == ["gres:gpu:4"]
 
-    local = workflow.write_config("local.yaml", run="onlocal", shards=4, cache_dir="results/.local-cache", **SMALL)
+    local = workflow.write_config("local.yaml", run="onlocal", shards=2, cache_dir="results/.local-cache", **SMALL)
     workflow.run("--cores", "2", "--configfile", local)
     a, b = workflow.results("onslurm"), workflow.results("onlocal")
     assert (a / "judgments" / "demo-judge.parquet").read_bytes() == (
@@ -205,19 +205,20 @@ def submitted_jobs(calls: list[str]) -> dict:
 
 def test_a_dry_run_with_the_slurm_profile_shows_what_slurm_gets(cluster, workflow):
     """`snakemake -n --profile slurm` runs Snakemake's dry-run executor; its jobs still ask for what
-    the SLURM executor submits: the GPUs (not this machine's none) and the judge's four replicas."""
+    the SLURM executor submits: the GPUs (not this machine's none) and the judge's replicas, one per GPU
+    of a judge node (slurm.judge.gpus_per_node)."""
     cfg = workflow.write_config(
         "dry.yaml",
         run="dry",
         shards=2,
         judge={**SMALL["judge"], "parallel": "replicas"},
-        slurm={"arrays": False},
+        slurm={"arrays": False, "judge": {"gpus_per_node": 2}},
         **{k: v for k, v in SMALL.items() if k != "judge"},
     )
     dry = workflow.run("--profile", "slurm", "-n", "--configfile", cfg, env=slurm_env(cluster)).stdout
     planned = dry_run_jobs(dry)
     assert [j["gpu"] for j in planned["generate"]] == ["1", "1"]
-    assert [j["gpu"] for j in planned["judge"]] == ["1"] * 4  # slurm.gpus_per_node: 4 replicas of one GPU
+    assert [j["gpu"] for j in planned["judge"]] == ["1"] * 2  # 2 replicas of one GPU
     since = last_job_id(cluster)
     proc = workflow.run(
         "--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster), timeout=900
@@ -225,7 +226,7 @@ def test_a_dry_run_with_the_slurm_profile_shows_what_slurm_gets(cluster, workflo
     assert submitted_jobs(re.findall(r"sbatch call: (.+)", proc.stdout + proc.stderr)) == planned
     got = jobs_of(cluster, since)
     assert (
-        sorted((j["rule"], j["gpus"]) for j in got) == [("generate", "gres:gpu:1")] * 2 + [("judge", "gres:gpu:1")] * 4
+        sorted((j["rule"], j["gpus"]) for j in got) == [("generate", "gres:gpu:1")] * 2 + [("judge", "gres:gpu:1")] * 2
     )
 
 
