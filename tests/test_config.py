@@ -119,19 +119,6 @@ def test_plan_honours_config_overrides():
     assert "judge: " + str(CFG70) in out and "x 612 tokens" in out  # 512 assumed prompt + 100 new
 
 
-@pytest.mark.workflow
-def test_one_failing_shard_does_not_stop_the_others_by_default(workflow):
-    cfg = workflow.write_config("kg.yaml", run="kg", shards=4, generator={"max_new_tokens": 4})
-    workflow.run("--cores", "2", "--configfile", cfg, "--until", "split")
-    (workflow.results("kg") / "shards" / "questions" / "1.jsonl").write_text('{"id": "x", "prompt": \n')
-    proc = workflow.run("--cores", "1", "--configfile", cfg, check=False)  # the README's command, no profile
-    assert proc.returncode != 0
-    gens = workflow.results("kg") / "generations" / "demo-generator" / "questions"
-    metas = [json.loads((gens / f"{i}.meta.json").read_text()) for i in range(4)]
-    assert [m["error"] is not None for m in metas] == [False, True, False, False]
-    assert [m["n_items"] for m in metas] == [11, 0, 11, 11]
-
-
 def test_a_local_model_directory_must_hold_a_tokenizer_and_every_weight_file(tmp_path):
     from genjudge.errors import InputError
     from genjudge.models.modelref import check_model, missing_files

@@ -54,7 +54,7 @@ def test_changing_only_the_verdict_pattern_reparses_without_the_judge(workflow):
 def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow):
     cfg = workflow.write_config("base.yaml", run="base", **FAST)
     baseline = "results/base/generations/demo-generator/questions.parquet"
-    workflow.run("--cores", "2", "--configfile", cfg, baseline)  # the baseline's answers: no judge needed
+    workflow.run("--cores", "2", baseline, "--configfile", cfg)  # the baseline's answers: no judge needed
     constant_judge(workflow.path / "models" / "first-position-judge", "pairwise", "VERDICT: A")
     pw = workflow.write_config(
         "pw.yaml",
@@ -182,14 +182,15 @@ def test_an_unknown_mode_is_refused_while_planning(workflow):
     assert "judge.mode: unknown mode 'yesno'; known modes: pairwise, reference, score" in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("change", [{"quantization": "8bit"}, {"dtype": "float32"}])
-def test_changing_only_the_judge_precision_rejudges_every_item(workflow, change):
+def test_changing_only_the_judge_precision_rejudges_every_item(workflow):
     cfg = workflow.write_config("p.yaml", run="p", **FAST)
     workflow.run("--cores", "2", "--configfile", cfg)
     meta = workflow.results("p") / "judge" / "demo-judge" / "raw.meta.json"
     assert json.loads(meta.read_text())["computed_items"] == 44
-    new = workflow.write_config("p.yaml", run="p", **{**FAST, "judge": {**FAST["judge"], **change}})
-    assert plan_counts(workflow, new)["judge"] == "1"
-    workflow.run("--cores", "2", "--configfile", new)
-    m = json.loads(meta.read_text())
-    assert m["computed_items"] == 44 and m["resumed_items"] == 0
+    # One change after the other: 8-bit weights, then float32 named (the default is the checkpoint's dtype).
+    for change in ({"quantization": "8bit"}, {"dtype": "float32"}):
+        new = workflow.write_config("p.yaml", run="p", **{**FAST, "judge": {**FAST["judge"], **change}})
+        assert plan_counts(workflow, new)["judge"] == "1", change
+        workflow.run("--cores", "2", "--configfile", new)
+        m = json.loads(meta.read_text())
+        assert m["computed_items"] == 44 and m["resumed_items"] == 0, change
