@@ -136,7 +136,6 @@ def layers(configfiles=(), root=None) -> list[Path]:
 
 def load(configfiles=(), overrides=(), root=None) -> dict:
     """The config a `snakemake --configfile ... --config ...` run would see, validated."""
-    from snakemake.cli import parse_config
     from snakemake.utils import update_config
 
     config: dict = {}
@@ -144,10 +143,13 @@ def load(configfiles=(), overrides=(), root=None) -> dict:
         if not path.exists():
             raise InputError(f"{path}: config file not found")
         update_config(config, yaml.safe_load(path.read_text()) or {})
-    try:
-        update_config(config, parse_config(list(overrides)))
-    except ValueError as exc:
-        raise InputError(f"--config: {exc}") from None
+    if overrides:
+        from snakemake.cli import parse_config  # 2 s of imports (all of Snakemake's API): only when needed
+
+        try:
+            update_config(config, parse_config(list(overrides)))
+        except ValueError as exc:
+            raise InputError(f"--config: {exc}") from None
     return validate(config, root)
 
 
