@@ -134,3 +134,24 @@ def generate_shard(tmp_path: Path, spec, name: str = "out", store: str = "store"
         log_stream=io.StringIO(),
     )
     return pd.read_parquet(tmp_path / f"{name}.parquet"), meta
+
+
+@pytest.fixture(autouse=True)
+def _cpu_log(request):
+    """With GENJUDGE_TEST_CPU_LOG=file, append each test's CPU seconds (its own and its finished child
+    processes': snakemake and the jobs it ran), wall seconds and id: which tests cost the suite's time."""
+    path = os.environ.get("GENJUDGE_TEST_CPU_LOG")
+    if not path:
+        yield
+        return
+    import resource
+    import time
+
+    def cpu():
+        c, s = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+        return c.ru_utime + c.ru_stime + s.ru_utime + s.ru_stime
+
+    c0, t0 = cpu(), time.monotonic()
+    yield
+    with open(path, "a") as f:
+        f.write(f"{cpu() - c0:.1f}\t{time.monotonic() - t0:.1f}\t{request.node.nodeid}\n")

@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import psutil
 import pytest
-from test_resume import BIG, complete_lines, kill_judge_halfway, write_dataset
+from test_resume import complete_lines, kill_judge_halfway, write_dataset
 
 from genjudge.config.specs import spec_for
 from genjudge.engine.judge_parallel import decide, layout
@@ -20,7 +20,7 @@ TWO = {
     # Two device ids to lease that no machine has: CUDA sees no device through them (on a GPU
     # machine too), so the ranks run on the CPU over gloo.
     "gpu_inventory": [98, 99],
-    "shards": 2,
+    "shards": 1,
     "generator": {"max_new_tokens": 8},
     "resources": {"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}},
 }
@@ -87,7 +87,10 @@ def test_tensor_group_of_two_judges_exactly_as_one_process(workflow, tmp_path):
     small = build_small_llama(tmp_path / "small-llama", workflow.path / "models" / "demo-judge")
     base = {**TWO, "judges": judges(small)}
     tensor = workflow.write_config("tensor.yaml", **base, judge={"parallel": "tensor", "max_new_tokens": 8})
-    workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", tensor)
+    judgments = [f"judgments/{name}.parquet" for name in judges(small)]  # the report is other tests'
+    workflow.run(
+        *(f"results/demo/{j}" for j in judgments), "--cores", "2", "--resources", "gpu=2", "--configfile", tensor
+    )
     one = workflow.write_config(
         "one.yaml",
         **base,
@@ -95,7 +98,7 @@ def test_tensor_group_of_two_judges_exactly_as_one_process(workflow, tmp_path):
         cache_dir="results/.onecache",
         judge={"parallel": "device_map", "max_new_tokens": 8},
     )
-    workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", one)
+    workflow.run(*(f"results/one/{j}" for j in judgments), "--cores", "2", "--resources", "gpu=2", "--configfile", one)
     for name in judges(small):
         meta = judge_meta(workflow, "demo", name)
         assert meta["parallel"] == "tensor" and meta["tensor_parallel_size"] == 2, name
@@ -112,8 +115,11 @@ def test_tensor_group_of_two_judges_exactly_as_one_process(workflow, tmp_path):
     assert "[rank 0]" in log and "backend gloo" in log and "torch.distributed.run" in log
 
 
+N_KILLED = 48  # requests of the killed tensor group: 24 batches of 2 at 32 new tokens each
+
+
 def test_tensor_group_killed_halfway_resumes_from_rank_0s_checkpoint(workflow):
-    write_dataset(workflow.path / "big.jsonl", BIG)
+    write_dataset(workflow.path / "big.jsonl", N_KILLED)
     kw = {
         **TWO,
         "dataset": {"path": "big.jsonl"},
@@ -121,28 +127,28 @@ def test_tensor_group_killed_halfway_resumes_from_rank_0s_checkpoint(workflow):
         "judge": {"parallel": "tensor", "batch_size": 2, "max_new_tokens": 32},
     }
     cfg = workflow.write_config(**kw)
-    store = kill_judge_halfway(workflow, cfg)
+    store = kill_judge_halfway(workflow, cfg, N_KILLED)
     # The group dies with its job: no rank outlives it to write after the kill.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and ranks_alive(workflow):
         time.sleep(0.2)
     assert not ranks_alive(workflow)
     checkpointed = complete_lines(store)
-    assert BIG // 2 <= checkpointed < BIG
+    assert N_KILLED // 2 <= checkpointed < N_KILLED
 
-    workflow.run("--cores", "2", "--configfile", cfg)
+    judgments = "judgments/demo-judge.parquet"
+    workflow.run("--cores", "2", f"results/demo/{judgments}", "--configfile", cfg)
     meta = judge_meta(workflow, "demo", "demo-judge")
     assert meta["parallel"] == "tensor"
-    assert meta["resumed_items"] == checkpointed and meta["computed_items"] == BIG - checkpointed
-    assert complete_lines(store) == BIG  # nothing judged twice, every rank-0 record kept
+    assert meta["resumed_items"] == checkpointed and meta["computed_items"] == N_KILLED - checkpointed
+    assert complete_lines(store) == N_KILLED  # nothing judged twice, every rank-0 record kept
     ref = workflow.write_config(
         "ref.yaml",
         **{**kw, "run": "ref", "cache_dir": "results/.refcache", "judge": {**kw["judge"], "parallel": "device_map"}},
     )
-    workflow.run("--cores", "2", "--configfile", ref)
+    workflow.run("--cores", "2", f"results/ref/{judgments}", "--configfile", ref)
     pd.testing.assert_frame_equal(
-        pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
-        pd.read_parquet(workflow.results("ref") / "judgments" / "demo-judge.parquet"),
+        pd.read_parquet(workflow.results() / judgments), pd.read_parquet(workflow.results("ref") / judgments)
     )
 
 
@@ -160,7 +166,8 @@ def ranks_alive(workflow) -> list:
 
 def test_replicas_are_one_job_per_device_and_merge_to_the_one_process_result(workflow):
     cfg = workflow.write_config(**TWO, judge={"parallel": "replicas", "max_new_tokens": 8})
-    workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
+    judgments = "judgments/demo-judge.parquet"
+    workflow.run(f"results/demo/{judgments}", "--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
     shards = sorted((workflow.results() / "judge" / "demo-judge" / "shards").glob("*.meta.json"))
     assert [p.name for p in shards] == ["0-of-2.meta.json", "1-of-2.meta.json"]
     metas = [json.loads(p.read_text()) for p in shards]
@@ -170,11 +177,10 @@ def test_replicas_are_one_job_per_device_and_merge_to_the_one_process_result(wor
     merged = judge_meta(workflow, "demo", "demo-judge")
     assert merged["n_items"] == sum(m["n_items"] for m in metas) and all(m["n_items"] for m in metas)
     one = workflow.write_config("one.yaml", **TWO, run="one", judge={"parallel": "device_map", "max_new_tokens": 8})
-    workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", one)
+    workflow.run(f"results/one/{judgments}", "--cores", "2", "--resources", "gpu=2", "--configfile", one)
     assert judge_meta(workflow, "one", "demo-judge")["cuda_visible_devices"] == "98,99"
     pd.testing.assert_frame_equal(
-        pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
-        pd.read_parquet(workflow.results("one") / "judgments" / "demo-judge.parquet"),
+        pd.read_parquet(workflow.results() / judgments), pd.read_parquet(workflow.results("one") / judgments)
     )
 
 

@@ -11,7 +11,7 @@ from judges import constant_judge
 
 pytestmark = pytest.mark.workflow
 
-FAST = {"shards": 2, "generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 6}}
+FAST = {"shards": 1, "generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 6}}
 
 
 def plan_counts(workflow, cfg):
@@ -59,7 +59,7 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
     pw = workflow.write_config(
         "pw.yaml",
         run="pw",
-        shards=2,
+        shards=1,
         generator={"max_new_tokens": 8},
         judge={
             "model": "models/first-position-judge",
@@ -160,7 +160,7 @@ def test_a_mode_of_ones_own_runs_end_to_end_from_a_plugin_file(workflow):
         "yn.yaml",
         run="yn",
         plugins=["yesno_mode.py"],
-        shards=2,
+        shards=1,
         generator={"max_new_tokens": 8},
         judge={"model": "models/yesno-judge", "mode": "yesno", "template": "yesno.txt", "max_new_tokens": 8},
     )
@@ -184,13 +184,14 @@ def test_an_unknown_mode_is_refused_while_planning(workflow):
 
 def test_changing_only_the_judge_precision_rejudges_every_item(workflow):
     cfg = workflow.write_config("p.yaml", run="p", **FAST)
-    workflow.run("--cores", "2", "--configfile", cfg)
+    judged = "results/p/judge/demo-judge/raw.parquet"  # the judge's verdicts: the report is other tests'
+    workflow.run("--cores", "2", judged, "--configfile", cfg)
     meta = workflow.results("p") / "judge" / "demo-judge" / "raw.meta.json"
     assert json.loads(meta.read_text())["computed_items"] == 44
     # One change after the other: 8-bit weights, then float32 named (the default is the checkpoint's dtype).
     for change in ({"quantization": "8bit"}, {"dtype": "float32"}):
         new = workflow.write_config("p.yaml", run="p", **{**FAST, "judge": {**FAST["judge"], **change}})
         assert plan_counts(workflow, new)["judge"] == "1", change
-        workflow.run("--cores", "2", "--configfile", new)
+        workflow.run("--cores", "2", judged, "--configfile", new)
         m = json.loads(meta.read_text())
         assert m["computed_items"] == 44 and m["resumed_items"] == 0, change

@@ -30,6 +30,8 @@ def all_metas(workflow, run="demo"):
     return metas
 
 
+# Runs stop at the judge's merged verdicts: the leases are the generation and judge jobs'.
+JUDGED = "results/demo/judge/demo-judge/raw.parquet"
 FAST = {
     "generator": {"max_new_tokens": 8},
     "judge": {"max_new_tokens": 4},
@@ -39,7 +41,7 @@ FAST = {
 
 def test_six_shards_on_three_gpus_never_share_a_device(workflow):
     cfg = workflow.write_config(shards=6, gpu_inventory=[0, 1, 2], **FAST)
-    workflow.run("--cores", "3", "--resources", "gpu=3", "--configfile", cfg)
+    workflow.run(JUDGED, "--cores", "3", "--resources", "gpu=3", "--configfile", cfg)
     metas = all_metas(workflow)
     shards = [m for m in metas if "shard" in m["label"]]
     assert len(shards) == 6
@@ -55,7 +57,9 @@ def test_six_shards_on_three_gpus_never_share_a_device(workflow):
 def test_inside_a_slurm_allocation_the_local_executor_still_leases(workflow):
     # snakemake started within salloc/sbatch: SLURM_JOB_ID is set, but the jobs run locally.
     cfg = workflow.write_config(shards=2, gpu_inventory=[0, 1], **FAST)
-    workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg, env=clean_env(SLURM_JOB_ID="4242"))
+    workflow.run(
+        JUDGED, "--cores", "2", "--resources", "gpu=2", "--configfile", cfg, env=clean_env(SLURM_JOB_ID="4242")
+    )
     metas = all_metas(workflow)
     for m in metas[:-1]:
         assert m["gpu_source"] == "lease" and len(m["gpus"]) == 1 and m["cuda_visible_devices"] in ("0", "1")
@@ -63,9 +67,9 @@ def test_inside_a_slurm_allocation_the_local_executor_still_leases(workflow):
 
 
 def test_outer_cuda_visible_devices_limits_the_inventory(workflow):
-    cfg = workflow.write_config(shards=4, gpu_inventory=[0, 1, 2, 3], **FAST)
+    cfg = workflow.write_config(shards=3, gpu_inventory=[0, 1, 2, 3], **FAST)
     env = clean_env(CUDA_VISIBLE_DEVICES="2,3", GENJUDGE_LOCK_DIR=str(workflow.lock_dir))
-    workflow.run("--cores", "4", "--resources", "gpu=4", "--configfile", cfg, env=env)
+    workflow.run(JUDGED, "--cores", "4", "--resources", "gpu=4", "--configfile", cfg, env=env)
     metas = all_metas(workflow)
     for m in metas[:-1]:
         assert m["cuda_visible_devices"] in ("2", "3")
@@ -82,12 +86,12 @@ def test_two_workflows_started_together_never_share_a_device(workflow, tmp_path,
 
     other = Workflow(other_dir, workflow.lock_dir)
     cfgs = [
-        w.write_config(shards=4, gpu_inventory=[0, 1, 2, 3], lock_dir=str(workflow.lock_dir), **FAST)
+        w.write_config(shards=3, gpu_inventory=[0, 1, 2, 3], lock_dir=str(workflow.lock_dir), **FAST)
         for w in (workflow, other)
     ]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "snakemake", "--cores", "3", "--resources", "gpu=4", "--configfile", str(c)],
+            [sys.executable, "-m", "snakemake", JUDGED, "--cores", "3", "--resources", "gpu=4", "--configfile", str(c)],
             cwd=w.path,
             env=clean_env(),
             stdout=subprocess.PIPE,

@@ -68,12 +68,12 @@ def start(workflow, cfg):
     )
 
 
-def kill_judge_halfway(workflow, cfg):
-    """Run `cfg` and SIGKILL its judge job once half of BIG items are checkpointed; the workflow fails
-    and the judge's store holds at least that half, not all. Returns the store."""
+def kill_judge_halfway(workflow, cfg, n=None):
+    """Run `cfg` and SIGKILL its judge job once half of its `n` (BIG) items are checkpointed; the workflow
+    fails and the judge's store holds at least that half, not all. Returns the store."""
     store = workflow.path / "results/.cache/judge"
     proc = start(workflow, cfg)
-    kill_job_when(proc, "judge.py", store, BIG // 2)
+    kill_job_when(proc, "judge.py", store, (n or BIG) // 2)
     proc.communicate(timeout=600)
     assert proc.returncode != 0
     return store
@@ -107,13 +107,13 @@ def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
     assert BIG // 2 <= checkpointed < BIG
     assert not (workflow.results() / "generations" / "demo-generator" / "big" / "0.parquet").exists()
 
-    workflow.run("--cores", "2", "--configfile", cfg)
+    merged = "generations/demo-generator/big.parquet"  # what the killed job made: the judge's are the next test's
+    workflow.run("--cores", "2", f"results/demo/{merged}", "--configfile", cfg)
     meta = workflow.metas()[0]
     assert meta["resumed_items"] == checkpointed
     assert meta["computed_items"] == BIG - checkpointed
     assert complete_lines(store) == BIG  # nothing done twice
 
-    merged = "generations/demo-generator/big.parquet"  # what the killed job made: the judge's are the next test's
     ref = reference_run(workflow, BIG, kw, f"results/ref/{merged}")
     pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / merged), pd.read_parquet(ref / merged))
 
@@ -122,7 +122,7 @@ def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
     write_dataset(workflow.path / "big.jsonl", BIG)
     kw = {
         "dataset": {"path": "big.jsonl"},
-        "shards": 2,
+        "shards": 1,
         "generator": {"max_new_tokens": 4},
         "judge": {"batch_size": 2, "max_new_tokens": 32},
     }
@@ -134,10 +134,11 @@ def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
     plan = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M))
     assert "generate" not in jobs and jobs["judge"] == "1"
-    workflow.run("--cores", "2", "--configfile", cfg)
+    judgments = "judgments/demo-judge.parquet"  # what the judge decides: the report is other tests'
+    workflow.run("--cores", "2", f"results/demo/{judgments}", "--configfile", cfg)
     meta = json.loads((workflow.results() / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert meta["resumed_items"] == checkpointed and meta["computed_items"] == BIG - checkpointed
-    ref = reference_run(workflow, BIG, kw)
+    ref = reference_run(workflow, BIG, kw, f"results/ref/{judgments}")
     pd.testing.assert_frame_equal(
         pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
         pd.read_parquet(ref / "judgments" / "demo-judge.parquet"),
@@ -164,7 +165,8 @@ def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerat
     cfg_new = workflow.write_config(
         "longer.yaml", run="longer", shards=3, generator={"max_new_tokens": 9}, judge={"max_new_tokens": 4}
     )
-    workflow.run("--cores", "2", "--configfile", cfg_new)
+    merged = "results/longer/generations/demo-generator/questions.parquet"
+    workflow.run("--cores", "2", merged, "--configfile", cfg_new)
     assert sum(m["computed_items"] for m in workflow.metas("longer")) == 44
 
 
@@ -205,7 +207,7 @@ def test_one_failing_shard_does_not_stop_the_others_and_a_rerun_runs_only_it(wor
 
 
 def test_greedy_runs_are_byte_identical_and_provenance_is_recorded(workflow):
-    fast = {"shards": 2, "generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4}}
+    fast = {"shards": 1, "generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4}}
     for run in ("a", "b"):
         cfg = workflow.write_config(f"{run}.yaml", run=run, cache_dir=f"results/.cache-{run}", **fast)
         workflow.run("--cores", "2", "--configfile", cfg)

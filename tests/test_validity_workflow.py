@@ -32,7 +32,7 @@ def panel_config(workflow, labels, lenient_pattern="(CORRECT)", rule="majority")
     return workflow.write_config(
         "panel.yaml",
         run="panel",
-        shards=2,
+        shards=1,
         generator={"max_new_tokens": 8},
         judge={"max_new_tokens": 12, "labels": {"path": labels}},
         judges={

@@ -27,8 +27,8 @@ def summary(workflow, run):
 
 
 def test_the_demo_on_vllm_gives_the_transformers_engines_answers_and_verdicts(workflow):
-    hf = workflow.write_config("hf.yaml", run="hf", shards=2, generator=FP32, judge=FP32)
-    vl = workflow.write_config("vl.yaml", run="vl", shards=2, generator=VLLM, judge=VLLM)
+    hf = workflow.write_config("hf.yaml", run="hf", shards=1, generator=FP32, judge=FP32)
+    vl = workflow.write_config("vl.yaml", run="vl", shards=1, generator=VLLM, judge=VLLM)
     workflow.run("--cores", "2", "--configfile", hf)
     workflow.run("--cores", "2", "--configfile", vl)
     cols = ["id", "prompt_sent", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason"]
@@ -37,7 +37,7 @@ def test_the_demo_on_vllm_gives_the_transformers_engines_answers_and_verdicts(wo
     a, b = summary(workflow, "vl"), summary(workflow, "hf")
     assert a["accuracy"] == b["accuracy"] and a["n_judged"] == b["n_judged"] == 44
     metas = workflow.metas("vl")
-    assert {m["engine"] for m in metas} == {"vllm"} and len(metas) == 2
+    assert [m["engine"] for m in metas] == ["vllm"]
     judge_meta = json.loads((workflow.results("vl") / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert judge_meta["engine"] == "vllm" and judge_meta["model_loads"] == 1
     # The engine is part of what decides a result: switching it back reruns the model jobs.
@@ -90,8 +90,8 @@ def test_a_vllm_judge_over_two_leased_devices_gives_the_verdicts_of_one(workflow
     one = workflow.write_config(
         "one.yaml", **{**TWO, "run": "one", "judge": {**judge, "gpus": 1}, "cache_dir": "results/c1"}
     )
-    workflow.run("--cores", "2", "--configfile", two)
-    workflow.run("--cores", "2", "--configfile", one)
+    for run, cfg in (("two", two), ("one", one)):  # up to the judge's verdicts: the report is other tests'
+        workflow.run("--cores", "2", f"results/{run}/judge/demo-judge/raw.parquet", "--configfile", cfg)
     metas = {
         run: json.loads((workflow.results(run) / "judge" / "demo-judge" / "raw.meta.json").read_text())
         for run in ("one", "two")
