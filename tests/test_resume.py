@@ -163,7 +163,7 @@ def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerat
     assert first.drop(columns="shard").equals(second.drop(columns="shard"))
 
     cfg_new = workflow.write_config(
-        "longer.yaml", run="longer", shards=3, generator={"max_new_tokens": 9}, judge={"max_new_tokens": 4}
+        "longer.yaml", run="longer", shards=1, generator={"max_new_tokens": 9}, judge={"max_new_tokens": 4}
     )
     merged = "results/longer/generations/demo-generator/questions.parquet"
     workflow.run("--cores", "2", merged, "--configfile", cfg_new)

@@ -52,7 +52,7 @@ def test_sampled_outputs_do_not_depend_on_shards_batch_size_or_a_kill(workflow):
 
 
 def test_n_samples_gives_k_judged_rows_per_item(workflow):
-    cfg = workflow.write_config(shards=2, generator={**SAMPLED, "n_samples": 3})
+    cfg = workflow.write_config(shards=1, generator={**SAMPLED, "n_samples": 3})
     workflow.run("--cores", "2", "--configfile", cfg)
     res = workflow.results()
     gens = pd.read_parquet(res / MERGED)
