@@ -68,25 +68,25 @@ def start(workflow, cfg):
     )
 
 
-def kill_judge_halfway(workflow, cfg, n=None):
-    """Run `cfg` and SIGKILL its judge job once half of its `n` (BIG) items are checkpointed; the workflow
+BIG = 120
+
+
+def kill_judge_halfway(workflow, cfg, n=BIG):
+    """Run `cfg` and SIGKILL its judge job once half of its `n` items are checkpointed; the workflow
     fails and the judge's store holds at least that half, not all. Returns the store."""
     store = workflow.path / "results/.cache/judge"
     proc = start(workflow, cfg)
-    kill_job_when(proc, "judge.py", store, (n or BIG) // 2)
+    kill_job_when(proc, "judge.py", store, n // 2)
     proc.communicate(timeout=600)
     assert proc.returncode != 0
     return store
 
 
-def reference_run(workflow, n, cfg_kw, *targets):
+def reference_run(workflow, cfg_kw, *targets):
     """The same config, uninterrupted, with a cache of its own (up to `targets` where given)."""
     cfg = workflow.write_config("ref.yaml", **{**cfg_kw, "run": "ref", "cache_dir": "results/.refcache"})
     workflow.run("--cores", "2", *targets, "--configfile", cfg)
     return workflow.results("ref")
-
-
-BIG = 120
 
 
 def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
@@ -114,7 +114,7 @@ def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
     assert meta["computed_items"] == BIG - checkpointed
     assert complete_lines(store) == BIG  # nothing done twice
 
-    ref = reference_run(workflow, BIG, kw, f"results/ref/{merged}")
+    ref = reference_run(workflow, kw, f"results/ref/{merged}")
     pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / merged), pd.read_parquet(ref / merged))
 
 
@@ -138,11 +138,8 @@ def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
     workflow.run("--cores", "2", f"results/demo/{judgments}", "--configfile", cfg)
     meta = json.loads((workflow.results() / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert meta["resumed_items"] == checkpointed and meta["computed_items"] == BIG - checkpointed
-    ref = reference_run(workflow, BIG, kw, f"results/ref/{judgments}")
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(workflow.results() / "judgments" / "demo-judge.parquet"),
-        pd.read_parquet(ref / "judgments" / "demo-judge.parquet"),
-    )
+    ref = reference_run(workflow, kw, f"results/ref/{judgments}")
+    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / judgments), pd.read_parquet(ref / judgments))
 
 
 def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerate_all(workflow):

@@ -144,7 +144,7 @@ def load(configfiles=(), overrides=(), root=None) -> dict:
             raise InputError(f"{path}: config file not found")
         update_config(config, yaml.safe_load(path.read_text()) or {})
     if overrides:
-        from snakemake.cli import parse_config  # 2 s of imports (all of Snakemake's API): only when needed
+        from snakemake.cli import parse_config  # about 1 CPU-s of imports (Snakemake's API): only when needed
 
         try:
             update_config(config, parse_config(list(overrides)))
