@@ -46,6 +46,7 @@ def main():
                     dataset=w.dataset,
                     digests=digest_index(cfg["cache_dir"]),
                     threads=sm.threads,
+                    cache_dir=cfg["cache_dir"],
                 )
 
 

@@ -6,10 +6,19 @@ from judges import ROOT
 
 from genjudge.config.specs import spec_for
 from genjudge.demo.models import build_model
-from genjudge.engine.batch_size import HEADROOM, search_batch_size
-from genjudge.engine.decoding import Generator, GenParams, length_sorted, run_batches
+from genjudge.engine.decoding import Generator, GenParams, batch_bucket, length_sorted, run_batches, width_bucket
 from genjudge.engine.loading import load_causal_lm, load_tokenizer
 from genjudge.engine.prompting import render_prompt
+from genjudge.planning.batch_choice import (
+    HEADROOM,
+    MemoryLine,
+    Probe,
+    StepLine,
+    choose,
+    memory_line_from_probes,
+    settle,
+    step_line_from_probes,
+)
 
 PROMPTS = [f"What is {i} + {i * 7 % 13}?" + " Please answer." * (i % 5) for i in range(23)]
 
@@ -70,49 +79,94 @@ def test_other_errors_are_not_mistaken_for_out_of_memory():
         run_batches([1, 2], 2, fn)
 
 
-def simulated_gpu(capacity_bytes, fixed, per_item, calls):
-    def trial(bs):
-        calls.append(bs)
-        used = fixed + per_item * bs
-        if used > capacity_bytes:
-            raise torch.cuda.OutOfMemoryError(f"tried {used}")
-        return used / capacity_bytes
-
-    return trial
-
-
-def test_auto_batch_size_stops_at_the_memory_margin():
-    calls = []
-    # 80 GB device, 20 GB of weights, 0.5 GB per sequence: margin 0.9 -> 72 GB -> 104 sequences.
-    bs = search_batch_size(simulated_gpu(80e9, 20e9, 0.5e9, calls), margin=0.9)
-    assert bs == int(104 * HEADROOM)
-    assert calls[:8] == [1, 2, 4, 8, 16, 32, 64, 128]  # doubling, then binary search
-    assert len(calls) < 16
-
-
-def test_auto_batch_size_when_out_of_memory_comes_before_the_margin():
-    calls = []
-
-    # A hard OOM at 37 sequences (e.g. fragmentation) while reported use stays low.
-    def trial(bs):
-        calls.append(bs)
-        if bs > 37:
-            raise torch.cuda.OutOfMemoryError("fragmented")
-        return 0.1
-
-    assert search_batch_size(trial) == int(37 * HEADROOM)
-    with pytest.raises(RuntimeError, match="even a batch of 1"):
-        search_batch_size(simulated_gpu(10e9, 20e9, 1e9, []))
+def test_the_chooser_takes_the_smallest_cap_and_says_which():
+    # 80 GB GPU, 20 GB fixed, 0.5 GB a sequence: (0.9 x 80 - 20) / 0.5 = 104 fit, less 5% -> 98.
+    mem = MemoryLine(20e9, 0.5e9, 80e9, "test")
+    assert choose(mem, None, 10_000, 0.9).batch == int(104 * HEADROOM)
+    assert choose(mem, None, 10_000, 0.9).decided_by == "memory"
+    # 12 ms a step + 0.1 ms a sequence: 80% of the unbounded tokens/s at 12 / 0.1 x 4 = 480.
+    speed = StepLine(12e-3, 0.1e-3, "test")
+    assert speed.knee() == 480
+    roomy = MemoryLine(20e9, 0.01e9, 80e9, "test")
+    c = choose(roomy, speed, 10_000, 0.9)
+    assert (c.batch, c.decided_by) == (480, "speed")
+    assert 480 / speed.seconds(480) == pytest.approx(0.8 / 0.1e-3)  # 80% of the 10k tokens/s at no limit
+    c = choose(roomy, speed, 37, 0.9)
+    assert (c.batch, c.decided_by) == (37, "requests") and "37 request(s)" in c.reason
+    # Nothing fits beside the weights: batch 1, said so.
+    c = choose(MemoryLine(79e9, 1e9, 80e9, "test"), speed, 100, 0.9)
+    assert c.batch == 1 and "above the memory margin" in c.reason
 
 
-def test_auto_batch_size_falls_back_to_a_batch_that_ran_above_the_margin():
-    # 80 GB device, 74 GB of weights: batch 1 peaks at 94% (above the 90% margin) but runs;
-    # batch 2 runs out of memory. Batch 1 is usable and must be chosen, not refused.
-    calls = []
-    assert search_batch_size(simulated_gpu(80e9, 74e9, 1.5e9, calls), margin=0.9) == 1
-    assert calls[0] == 1
-    # Every size runs, all above the margin: still the smallest, never an error.
-    assert search_batch_size(lambda bs: 0.95, margin=0.9) == 1
+def test_a_bigger_batch_is_kept_only_where_it_is_faster_per_token():
+    probes = [Probe(8, None, 0.010, 100), Probe(64, None, 0.020, 100)]  # 1.25 and 0.31 ms a token
+    c = choose(None, step_line_from_probes(probes), 10_000, 0.9, probes=probes)
+    assert c.batch == 192  # 8.57 ms + 0.179 ms a sequence: the knee at 4 x 8.57 / 0.179 = 192
+    faster = settle(
+        choose(None, step_line_from_probes(probes), 10_000, 0.9, probes=list(probes)), Probe(c.batch, None, 0.05, 100)
+    )
+    assert faster.batch == c.batch  # 0.05 s over 192 sequences: faster per token than batch 64
+    slower = settle(c, Probe(c.batch, None, 0.020 * c.batch / 64, 100))  # the same time per token as 64
+    assert (slower.batch, slower.decided_by) == (64, "probe") and "took" in slower.reason
+    oom = settle(choose(None, step_line_from_probes(probes), 10_000, 0.9, probes=list(probes)), Probe(500, None, None))
+    assert oom.batch == 64 and "ran out of memory" in oom.reason
+
+
+def test_the_memory_line_is_fitted_through_the_probes_and_grown_to_the_full_context():
+    kv = 1000.0  # bytes a token
+    probes = [Probe(8, 10e9 + 8 * 2e6, 0.01, 110), Probe(64, 10e9 + 64 * 2e6, 0.02, 110)]
+    line = memory_line_from_probes(probes, 80e9, kv, full_context=610)
+    assert line.fixed_bytes == pytest.approx(10e9)
+    assert line.per_sequence_bytes == pytest.approx(2e6 + 500 * kv)  # 500 more tokens of KV cache each
+    # Noise never makes a sequence cheaper than its KV cache.
+    flat = [Probe(8, 10e9, 0.01, 110), Probe(64, 10e9, 0.02, 110)]
+    assert memory_line_from_probes(flat, 80e9, kv, 610).per_sequence_bytes == pytest.approx(110 * kv + 500 * kv)
+
+
+def test_the_chooser_on_the_tiny_models_real_probes(generator):
+    """Two real probes of the tiny model (CPU): what they measured, and the chooser's arithmetic on it."""
+    from genjudge.engine.batch_size import run_probe
+
+    gen, prompts = generator
+    longest = max(prompts, key=len)
+    width = len(gen.tok(longest, add_special_tokens=False)["input_ids"])
+    runs = [run_probe(gen, longest, b, steps=4) for b in (8, 32)]
+    for r in runs:
+        assert r.step_seconds > 0 and r.peak_bytes is None  # a CPU has no peak-memory counter
+        assert r.context_tokens == width + 4 and r.wall_seconds >= r.step_seconds
+    probes = [Probe(r.batch, r.peak_bytes, r.step_seconds, r.context_tokens) for r in runs]
+    speed = step_line_from_probes(probes)
+    slope = (runs[1].step_seconds - runs[0].step_seconds) / (32 - 8)
+    assert speed.per_sequence_seconds == pytest.approx(max(slope, 0.0))
+    assert speed.overhead_seconds == pytest.approx(max(runs[0].step_seconds - 8 * slope, 0.0))
+    # A memory line of a stated GPU beside the measured speed: the batch is the smaller cap.
+    mem = MemoryLine(1e9, 50e6, 4e9, "stated")
+    c = choose(mem, speed, 10_000, 0.9, probes=probes)
+    caps = [int((0.9 * 4e9 - 1e9) // 50e6 * HEADROOM), speed.knee() or 10_000, 10_000]
+    assert c.batch == min(caps) and c.probes == probes
+
+
+def test_compiled_decoding_gives_eager_decodings_greedy_text(generator):
+    """Static cache + torch.compile (compile: true on the CPU) against eager decoding, fp32, including a
+    short last batch (padded to its row bucket): identical tokens for every prompt."""
+    gen, prompts = generator
+    compiled = Generator(gen.model, gen.tok, gen.params, add_special_tokens=False, compile=True)
+    lengths = gen.token_lengths(prompts)
+    compiled.cache_tokens = max(lengths) + gen.params.max_new_tokens
+    compiled.batch_size = 8
+    eager, _ = run_batches(lengths, 8, lambda idx: gen.generate([prompts[i] for i in idx]))
+    fast, _ = run_batches(lengths, 8, lambda idx: compiled.generate([prompts[i] for i in idx]))
+    assert fast == eager
+    assert len(prompts) % 8 and compiled.compile_seconds > 0  # 23 prompts: a last batch of 7, padded to 8
+    assert compiled.timing.batches == 3 and compiled.timing.decode_steps > 0
+
+
+def test_shape_buckets_are_few():
+    assert [width_bucket(w) for w in (1, 64, 65, 300, 600, 1000, 5000)] == [64, 64, 128, 320, 640, 1024, 5120]
+    buckets = {width_bucket(w) for w in range(100, 4000)}
+    assert len(buckets) <= 32  # 100 to 4000 tokens: a few dozen shapes at most
+    assert all(w <= width_bucket(w) <= max(w * 1.125, w + 63) for w in range(1, 5000))
+    assert [batch_bucket(r, 100) for r in (100, 37, 1, 64, 65, 99)] == [100, 64, 1, 64, 100, 100]
 
 
 def test_token_lengths_are_computed_a_chunk_at_a_time(generator):

@@ -54,6 +54,9 @@ def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(workflow):
         assert set(m) >= META_KEYS
         assert m["finished_at"] >= m["started_at"]
         assert m["n_items"] == 11
+        # batch_size auto on a CPU: a fixed size, no probe, said so in the meta.
+        assert m["batch_search_seconds"] == 0 and m["batch_choice"]["decided_by"] == "cpu" and m["batch_size"] == 11
+        assert m["compile"] is False and m["compile_seconds"] == 0
     gens = pd.read_parquet(res / "generations" / "demo-generator" / "questions.parquet")
     assert sorted(gens["id"]) == sorted(pd.read_json(ROOT / "config/demo/questions.jsonl", lines=True)["id"])
     assert set(gens["finish_reason"]) <= {"eos", "length"}
@@ -61,6 +64,7 @@ def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(workflow):
     judge_meta = json.loads((res / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert judge_meta["placement"] == {"cpu": judge_meta["placement"]["cpu"]} and judge_meta["placement"]["cpu"] > 0
     assert judge_meta["memory_plan"]["parameters"] == judge_meta["placement"]["cpu"]
+    assert judge_meta["batch_search_seconds"] == 0 and judge_meta["batch_choice"]["decided_by"] == "cpu"
     md = (res / "report" / "report.md").read_text()
     assert "## By category" in md and "arithmetic" in md and "## Throughput" in md
     for log in [

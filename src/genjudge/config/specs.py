@@ -74,6 +74,8 @@ class ModelSpec(Spec):
     max_memory: dict | None = _run()
     batch_size: Any = _run()
     memory_margin: float = _run()
+    # auto, true or false: a static KV cache and a compiled forward (engine.compiling); same greedy text.
+    compile: Any = _run()
 
     def item_params(self) -> dict:
         """What decides one item's result besides the model's files and the prompt as sent:

@@ -1,107 +1,165 @@
-"""`batch_size: auto`: the largest batch that fits the job's GPUs.
-
-Grow by powers of two until a batch runs out of memory or its peak use passes
-the safety margin, binary-search between the last good and the first bad size,
-then keep 5% headroom. A batch that ran but peaked above the margin is not
-refused outright: when no batch stays under the margin (weights alone nearly fill
-the GPUs), the smallest batch that ran is used, with a warning. On CPU there is
-nothing to probe: a fixed size is used.
+"""`batch_size: auto` on the job's devices: two short probes of the loaded model (a few decoding steps
+each, at batches of 8 and 64), the batch chosen from them by `genjudge.planning.batch_choice.choose` (the
+function `genjudge plan` calls too), a third probe at the chosen batch when it lies beyond them, and
+the choice remembered in the cache directory (`genjudge.store.batch_memory`) for the job's other
+shards and reruns. On a CPU nothing is probed: a fixed size is used.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from dataclasses import dataclass
 
 from genjudge.engine.decoding import CPU_AUTO_BATCH
-from genjudge.engine.devices import is_oom
+from genjudge.engine.devices import free_cuda_cache, is_oom
+from genjudge.planning.batch_choice import (
+    Choice,
+    Probe,
+    choose,
+    length_bucket,
+    memory_line_from_probes,
+    settle,
+    step_line_from_probes,
+)
 
 log = logging.getLogger(__name__)
 
-HEADROOM = 0.95
+PROBE_BATCHES = (8, 64)
+PROBE_STEPS = 6  # decoding steps a probe runs; the last ones are timed (the first may compile)
 
 
-def search_batch_size(trial: Callable[[int], float], margin: float = 0.9, limit: int = 1024) -> int:
-    """trial(bs) runs a batch and returns its peak memory as a fraction of capacity
-    (the maximum over the job's devices), or raises an out-of-memory error."""
+@dataclass
+class ProbeRun:
+    """What one probe measured, before it is a `Probe` of the chooser."""
 
-    ran_above_margin: dict[int, float] = {}  # sizes that ran without OOM but peaked above the margin
-
-    def fits(bs: int) -> bool:
-        try:
-            used = trial(bs)
-        except Exception as exc:  # noqa: BLE001
-            if not is_oom(exc):
-                raise
-            return False
-        if used > margin:
-            ran_above_margin[bs] = used
-            return False
-        return True
-
-    good, bad = 0, None
-    bs = 1
-    while bs <= limit:
-        if fits(bs):
-            good = bs
-            bs *= 2
-        else:
-            bad = bs
-            break
-    if good == 0:
-        if not ran_above_margin:
-            raise RuntimeError("even a batch of 1 does not fit in GPU memory: use more GPUs or quantization")
-        # The doubling stops at the first size above the margin, so this is the batch of 1.
-        bs = max(ran_above_margin)
-        log.warning(
-            "batch_size auto: even a batch of %d peaks at %.0f%% of GPU memory, above the %.0f%% margin; "
-            "using %d (it ran without running out of memory)",
-            bs,
-            ran_above_margin[bs] * 100,
-            margin * 100,
-            bs,
-        )
-        return bs
-    if bad is None:
-        return max(1, int(good * HEADROOM))
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        if fits(mid):
-            good = mid
-        else:
-            bad = mid
-    return max(1, int(good * HEADROOM))
+    batch: int
+    peak_bytes: float | None
+    capacity_bytes: float | None
+    step_seconds: float | None
+    context_tokens: int
+    wall_seconds: float
+    prefill_seconds: float = 0.0
 
 
-def auto_batch_size(model, probe: Callable[[int], None] | None = None, margin: float = 0.9) -> int:
-    """Probe the GPUs with `probe(bs)` (a worst-case batch); CPU: a fixed size."""
+def run_probe(gen, prompt: str, batch: int, steps: int = PROBE_STEPS) -> ProbeRun:
+    """One short probe on the model's devices: peak memory of the most loaded GPU (none on a CPU) and
+    the median of its last decoding steps. An out-of-memory error is a probe that did not fit."""
     import torch
-
-    if not torch.cuda.is_available() or probe is None:
-        log.info("batch_size auto: no GPU to probe, using the fixed CPU batch size %d", CPU_AUTO_BATCH)
-        return CPU_AUTO_BATCH
 
     from genjudge.engine import tensor_parallel
 
-    probe = tensor_parallel.agree(probe)  # the ranks of a tensor-parallel group decide together
-
-    # A rank of a tensor-parallel group looks at its own GPU only (touching the others would
-    # start a CUDA context on each of them).
+    cuda = torch.cuda.is_available()
     devices = [torch.cuda.current_device()] if tensor_parallel.active() else range(torch.cuda.device_count())
-
-    def trial(bs: int) -> float:
-        fractions = []
+    if cuda:
         for d in devices:
             torch.cuda.reset_peak_memory_stats(d)
-        try:
-            probe(bs)
-        finally:
-            torch.cuda.empty_cache()
-        for d in devices:
-            total = torch.cuda.get_device_properties(d).total_memory
-            fractions.append(torch.cuda.max_memory_allocated(d) / total)
-        return tensor_parallel.agree_max(max(fractions))
+    t0 = time.perf_counter()
+    try:
+        clock, context = tensor_parallel.agree(gen.probe)(prompt, batch, steps)
+    except Exception as exc:  # noqa: BLE001 - re-raised unless it is an OOM
+        if not is_oom(exc):
+            raise
+        free_cuda_cache()
+        return ProbeRun(batch, None, None, None, 0, time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    peak = capacity = None
+    if cuda:
+        used = [(torch.cuda.max_memory_allocated(d), torch.cuda.get_device_properties(d).total_memory) for d in devices]
+        peak, capacity = max(used, key=lambda u: u[0] / u[1])
+        fraction = tensor_parallel.agree_max(peak / capacity)
+        peak = fraction * capacity
+        free_cuda_cache()
+    # A forward pass alone (logprob verdicts) is timed whole.
+    timed = clock.step_seconds()[-max(1, steps // 2) :] or [clock.marks[-1] - clock.marks[0]]
+    step = sorted(timed)[len(timed) // 2]
+    step = tensor_parallel.agree_max(step)
+    prefill = clock.marks[1] - clock.marks[0] if len(clock.marks) > 1 else 0.0
+    return ProbeRun(batch, peak, capacity, step, context, wall, prefill)
 
-    bs = search_batch_size(trial, margin=margin)
-    log.info("batch_size auto: %d (peak memory under %.0f%% on every GPU, 5%% headroom)", bs, margin * 100)
-    return bs
+
+def memory_key(spec, fingerprint: str, engine: str, compiled: bool, longest: int, devices: list) -> dict:
+    """Everything a remembered batch depends on (genjudge.store.batch_memory)."""
+    return {
+        "model": fingerprint,
+        "devices": devices,
+        "precision": spec.precision,
+        "quantization": [spec.quantization, spec.bnb_4bit_quant_type, spec.bnb_4bit_use_double_quant]
+        if spec.quantization != "none"
+        else None,
+        "engine": engine,
+        "compile": bool(compiled),
+        "sampling": bool(getattr(spec, "do_sample", False)),
+        "memory_margin": float(spec.memory_margin),
+        "prompt_tokens": length_bucket(longest),
+        "new_tokens": length_bucket(spec.max_new_tokens),
+    }
+
+
+def device_names() -> list:
+    import torch
+
+    if not torch.cuda.is_available():
+        return ["cpu"]
+    return [
+        f"{torch.cuda.get_device_name(i)} {torch.cuda.get_device_properties(i).total_memory // 2**20} MiB"
+        for i in range(torch.cuda.device_count())
+    ]
+
+
+def auto_batch_size(
+    gen, prompt: str, requests: int, spec, kv_bytes_per_token: float, new_tokens: int, memory=None, key=None
+) -> Choice:
+    """The batch for `requests` prompts whose longest is `prompt` (the KV cache each sequence reaches
+    is that prompt plus `new_tokens`). `memory`: a BatchMemory, `key` its key for this job."""
+    import torch
+
+    t0 = time.perf_counter()
+    if not torch.cuda.is_available():
+        batch = max(1, min(CPU_AUTO_BATCH, requests))
+        return Choice(batch, "cpu", f"batch {batch}: on a CPU nothing is probed, a fixed size ({CPU_AUTO_BATCH})")
+    if memory is not None and key is not None:
+        found = memory.recall(key)
+        if found:
+            batch = max(1, min(int(found["cap"]), requests))
+            return Choice(
+                batch,
+                "remembered",
+                f"batch {batch}: remembered from an earlier job ({found['reason']})",
+                requests_cap=requests,
+                remembered=True,
+            )
+    compile_before = getattr(gen, "compile_seconds", 0.0)
+    runs: list[ProbeRun] = []
+    for b in dict.fromkeys(min(b, requests) for b in PROBE_BATCHES):
+        run = run_probe(gen, prompt, b)
+        runs.append(run)
+        if run.step_seconds is None:
+            break
+    while runs[0].step_seconds is None and runs[0].batch > 1:  # even the first probe did not fit: halve
+        runs.insert(0, run_probe(gen, prompt, max(1, runs[0].batch // 2)))
+    if runs[0].step_seconds is None:
+        raise RuntimeError("even a batch of 1 does not fit in GPU memory: use more GPUs or quantization")
+    full = len(gen.tok(prompt, add_special_tokens=gen.add_special_tokens)["input_ids"]) + new_tokens
+    probes = [Probe(r.batch, r.peak_bytes, r.step_seconds, r.context_tokens) for r in runs]
+    capacity = next(r.capacity_bytes for r in runs if r.capacity_bytes)
+    mem = memory_line_from_probes(probes, capacity, kv_bytes_per_token, full)
+    choice = choose(mem, step_line_from_probes(probes), requests, float(spec.memory_margin), probes=probes)
+    oom = [p.batch for p in probes if p.step_seconds is None]
+    if oom and choice.batch >= min(oom):
+        choice.batch = max(p.batch for p in probes if p.step_seconds is not None)
+        choice.decided_by = "probe"
+        choice.reason += f"; a probe of {min(oom)} ran out of memory: batch {choice.batch}"
+    elif choice.batch > max(p.batch for p in probes):
+        r = run_probe(gen, prompt, choice.batch)
+        runs.append(r)
+        choice = settle(choice, Probe(r.batch, r.peak_bytes, r.step_seconds, r.context_tokens))
+    compiled = getattr(gen, "compile_seconds", 0.0) - compile_before
+    choice.search_seconds = round(max(0.0, time.perf_counter() - t0 - compiled), 3)
+    # The batch this device would run for any number of requests (each job caps it at its own).
+    caps = [c for c in (choice.memory_cap, choice.speed_cap) if c is not None]
+    cap = choice.batch if choice.decided_by != "requests" or not caps else max(1, min(caps))
+    if memory is not None and key is not None:
+        memory.remember(key, {"cap": cap, "reason": choice.reason, "probes": [p.__dict__ for p in probes]})
+    log.info("batch_size auto: %s (%.1f s of probes)", choice.reason, choice.search_seconds)
+    return choice

@@ -33,18 +33,27 @@ def gen_params(spec: ModelSpec) -> GenParams:
     return GenParams(max_new_tokens=spec.max_new_tokens, do_sample=False)
 
 
-def resolve_batch_size(spec: ModelSpec, model, gen: Generator, prompts: list[str], lengths: list[int]) -> int:
-    """The configured batch size, or for `auto` the largest that fits (probed with the longest prompt)."""
+def resolve_batch_size(pset, gen, prompts: list[str], lengths: list[int], new_tokens: int):
+    """The configured batch size, or for `auto` the batch chosen from short probes (engine.batch_size),
+    as a batch_choice.Choice."""
+    from genjudge.planning.batch_choice import Choice
+
+    spec = pset.spec
     if spec.batch_size != "auto":
-        return int(spec.batch_size)
-    from genjudge.engine.batch_size import auto_batch_size
+        return Choice(int(spec.batch_size), "configured", f"batch_size: {spec.batch_size}")
+    from genjudge.engine.batch_size import auto_batch_size, device_names, memory_key
 
-    longest = prompts[max(range(len(prompts)), key=lambda i: lengths[i])]
-    return auto_batch_size(model, probe=lambda bs: gen.probe(longest, bs), margin=float(spec.memory_margin))
+    longest = max(range(len(prompts)), key=lambda i: lengths[i])
+    kv = (pset.info.get("memory_plan") or {}).get("kv_bytes_per_token") or 0
+    key = memory_key(spec, pset.fp, spec.engine, getattr(gen, "compile", False), lengths[longest], device_names())
+    if getattr(gen, "labels", None) is not None:  # logprob verdicts: a forward pass, no decoding
+        key["verdict"] = "logprob"
+    return auto_batch_size(gen, prompts[longest], len(prompts), spec, kv, new_tokens, pset.memory, key)
 
 
-def runner(pset, model, scorer=None):
-    """What completes a batch of prompts-as-sent with the loaded model: a generator, or `scorer`'s."""
+def runner(pset, model, scorer=None, cache_tokens: int | None = None):
+    """What completes a batch of prompts-as-sent with the loaded model: a generator, or `scorer`'s.
+    `cache_tokens`: the job's longest prompt plus max_new_tokens (a compiled generator's cache)."""
     special = not pset.chat
     if scorer is not None:
         return scorer(model, pset.tok, add_special_tokens=special)
@@ -52,7 +61,13 @@ def runner(pset, model, scorer=None):
         from genjudge.engine.vllm_engine import VllmGenerator, generation_config
 
         return VllmGenerator(model, pset.tok, pset.params, special, generation_config(pset.spec))
-    return Generator(model, pset.tok, pset.params, add_special_tokens=special)
+    from genjudge.engine.compiling import use_compile
+
+    compiled, why = use_compile(pset.spec, model)
+    if pset.info.get("compile") is None:
+        pset.info.update(compile=compiled)
+        log.info("decoding: %s (%s)", "static cache, compiled" if compiled else "eager", why)
+    return Generator(model, pset.tok, pset.params, special, compile=compiled, cache_tokens=cache_tokens)
 
 
 def logprob_scorer(engine: str, labels: tuple[str, ...], marker: str):
@@ -83,13 +98,19 @@ class Completion:
     computed_keys: set = field(default_factory=set)  # keys computed now (the rest came from the store)
     timing: Timing = field(default_factory=Timing)  # prefill and decode seconds (generation only)
     setup_seconds: float = 0.0  # the tokenizer and the model's fingerprint, paid even when nothing is computed
+    batch_choice: dict | None = None  # how batch_size was chosen (planning.batch_choice.Choice.meta)
+    batch_search_seconds: float = 0.0  # batch_size auto's probes
+    compile_seconds: float = 0.0  # compiling the decode step (compile), first call of each shape
 
 
 class PromptSet:
     """A model's tokenizer and the keyed prompts it will complete."""
 
-    def __init__(self, spec: ModelSpec, kind: str, suffix: str = "", digests: DigestIndex | None = None):
+    def __init__(
+        self, spec: ModelSpec, kind: str, suffix: str = "", digests: DigestIndex | None = None, cache_dir=None
+    ):
         from genjudge.engine.loading import load_tokenizer
+        from genjudge.store.batch_memory import BatchMemory
 
         t0 = time.monotonic()
         self.spec = spec
@@ -102,6 +123,7 @@ class PromptSet:
         self.setup_seconds = time.monotonic() - t0
         self.model = None  # loaded by the first completion with something to compute
         self.info: dict = {}
+        self.memory = BatchMemory(cache_dir) if cache_dir else None  # batch_size auto's remembered choices
 
     def render(self, texts: list[str], conversations: list | None = None) -> list[str]:
         """Prompts as sent; `conversations[i]`, when not None, is item i's list of chat messages."""
@@ -192,7 +214,7 @@ def complete(
     # The tokenizer's time is paid once per PromptSet, however many completions it makes; the model's
     # load only by a completion with something to compute (none when every item came from the store).
     setup_seconds, load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, 0.0, None, {}, []
-    timing = Timing()
+    timing, choice, compile_seconds = Timing(), None, 0.0
     pset.setup_seconds = 0.0
     if todo:
         from genjudge.engine.context import check_context
@@ -206,11 +228,14 @@ def complete(
         longest = max(len(p) for p in prompts)  # characters: an upper bound on tokens
         model, info, seconds = pset.load(longest + pset.params.max_new_tokens)
         load_seconds += seconds
-        gen = runner(pset, model, scorer)
+        gen = runner(pset, model, scorer, cache_tokens=max(lengths) + pset.params.max_new_tokens)
+        choice = None
         if pset.spec.engine == "vllm":  # chunks of requests, each checkpointed; the engine batches within
             batch_size = int(pset.spec.vllm["chunk_size"])
         else:
-            batch_size = resolve_batch_size(pset.spec, model, gen, todo_prompts, lengths)
+            choice = resolve_batch_size(pset, gen, todo_prompts, lengths, new_tokens)
+            batch_size = choice.batch
+            gen.batch_size = batch_size
         bar = Throughput(len(todo), desc, log_stream)
 
         from genjudge.engine import tensor_parallel
@@ -231,7 +256,7 @@ def complete(
             def compute(idx):
                 return gen.generate([todo_prompts[j] for j in idx])
 
-        t1 = time.monotonic()
+        t1, compiled_before = time.monotonic(), getattr(gen, "compile_seconds", 0.0)
         new, batch_size = run_batches(
             lengths,
             batch_size,
@@ -239,7 +264,9 @@ def complete(
             on_batch=checkpoint,
             progress=bar,
         )
-        compute_seconds = time.monotonic() - t1
+        compile_seconds = getattr(gen, "compile_seconds", 0.0)
+        # The batches' seconds without compiling (a fixed cost of its own, in compile_seconds).
+        compute_seconds = time.monotonic() - t1 - (compile_seconds - compiled_before)
         timing = getattr(gen, "timing", None) or Timing()
         bar.close()
         for j, r in enumerate(new):
@@ -261,6 +288,9 @@ def complete(
         {keys[i] for i in todo},
         timing,
         setup_seconds,
+        choice.meta() if choice is not None else None,
+        choice.search_seconds if choice is not None else 0.0,
+        compile_seconds,
     )
 
 
@@ -285,6 +315,9 @@ def combined(cs: list[Completion]) -> Completion:
         set().union(*(c.computed_keys for c in cs)),
         functools.reduce(Timing.merged, (c.timing for c in cs), Timing()),
         sum(c.setup_seconds for c in cs),
+        next((c.batch_choice for c in cs if c.batch_choice), None),
+        sum(c.batch_search_seconds for c in cs),
+        sum(c.compile_seconds for c in cs),
     )
 
 
@@ -295,6 +328,9 @@ def completion_meta(c: Completion, seconds_name: str) -> dict:
         "chat_template": c.chat_template,
         "batch_size": c.batch_size,
         "setup_seconds": round(c.setup_seconds, 3),
+        "batch_choice": c.batch_choice,
+        "batch_search_seconds": round(c.batch_search_seconds, 3),
+        "compile_seconds": round(c.compile_seconds, 3),
         "load_seconds": round(c.load_seconds, 3),
         seconds_name: round(c.compute_seconds, 3),
         "resumed_items": c.resumed,

@@ -88,17 +88,36 @@ def token_lengths(tokenizer, prompts: list[str], add_special_tokens: bool, chunk
 
 
 class StepClock:
-    """Times one `generate` call as a transformers streamer: `put` comes with the prompt before the
-    prefill, then with each step's new tokens; `end` after the last step."""
+    """Times one `generate` call as a stopping criterion: `start` before the prefill, a mark each time
+    transformers checks whether to stop (after every new token), `end` after the last step. It reads
+    nothing of the tokens, so it adds no copy to the host (a streamer's `.cpu()` every step would).
+    With `stop_after`, it stops every sequence after that many new tokens (the batch-size probes)."""
 
-    def __init__(self):
+    def __init__(self, stop_after: int | None = None):
         self.marks: list[float] = []
+        self.stop_after = stop_after
+        self._answer = None
 
-    def put(self, value) -> None:
+    def start(self) -> None:
+        self.marks = [time.perf_counter()]
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
         self.marks.append(time.perf_counter())
+        stop = self.stop_after is not None and len(self.marks) - 1 >= self.stop_after
+        if self._answer is None or self._answer[0] != stop or self._answer[1].shape[0] != input_ids.shape[0]:
+            value = torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
+            self._answer = (stop, value)
+        return self._answer[1]
 
     def end(self) -> None:
         self.marks.append(time.perf_counter())
+
+    def step_seconds(self) -> list[float]:
+        """Seconds of each decoding step after the first new token."""
+        m = self.marks[1:-1]
+        return [b - a for a, b in zip(m, m[1:])]
 
 
 @dataclass
@@ -112,13 +131,14 @@ class Timing:
     decode_steps: int = 0  # steps after the first new token, per batch, summed
     max_new_tokens: int = 0
 
-    def add(self, clock: StepClock, prompt_tokens: int) -> None:
+    def add(self, clock: StepClock, prompt_tokens: int, compile_seconds: float = 0.0) -> None:
+        """One batch's clock; `compile_seconds`: what its first decoding steps spent compiling."""
         m = clock.marks
         self.batches += 1
         self.prompt_tokens += prompt_tokens
         if len(m) >= 2:
             self.prefill_seconds += m[1] - m[0]
-            self.decode_seconds += m[-1] - m[1]
+            self.decode_seconds += max(0.0, m[-1] - m[1] - compile_seconds)
             self.decode_steps += max(0, len(m) - 3)  # prompt, first token, ..., end
 
     def merged(self, other: Timing) -> Timing:
@@ -145,28 +165,97 @@ class Timing:
         }
 
 
-class Generator:
-    """Generate completions for prompts-as-sent with one loaded model."""
+def width_bucket(width: int) -> int:
+    """A padded prompt width from a short list (compiled decoding compiles once per shape): a multiple
+    of 64 tokens up to 512, then of an eighth of the power of two below, at most ~12% of padding."""
+    step = max(64, (1 << max(0, width.bit_length() - 1)) // 8)
+    return -(-width // step) * step
 
-    def __init__(self, model, tokenizer, params: GenParams, add_special_tokens: bool):
+
+def batch_bucket(rows: int, batch_size: int) -> int:
+    """The rows a compiled batch is padded to: the job's batch, or a power of two for a short last batch."""
+    if rows >= batch_size:
+        return rows
+    return min(batch_size, 1 << max(0, (rows - 1).bit_length()))
+
+
+class Generator:
+    """Generate completions for prompts-as-sent with one loaded model.
+
+    With `compile`, decoding runs on transformers' static KV cache with its forward compiled by
+    torch.compile (CUDA graphs on GPUs): each step then costs the device's time instead of Python's
+    launch of every kernel. The cache is sized once for the job (`cache_tokens`: its longest prompt
+    plus max_new_tokens, bucketed) and a short batch is padded to a bucket of rows, so a job compiles
+    for few shapes; the first call of each shape pays the compilation (`compile_seconds`)."""
+
+    def __init__(
+        self, model, tokenizer, params: GenParams, add_special_tokens: bool, compile: bool = False, cache_tokens=None
+    ):
         self.model = model
         self.tok = tokenizer
         self.params = params
         self.add_special_tokens = add_special_tokens
         self.timing = Timing(max_new_tokens=params.max_new_tokens)
+        self.compile = compile
+        self.cache_tokens = cache_tokens
+        self.compile_seconds = 0.0
+        self._shapes: set = set()  # (rows, cache length) already compiled
+        self.batch_size = None  # the job's batch: short batches pad to its buckets
 
     def token_lengths(self, prompts: list[str]) -> list[int]:
         return token_lengths(self.tok, prompts, self.add_special_tokens)
 
+    def _encode(self, prompts: list[str]) -> tuple[dict, int]:
+        """The batch on the model's input device; with compile, padded to its row bucket (copies of
+        the first prompt, whose outputs are dropped). Returns (tensors, rows that are real)."""
+        from genjudge.engine.loading import input_device
+
+        rows = len(prompts)
+        if self.compile:
+            prompts = prompts + [prompts[0]] * (batch_bucket(rows, self.batch_size or rows) - rows)
+        enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
+        return {k: v.to(input_device(self.model)) for k, v in enc.items()}, rows
+
+    def _decode_kwargs(self, width: int) -> dict:
+        if not self.compile:
+            return {}
+        from transformers import CompileConfig
+
+        on_gpu = self.model.device.type == "cuda"
+        # reduce-overhead: CUDA graphs; on a CPU transformers compiles only when told to (tests).
+        config = CompileConfig(mode="reduce-overhead" if on_gpu else "default")
+        config._compile_all_devices = not on_gpu
+        cache = max(self.cache_tokens or 0, width + self.params.max_new_tokens)
+        return {"cache_implementation": "static", "compile_config": config, "max_cache_len": width_bucket(cache)}
+
+    def _run(self, enc: dict, kwargs: dict, clock: StepClock) -> tuple:
+        """(generate's output, seconds this call spent compiling)."""
+        import torch
+        from transformers import StoppingCriteriaList
+
+        width = enc["input_ids"].shape[1]
+        kwargs = {**kwargs, **self._decode_kwargs(width)}
+        shape = (enc["input_ids"].shape[0], kwargs.get("max_cache_len"))
+        new_shape = self.compile and shape not in self._shapes
+        clock.start()
+        with torch.inference_mode():
+            out = self.model.generate(**enc, **kwargs, stopping_criteria=StoppingCriteriaList([clock]))
+        clock.end()
+        compiled = 0.0
+        if new_shape:  # this call compiled: its decoding beyond what its steps cost once compiled
+            self._shapes.add(shape)
+            steps = clock.step_seconds()
+            typical = sorted(steps)[len(steps) // 2] if steps else 0.0
+            compiled = (
+                max(0.0, clock.marks[-1] - clock.marks[1] - typical * len(steps)) if len(clock.marks) > 2 else 0.0
+            )
+            self.compile_seconds += compiled
+        return out, compiled
+
     def generate(self, prompts: list[str], seeds: list[int] | None = None) -> list[dict]:
         """Complete one batch. With sampling, row i draws from its own generator seeded with `seeds[i]`
         (engine/sampling.py), so its text does not depend on the rest of the batch."""
-        import torch
-
-        from genjudge.engine.loading import input_device
-
-        enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
-        enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}
+        enc, rows = self._encode(prompts)
         p = self.params
         kwargs = {"max_new_tokens": p.max_new_tokens, "do_sample": p.do_sample, "pad_token_id": self.tok.pad_token_id}
         if p.do_sample:
@@ -174,18 +263,18 @@ class Generator:
 
             if seeds is None or len(seeds) != len(prompts):
                 raise ValueError("sampling needs one seed per prompt")
+            seeds = seeds + [seeds[0]] * (enc["input_ids"].shape[0] - rows)
             kwargs.update(seeded_sampling_kwargs(self.model, p.temperature, p.top_p, seeds))
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
         clock = StepClock()
-        with torch.inference_mode():
-            out = self.model.generate(**enc, **kwargs, streamer=clock)
+        out, compiled = self._run(enc, kwargs, clock)
         width = enc["input_ids"].shape[1]
-        prompt_tokens = enc["attention_mask"].sum(dim=1).tolist()
-        self.timing.add(clock, int(sum(prompt_tokens)))
+        prompt_tokens = enc["attention_mask"][:rows].sum(dim=1).tolist()
+        self.timing.add(clock, int(sum(prompt_tokens)), compiled)
         eos_ids = self._eos_ids()
         results = []
-        for row, n_prompt in zip(out[:, width:].tolist(), prompt_tokens):
+        for row, n_prompt in zip(out[:rows, width:].tolist(), prompt_tokens):
             n_gen, reason = len(row), "length"
             for j, tid in enumerate(row):
                 if tid in eos_ids:
@@ -202,29 +291,28 @@ class Generator:
             )
         return results
 
-    def probe(self, prompt: str, batch_size: int) -> None:
-        """A worst-case batch: the longest prompt, every sequence running to max_new_tokens."""
-        import torch
-
-        from genjudge.engine.loading import input_device
-
-        enc = self.tok(
-            [prompt] * batch_size, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens
-        )
-        enc = {k: v.to(input_device(self.model)) for k, v in enc.items()}
-        kwargs = {"do_sample": False}
+    def probe(self, prompt: str, batch_size: int, steps: int = 6) -> tuple[StepClock, int]:
+        """A short worst-case batch: the longest prompt `batch_size` times, decoding `steps` tokens with
+        the job's settings (its cache length, compilation and sampler), none of them allowed to stop
+        early. Returns the clock and the tokens each sequence holds in its KV cache at the end."""
+        enc, _ = self._encode([prompt] * batch_size)
+        kwargs = {
+            "max_new_tokens": self.params.max_new_tokens,
+            "min_new_tokens": min(steps, self.params.max_new_tokens),
+            "pad_token_id": self.tok.pad_token_id,
+            "do_sample": False,
+        }
         if self.params.do_sample:  # the sampler's buffers count too (one vocabulary-sized row per sequence)
             from genjudge.engine.sampling import seeded_sampling_kwargs
 
-            kwargs = seeded_sampling_kwargs(self.model, self.params.temperature, self.params.top_p, [0] * batch_size)
-        with torch.inference_mode():
-            self.model.generate(
-                **enc,
-                max_new_tokens=self.params.max_new_tokens,
-                min_new_tokens=self.params.max_new_tokens,
-                pad_token_id=self.tok.pad_token_id,
-                **kwargs,
+            kwargs.update(
+                seeded_sampling_kwargs(self.model, self.params.temperature, self.params.top_p, [0] * batch_size)
             )
+        else:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        clock = StepClock(stop_after=steps)
+        self._run(enc, kwargs, clock)
+        return clock, enc["input_ids"].shape[1] + steps
 
     def _eos_ids(self) -> set[int]:
         eos = self.model.generation_config.eos_token_id

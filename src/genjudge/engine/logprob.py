@@ -79,5 +79,13 @@ class LogprobScorer:
             )
         return out
 
-    def probe(self, prompt: str, batch_size: int) -> None:
-        self._forward([prompt] * batch_size)
+    def probe(self, prompt: str, batch_size: int, steps: int = 0):
+        """One forward pass of `batch_size` copies of `prompt`, timed (batch_size.run_probe)."""
+        from genjudge.engine.decoding import StepClock
+
+        clock = StepClock()
+        clock.start()
+        enc, logits = self._forward([prompt] * batch_size)
+        logits.cpu()  # wait for the device
+        clock.end()
+        return clock, enc["input_ids"].shape[1]

@@ -45,9 +45,11 @@ def run_generate(
     dataset: str | None = None,
     digests: DigestIndex | None = None,
     threads: int | None = None,
+    cache_dir=None,
 ) -> GenerateMeta:
     """Generate every item of one shard (resumed from the item store); `threads`: torch's threads for
-    this job (Snakemake's `threads`), set before the model loads."""
+    this job (Snakemake's `threads`), set before the model loads; `cache_dir`: where `batch_size: auto`
+    remembers its choices (none: it probes every time)."""
     if threads is not None:
         from genjudge.engine.threads import set_threads
 
@@ -56,7 +58,7 @@ def run_generate(
         lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision, generator=generator, dataset=dataset
     )
     items = read_shard(shard_path)
-    pset = PromptSet(spec, kind="generate", digests=digests)
+    pset = PromptSet(spec, kind="generate", digests=digests, cache_dir=cache_dir)
     store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
     turns = [item_turns(p, r, t) for p, r, t in zip(items["prompt"], items["reference"], items["turns"])]
     chats = [None if is_missing(m) else json.loads(m) for m in items["messages"]]

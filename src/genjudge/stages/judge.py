@@ -61,6 +61,7 @@ def run_judge(
     parallel: str = "device_map",
     skipped: dict | None = None,
     digests: DigestIndex | None = None,
+    cache_dir=None,
 ) -> JudgeMeta:
     """`answers` maps a dataset to its extraction methods before exact match (for the cascade);
     `template_path` is the template of every item no rule of `spec.templates` chooses one for;
@@ -106,7 +107,7 @@ def run_judge(
 
         marker = f"{mode.marker}:"
         scorer, suffix, kind = logprob_scorer(spec.engine, mode.logprob_labels, marker), marker, "judge-logprob"
-    pset = PromptSet(spec, kind=kind, suffix=suffix, digests=digests)
+    pset = PromptSet(spec, kind=kind, suffix=suffix, digests=digests, cache_dir=cache_dir)
     if scorer is not None:
         label_token_ids(pset.tok, mode.logprob_labels, suffix)  # refuse colliding labels before loading weights
     store = ItemStore(store_dir, f"{run}-judge{shard}")

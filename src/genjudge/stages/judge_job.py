@@ -57,6 +57,7 @@ def run_judge_job(
         answers=answers,
         skipped={cell.key: errors for cell, errors in skipped.items()},
         digests=digest_index(config["cache_dir"]),
+        cache_dir=config["cache_dir"],
     )
     n = int(n_gpus)
     choice, why = job_choice(spec, n)

@@ -86,6 +86,10 @@ class JobMeta(_Record):
     chat_template: bool | None = None
     n_items: int = 0
     batch_size: int | None = None
+    batch_choice: dict | None = None  # how batch_size was decided (planning.batch_choice.Choice), probes included
+    batch_search_seconds: float = 0.0  # batch_size auto's probes (0: configured, remembered or on a CPU)
+    compile: bool | None = None  # decoding on a static cache with a compiled forward (generator/judge.compile)
+    compile_seconds: float = 0.0  # compiling it: the first call of each shape, beyond its steps' own time
     setup_seconds: float = 0.0  # tokenizer load and model fingerprint
     load_seconds: float = 0.0  # the model's weights; 0 when every item came from the item store
     resumed_items: int = 0
