@@ -147,7 +147,8 @@ def test_plan_recommends_one_replica_per_gpu_for_a_judge_that_fits_one(tmp_path)
     out = plan_cli(tmp_path, {"quantization": "4bit"})
     assert "jobs: 1 x 4 GPU(s) each" in out
     assert "recommendation: the judge fits one GPU at 4bit" in out and "set judge.parallel: replicas" in out
-    assert re.search(r"batch_size auto would pick about \d+ .*an estimate", out)
+    # batch_size auto: the chooser the jobs call on their probes, on the memory plan's and time model's lines.
+    assert re.search(r"batch: \d+ \(batch_size auto: batch \d+, decided by (memory|speed|requests): memory fits", out)
     assert re.search(r"resources\.judge\.mem_mb: about \d+ .*an estimate", out)
     assert re.search(r"resources\.judge\.runtime: about \d+ min .*an estimate", out)
     # The KV cache is sized for the real judge prompt: the template's text with the question, the

@@ -160,6 +160,8 @@ def auto_batch_size(
     caps = [c for c in (choice.memory_cap, choice.speed_cap) if c is not None]
     cap = choice.batch if choice.decided_by != "requests" or not caps else max(1, min(caps))
     if memory is not None and key is not None:
-        memory.remember(key, {"cap": cap, "reason": choice.reason, "probes": [p.__dict__ for p in probes]})
+        memory.remember(
+            key, {"cap": cap, "model_path": spec.model, "reason": choice.reason, "probes": [p.__dict__ for p in probes]}
+        )
     log.info("batch_size auto: %s (%.1f s of probes)", choice.reason, choice.search_seconds)
     return choice

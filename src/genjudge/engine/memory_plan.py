@@ -348,10 +348,13 @@ def render(p: dict) -> str:
         + f"; left for activations and KV cache: {_bytes(p['headroom_bytes'])}"
         + ("" if p["kv_cache_fits"] else " (less than the KV cache needs)")
     )
-    lines.append("  device map (layers): " + ", ".join(f"{d} {n}" for d, n in sorted(p["device_map_layers"].items())))
-    lines.append(
-        "  device map (params): " + ", ".join(f"{d} {_count(n)}" for d, n in sorted(p["device_map_params"].items()))
-    )
+    if p.get("engine") != "vllm":  # vLLM places the model itself: no accelerate device map
+        lines.append(
+            "  device map (layers): " + ", ".join(f"{d} {n}" for d, n in sorted(p["device_map_layers"].items()))
+        )
+        lines.append(
+            "  device map (params): " + ", ".join(f"{d} {_count(n)}" for d, n in sorted(p["device_map_params"].items()))
+        )
     if p.get("quantized_offload"):
         lines.append(f"  !!! ERROR: {p['quantized_offload']}")
     elif p["offloaded_to"]:

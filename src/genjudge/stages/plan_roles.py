@@ -1,0 +1,428 @@
+"""Each generator and judge as `genjudge plan` plans it: its memory plan, the batch its jobs will run
+(planning.batch_choice.choose: the function the jobs call on their probes), the terms of its engine
+(compiled or eager, vLLM's continuous batching) and each job's time."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from genjudge.config.specs import GeneratorSpec, JudgeSpec
+
+GIB = 1024**3
+GB = 1000**3
+RUNTIME_MARGIN = 1.5  # the runtime to ask a scheduler for: the estimate + 50%
+MEMORY_MARGIN = 1.25  # host memory to ask for: the estimate + 25%
+COMPILE_DECISION_BATCH = 64  # compile: auto is decided at this batch (capped at the job's requests) by plan and job
+
+
+@dataclass
+class Entry:
+    """One generator or judge as planned."""
+
+    role: str
+    name: str
+    spec: object
+    plan: dict
+    batch: int
+    device: object
+    jobs: list = field(default_factory=list)  # (job name, seconds, gpus, inputs, cell)
+    times: dict = field(default_factory=dict)  # label -> JobTime of one job
+    lines: list = field(default_factory=list)
+    # What the advice (stages.plan_advice) varies: the requests per dataset (before sharding), the
+    # job's GPUs, layout and engine, the calibration and the read rate.
+    requests: dict = field(default_factory=dict)
+    job_gpus: list = field(default_factory=list)
+    layout: object = None
+    engine: object = None
+    calibration: object = None
+    read_rate: float = GB
+    prompt_tokens: int = 0
+    host_mem_mb: int = 0
+    judge_layout: object = None
+
+
+def planned_engine(spec, model, device, layout, requests: list) -> tuple[object, str]:
+    """The engine's terms for this job, and for `compile: auto` whether it compiles (decided by
+    time_model.choose_compile, as the job decides)."""
+    from genjudge.engine.compiling import refusal, setting
+    from genjudge.errors import InputError
+    from genjudge.planning.time_model import Engine, choose_compile, engine_of
+
+    if spec.engine != "transformers":
+        return engine_of(spec), ""
+    chosen = setting(spec)
+    if chosen == "false":
+        return Engine(compiled=False), "compile: false"
+    if refusal(spec):
+        raise InputError(refusal(spec))
+    if chosen == "true":
+        return Engine(compiled=True), "compile: true"
+    if device.kind != "gpu":
+        return Engine(compiled=False), "compile: auto compiles on CUDA GPUs only"
+    if spec.quantization != "none":
+        return Engine(compiled=False), f"compile: auto: transformers does not compile {spec.quantization} layers"
+    if layout.kind == "tensor":
+        return Engine(compiled=False), "compile: auto leaves a torchrun group eager"
+    n = sum(r.n for r in requests)
+    yes, why = choose_compile(model, device, requests, max(1, min(COMPILE_DECISION_BATCH, math.ceil(n))))
+    return Engine(compiled=yes), f"compile: auto: {why}"
+
+
+def remembered_batch(cache_dir, spec, device, compiled: bool, longest: int) -> dict | None:
+    """A batch an earlier job of this model chose on this GPU (store.batch_memory), or None."""
+    from genjudge.planning.batch_choice import length_bucket
+    from genjudge.store.batch_memory import BatchMemory
+
+    want = {
+        "precision": spec.precision,
+        "engine": spec.engine,
+        "compile": bool(compiled),
+        "sampling": bool(getattr(spec, "do_sample", False)),
+        "memory_margin": float(spec.memory_margin),
+        "prompt_tokens": length_bucket(longest),
+        "new_tokens": length_bucket(spec.max_new_tokens),
+    }
+    for found in BatchMemory(cache_dir).entries():
+        key = found.get("key") or {}
+        same_gpu = any(device.name.lower() in str(d).lower() for d in key.get("devices") or [])
+        if found.get("model_path") == spec.model and same_gpu and all(key.get(k) == v for k, v in want.items()):
+            return found
+    return None
+
+
+def planned_batch(e: Entry, given: int | None, requests: float, cache_dir=None) -> tuple[int, str]:
+    """The batch the jobs will run: --batch-size, the configured size, vLLM's concurrency, or what
+    `auto` picks: a remembered choice, else planning.batch_choice.choose on the memory plan's and the
+    time model's lines (on the jobs' probes, the job calls the same function)."""
+    from genjudge.engine.decoding import CPU_AUTO_BATCH
+    from genjudge.planning.batch_choice import choose, memory_line_from_plan
+    from genjudge.planning.time_model import ModelNumbers, step_line
+
+    spec, p = e.spec, e.plan
+    requests = max(1, math.ceil(requests))
+    if given:
+        return given, "--batch-size"
+    if spec.engine == "vllm":
+        return vllm_batch(p, spec)
+    if spec.batch_size != "auto":
+        return int(spec.batch_size), "batch_size"
+    if not p.get("gpus"):
+        batch = min(CPU_AUTO_BATCH, requests)
+        return batch, f"batch_size auto on a CPU: a fixed {CPU_AUTO_BATCH}, at most the job's {requests} requests"
+    if cache_dir is not None:
+        found = remembered_batch(cache_dir, spec, e.device, e.engine.compiled, e.prompt_tokens)
+        if found:
+            batch = max(1, min(int(found["cap"]), requests))
+            return batch, f"batch_size auto: {batch}, remembered from an earlier job on this GPU ({found['reason']})"
+    model = ModelNumbers.from_plan(p)
+    speed = step_line(model, e.device, e.layout, e.engine, p["seq_len"])
+    c = choose(memory_line_from_plan(p, e.prompt_tokens), speed, requests, float(spec.memory_margin))
+    return c.batch, f"batch_size auto: {c.reason}; the job decides on its own probes with the same function"
+
+
+def vllm_batch(p: dict, spec) -> tuple[int, str]:
+    """vLLM's running batch: as many sequences of the longest request as its KV cache holds, up to
+    max_num_seqs (`batch_size` when a number, else vLLM's 256)."""
+    from genjudge.models.vllm_support import parse_bytes
+    from genjudge.planning.time_model import VLLM_MAX_NUM_SEQS
+
+    cap = int(spec.batch_size) if spec.batch_size != "auto" else VLLM_MAX_NUM_SEQS
+    seq = p["kv_bytes_per_token"] * p["seq_len"]
+    v = spec.vllm
+    if v["kv_cache_memory"]:
+        kv, where = parse_bytes(v["kv_cache_memory"]), f"vllm.kv_cache_memory {v['kv_cache_memory']}"
+    elif not p.get("gpus"):
+        kv, where = max(GIB, 4 * seq), "the CPU's KV cache (room for 4 sequences of the context, at least 1 GiB)"
+    else:
+        gpu = min(g["total_bytes"] for g in p["gpus"]) * len(p["gpus"])
+        weights = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
+        kv = max(0, gpu * v["gpu_memory_utilization"] - weights * 1.05)  # ~5% for activations
+        where = f"gpu_memory_utilization {v['gpu_memory_utilization']} of the GPUs, less the weights"
+    fits = int(kv // seq) if seq else cap
+    batch = max(1, min(cap, fits))
+    return batch, (
+        f"vLLM runs up to {cap} sequences at once; its KV cache ({where}: {kv / GIB:.1f} GiB) holds {fits} of "
+        f"{p['seq_len']} tokens; continuous batching keeps the batch full"
+    )
+
+
+def with_batch(p: dict, batch: int) -> None:
+    """The memory plan's KV line (and its advice) at the batch the jobs run."""
+    p["batch_size"] = batch
+    p["kv_cache_bytes"] = p["kv_bytes_per_token"] * batch * p["seq_len"]
+    if p.get("headroom_bytes") is None:
+        return
+    from genjudge.engine.memory_plan import ACTIVATION_RESERVE
+
+    p["kv_cache_fits"] = p["kv_cache_bytes"] <= p["headroom_bytes"] * (1 - ACTIVATION_RESERVE)
+    if p["fits"] and not p["kv_cache_fits"]:
+        p["recommendation"] = (
+            f"the KV cache of batch {batch} at the longest prompt does not fit beside the weights: use "
+            f"batch_size <= {p['max_batch_for_kv']} (or batch_size: auto); shorter prompts may still fit"
+        )
+    elif p["fits"]:
+        p.pop("recommendation", None)
+
+
+def host_memory_mb(p: dict) -> int:
+    """Host memory a job needs (MB): safetensors load straight to the GPUs, staging little in host
+    RAM; on a CPU the weights live there."""
+    w = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
+    on_gpu = bool(p.get("gpus")) and p.get("fits")
+    host = (8 * GIB + 0.1 * w) if on_gpu else (4 * GIB + 1.2 * w)
+    return math.ceil(host / 2**20 / 1000) * 1000
+
+
+def host_memory_line(p: dict, step: str) -> str:
+    on_gpu = bool(p.get("gpus")) and p.get("fits")
+    return (
+        f"  resources.{step}.mem_mb: about {host_memory_mb(p)} (host memory: "
+        + ("weights load straight to the GPUs" if on_gpu else "weights held in RAM")
+        + "; an estimate)"
+    )
+
+
+def runtime_minutes(seconds: float) -> int:
+    return max(1, math.ceil(seconds * RUNTIME_MARGIN / 60))
+
+
+def runtime_line(config: dict, step: str, seconds: float) -> str:
+    want = runtime_minutes(seconds)
+    have = config["resources"][step]["runtime"]
+    verdict = "" if have >= want else f"; the configured {have} min is LESS: raise resources.{step}.runtime"
+    return (
+        f"  resources.{step}.runtime: about {want} min (the longest job's {seconds / 60:.1f} min "
+        f"+ {RUNTIME_MARGIN - 1:.0%}: an estimate, not a measurement){verdict}"
+    )
+
+
+def job_device(job_gpus, config: dict, step: str):
+    """The device a job runs on; on the CPU with the threads Snakemake gives it (resources.<step>.cpus)."""
+    from genjudge.engine.devices import measure_cpu
+    from genjudge.planning.time_model import gpu_device
+
+    return gpu_device(job_gpus[0]) if job_gpus else measure_cpu(config["resources"][step]["cpus"])
+
+
+def _calibration_for(cal, model: str, role: str):
+    return None if cal is None else cal.for_model(model, role)
+
+
+def _with_answers(reqs: list, answers: float | None) -> list:
+    """Requests with the measured mean answer length (continuous batching decodes that, not max_new_tokens)."""
+    from dataclasses import replace
+
+    return reqs if answers is None else [replace(r, answer_tokens=answers) for r in reqs]
+
+
+def check_max_model_len(config: dict, role: str, name: str, spec, tokens: int, new: int) -> None:
+    """vLLM's `max_model_len` below the longest prompt plus its answer: every such request would fail."""
+    from genjudge.config.checks import entry_key
+    from genjudge.errors import InputError
+
+    cap = spec.vllm.get("max_model_len") if spec.engine == "vllm" else None
+    if cap and tokens + new > cap:
+        raise InputError(
+            f"{entry_key(config, role, name, 'vllm')}.max_model_len: {cap} tokens, less than the longest prompt "
+            f"(about {tokens} tokens) plus max_new_tokens ({new}); raise it to {tokens + new} or more, or lower "
+            "max_new_tokens"
+        )
+
+
+def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, cal, read_rate) -> Entry:
+    from genjudge.engine.memory_plan import plan, render
+    from genjudge.planning.time_model import Layout, ModelNumbers, job_time
+    from genjudge.planning.workload import generator_workload
+
+    section = exp.generators[name]
+    spec = GeneratorSpec.from_config(section)
+    answers = cal.answer_tokens.get(spec.model) if cal else None
+    wl = generator_workload({d: items[d] for d in exp.datasets_of(name)}, section, answers)
+    tokens, how = (prompt_override, "given with --prompt-tokens") if prompt_override else (wl.longest, wl.how)
+    check_max_model_len(config, "generator", name, spec, tokens, spec.max_new_tokens)
+    n = exp.gpus_per_job(name, config) if gpus else 0
+    job_gpus = gpus[:n] if n else []
+    p = plan(spec, job_gpus, batch_size or 8, tokens + spec.max_new_tokens, "generator")
+    device = job_device(job_gpus, config, "generate")
+    model = ModelNumbers.from_plan(p)
+    layout = Layout("device_map" if n > 1 else ("one" if n else "cpu"), n)
+    requests = {d: _with_answers(reqs, answers) for d, reqs in wl.requests.items()}
+    per_job = {d: sum(r.n for r in reqs) / exp.shards(d, config) for d, reqs in requests.items()}
+    longest_job = max(per_job, key=per_job.get) if per_job else None
+    job_reqs = [r.share(1 / exp.shards(longest_job, config)) for r in requests[longest_job]] if longest_job else []
+    engine, compile_why = planned_engine(spec, model, device, layout, job_reqs)
+    e = Entry("generator", name, spec, p, 0, device, requests=requests, job_gpus=job_gpus, layout=layout)
+    e.engine, e.calibration, e.read_rate, e.prompt_tokens = (
+        engine,
+        _calibration_for(cal, spec.model, "generator"),
+        read_rate,
+        tokens,
+    )
+    batch, batch_how = planned_batch(e, batch_size, max(per_job.values(), default=1), config.get("cache_dir"))
+    e.batch = batch
+    with_batch(p, batch)
+    n_jobs = 0
+    for d, reqs in requests.items():
+        shards = exp.shards(d, config)
+        n_jobs += shards
+        t = job_time(
+            model, device, layout, [r.share(1 / shards) for r in reqs], batch, engine, read_rate, e.calibration
+        )
+        e.times[d] = t
+        e.jobs += [(f"generate {name}/{d}/{s}", t.seconds, n, [], (name, d)) for s in range(shards)]
+    p.update(name=name, prompt_tokens=tokens, prompt_tokens_source=how, gpus_per_job=n, batch_source=batch_how)
+    p.update(engine=spec.engine, compile=engine.compiled if spec.engine == "transformers" else None)
+    p["time"] = {d: _time_dict(t) for d, t in e.times.items()}
+    e.host_mem_mb = host_memory_mb(p)
+    e.lines.append(render(p))
+    per_job_txt = ", ".join(f"{d}: {v:,.0f}" for d, v in per_job.items())
+    e.lines.append(
+        f"  jobs: {n_jobs} x {n} GPU(s) each (generator {name}); requests per job (item, turn, sample): "
+        f"{per_job_txt}; prompt: {tokens} tokens ({how})"
+    )
+    e.lines.append(f"  batch: {batch} ({batch_how})")
+    if compile_why:
+        e.lines.append(f"  decoding: {'compiled' if engine.compiled else 'eager'} ({compile_why})")
+    e.lines.append(host_memory_line(p, "generate"))
+    e.lines += _time_lines(e, device, layout, e.calibration)
+    if e.times:
+        e.lines.append(runtime_line(config, "generate", max(t.seconds for t in e.times.values())))
+    return e
+
+
+def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal, read_rate, workflow_dir, nodes):
+    from genjudge.config import judge_template
+    from genjudge.engine.judge_parallel import layout as judge_layout
+    from genjudge.engine.memory_plan import plan, render
+    from genjudge.judging import modes
+    from genjudge.planning.time_model import Layout, ModelNumbers, job_time
+    from genjudge.planning.workload import judge_workload
+
+    section = exp.judges[name]
+    spec = JudgeSpec.from_config(section)
+    view = {**config, "judge": section}
+    if nodes:
+        # As the SLURM run decides: `judge.gpus: all` is one judge node's GPUs, whose size the run
+        # knows from judge.gpu_memory alone (no nvidia-smi where the workflow plans).
+        lay = judge_layout(spec, view, [], on_slurm=True)
+        known = judge_layout(spec, view, [], on_slurm=True, gpus=gpus)
+    else:
+        lay = known = judge_layout(spec, view, list(range(len(gpus))), on_slurm=False, gpus=gpus)
+    n = lay.gpus_per_job if gpus else 0
+    job_gpus = gpus[:n] if n else []
+    answers = {
+        g: cal.answer_tokens[s["model"]] for g, s in exp.generators.items() if cal and s["model"] in cal.answer_tokens
+    }
+    cells = exp.cells(name)
+    mode = modes.get(spec.mode)
+    wl = judge_workload(
+        items, section, cells, exp.generators, judge_template(view), mode.requests_per_item, answers, workflow_dir
+    )
+    tokens, how = (prompt_override, "given with --prompt-tokens") if prompt_override else (wl.longest, wl.how)
+    new = 1 if spec.verdict == "logprob" else spec.max_new_tokens
+    check_max_model_len(config, "judge", name, spec, tokens, new)
+    p = plan(spec, job_gpus, batch_size or 8, tokens + new, "judge")
+    device = job_device(job_gpus, config, "judge")
+    kind = {"tensor": "tensor", "device_map": "device_map"}.get(lay.parallel, "one") if n else "cpu"
+    layout = Layout(kind if n > 1 or kind == "cpu" else "one", n)
+    model = ModelNumbers.from_plan(p)
+    reqs = [r.share(1 / lay.jobs) for r in wl.all()]
+    if spec.verdict == "logprob":
+        from dataclasses import replace
+
+        reqs = [replace(r, new_tokens=1) for r in reqs]
+    engine, compile_why = planned_engine(spec, model, device, layout, reqs)
+    e = Entry("judge", name, spec, p, 0, device, requests={"all": wl.all()}, job_gpus=job_gpus, layout=layout)
+    e.engine, e.calibration, e.read_rate, e.prompt_tokens = (
+        engine,
+        _calibration_for(cal, spec.model, "judge"),
+        read_rate,
+        tokens,
+    )
+    e.judge_layout = lay
+    batch, batch_how = planned_batch(e, batch_size, wl.n / lay.jobs, config.get("cache_dir"))
+    e.batch = batch
+    with_batch(p, batch)
+    t = job_time(model, device, layout, reqs, batch, engine, read_rate, e.calibration)
+    e.times["each job"] = t
+    inputs = sorted({(g, cell.dataset) for cell in cells for g in (cell.generator, cell.opponent) if g})
+    e.jobs = [(f"judge {name}/{j}", t.seconds, n, inputs, None) for j in range(lay.jobs)]
+    p.update(name=name, prompt_tokens=tokens, prompt_tokens_source=how, gpus_per_job=n, batch_source=batch_how)
+    p.update(engine=spec.engine, compile=engine.compiled if spec.engine == "transformers" else None)
+    p["parallel"] = {"choice": lay.parallel, "reason": lay.reason}
+    p["time"] = {"each job": _time_dict(t)}
+    e.host_mem_mb = host_memory_mb(p)
+    e.lines.append(render(p))
+    e.lines.append(
+        f"  jobs: {lay.jobs} x {n} GPU(s) each (judge {name}); requests (item, turn, sample"
+        + (f", x{mode.requests_per_item} orders" if mode.requests_per_item > 1 else "")
+        + f"): {wl.n:,.0f}, {wl.n / lay.jobs:,.0f} per job"
+        + (" (cascade: fewer reach the judge; counted as all)" if spec.cascade else "")
+        + f"; prompt: {tokens} tokens ({how})"
+    )
+    e.lines.append(f"  judge.parallel: {lay.parallel} ({parallel_reason(spec, lay, p)})")
+    unknown_size = (known.parallel, known.jobs) != (lay.parallel, lay.jobs) and gpus
+    if unknown_size:
+        e.lines.append(
+            f"  recommendation: set judge.gpu_memory: {gpus[0].total_bytes / GIB:.0f}GiB and judge.parallel: auto "
+            f"chooses {known.parallel} ({known.jobs} job(s) of {known.gpus_per_job} GPU(s)): {known.reason}"
+        )
+    e.lines.append(f"  batch: {batch} ({batch_how})")
+    if compile_why:
+        e.lines.append(f"  decoding: {'compiled' if engine.compiled else 'eager'} ({compile_why})")
+    w = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
+    k = len(job_gpus)
+    if k > 1 and lay.parallel != "replicas" and w <= job_gpus[0].total_bytes * 0.95 and not unknown_size:
+        e.lines.append(
+            f"  recommendation: the judge fits one GPU at {p['precision']} ({w / GB:.1f} GB): set judge.parallel: "
+            f"replicas (or judge.shards: {k * max(1, spec.shards)}) for one replica per GPU, about {k}x the "
+            f"throughput of one model spread over {k} GPUs"
+        )
+    e.lines.append(host_memory_line(p, "judge"))
+    e.lines += _time_lines(e, device, layout, e.calibration)
+    e.lines.append(runtime_line(config, "judge", t.seconds))
+    return e
+
+
+def parallel_reason(spec, lay, p: dict) -> str:
+    """The layout's reason in the engine's own terms: vLLM splits the model itself (no torchrun group,
+    no accelerate device map)."""
+    if spec.engine != "vllm" or lay.gpus_per_job <= 1:
+        return lay.reason
+    from genjudge.engine.vllm_engine import parallel_sizes
+    from genjudge.models.vllm_support import local_config
+
+    config = local_config(spec.model, spec.revision) or {}
+    tp, pp = parallel_sizes(lay.gpus_per_job, config)
+    return (
+        f"one vLLM engine over {lay.gpus_per_job} GPUs per job: tensor_parallel_size {tp}, pipeline_parallel_size {pp}"
+    )
+
+
+def _time_dict(t) -> dict:
+    return {"seconds": round(t.seconds, 3), "terms": {x.name: round(x.seconds, 6) for x in t.terms}}
+
+
+def _time_lines(e: Entry, device, layout, cal) -> list[str]:
+    from genjudge.planning.time_model import duration
+
+    vllm = getattr(e.spec, "engine", "") == "vllm"
+    where = {
+        "cpu": "on the CPU",
+        "one": "on one GPU",
+        "device_map": f"vLLM over {layout.gpus} GPUs"
+        if vllm
+        else f"device_map over {layout.gpus} GPUs: one at a time, so one GPU's figures",
+        "tensor": f"tensor over {layout.gpus} GPUs",
+    }[layout.kind]
+    out = [f"  time per job ({where}; {device.describe()}):"]
+    if cal is not None:
+        out.append(f"    calibrated: {cal.source}")
+    sources = []
+    for label, t in e.times.items():
+        out.append(f"    {e.role} job, {label}: about {duration(t.seconds)}")
+        out += t.lines("      ")
+        sources += [s for s in t.sources if s not in sources]
+    out += [f"    constants: {s}" for s in sources]
+    return out
