@@ -17,7 +17,7 @@ from genjudge.engine import judge_parallel
 from genjudge.errors import InputError
 from genjudge.judging import modes
 from genjudge.judging.template_rules import template_paths
-from genjudge.models.modelref import digest_index, fingerprint
+from genjudge.models.modelref import check_model, digest_index, fingerprint
 from genjudge.store import failures
 
 # A task of a SLURM job array checks the outputs of the job it runs, not those of the array's first
@@ -31,7 +31,8 @@ if ARRAY_TASK_ARGV:
 try:
     wfconfig.validate(config, workflow.basedir)
     # The dataset is read once, in the main process; jobs re-parse this file without it.
-    wfconfig.check(config, data=workflow.is_main_process)
+    # config.json suffices to plan (a dry run on a login node); model_input asks more of a real run.
+    wfconfig.check(config, data=workflow.is_main_process, loadable=False)
 except InputError as exc:
     raise WorkflowError(f"bad input: {exc}") from None
 
@@ -44,6 +45,7 @@ JUDGES = {name: JudgeSpec.from_config(sec) for name, sec in EXP.judges.items()}
 GPU_INVENTORY = resolve_inventory(config["gpu_inventory"])
 try:  # judge.parallel: tensor on a model that cannot be split stops here, with the reason
     judge_parallel.check_parallel(JUDGES.values())
+    judge_parallel.check_vllm_layouts(config, EXP, GPU_INVENTORY, on_slurm=False)
 except InputError as exc:
     raise WorkflowError(f"bad input: {exc}") from None
 
@@ -206,6 +208,22 @@ def demo_generator(wildcards):
 
 def demo_judge(wildcards):
     return model_input(JUDGES[wildcards.judge])
+
+
+def check_models_loadable():
+    """A real run (not a dry run, which plans from config.json alone) needs each local model's
+    tokenizer and weights: checked before any job starts (onstart), naming the key."""
+    for kind, specs in (("generator", GENERATORS), ("judge", JUDGES)):
+        for name, spec in specs.items():
+            key = wfconfig.checks.entry_key(config, kind, name, "model")
+            try:
+                check_model(spec.model, key.rsplit(".", 1)[0], buildable=wfconfig.builds_demo_model(spec.model))
+            except InputError as exc:
+                raise WorkflowError(f"bad input: {exc}") from None
+
+
+onstart:
+    check_models_loadable()
 
 
 def demo_models(wildcards):

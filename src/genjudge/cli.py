@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -108,10 +109,24 @@ def cmd_plan(args) -> int:
     from genjudge.errors import InputError
     from genjudge.stages.plan import make_plan, write_plan
 
+    if args.directory:
+        # As snakemake --directory: config files as given here, then every relative path of the
+        # config (datasets, models, templates) read from the workflow's directory.
+        args.configfile = [os.path.abspath(f) for f in args.configfile]
+        if args.json:
+            args.json = os.path.abspath(args.json)
+        if args.write:
+            args.write = os.path.abspath(args.write)
+        try:
+            os.chdir(args.directory)
+        except OSError as exc:
+            print(f"error: --directory {args.directory}: {exc.strerror}", file=sys.stderr)
+            return 1
+        args.directory = "."
     try:
         config = wfconfig.load(args.configfile, args.config, args.directory)
         if args.slurm:
-            from genjudge.stages.plan import sbatch_preview
+            from genjudge.stages.plan_slurm import sbatch_preview
 
             print("\n".join(sbatch_preview(config)))
             return 0
@@ -124,6 +139,7 @@ def cmd_plan(args) -> int:
             nodes=args.nodes,
             calibrate=args.calibrate,
             workflow_dir=args.directory,
+            write=args.write,
         )
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -265,8 +281,19 @@ def main(argv=None) -> int:
         default=None,
         help="prompt length for the KV cache (default: estimated from the dataset and the template)",
     )
-    pl.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
+    pl.add_argument(
+        "--directory",
+        default=None,
+        help="the workflow's directory, as snakemake --directory: relative paths in the config are read from "
+        "there (default: the current directory, with this package's schema and templates)",
+    )
     pl.add_argument("--json", help="also write the plans to this JSON file")
+    pl.add_argument(
+        "--write",
+        metavar="FILE",
+        help="write the advice as a config layer (engine, shards, judge.parallel, and each role's "
+        "resources runtime and mem_mb from the estimates) to pass with --configfile after your config",
+    )
     pl.add_argument(
         "--slurm",
         action="store_true",

@@ -86,9 +86,10 @@ def check_references(config: dict, exp, with_reference: dict) -> None:
             )
 
 
-def check(config: dict, data: bool = True) -> None:
+def check(config: dict, data: bool = True, loadable: bool = True) -> None:
     """Everything that can be wrong before a job starts or a model loads; raises InputError
-    naming the key, file, line and field. `data=False` skips reading the datasets."""
+    naming the key, file, line and field. `data=False` skips reading the datasets; `loadable=False`
+    asks of each local model directory its config.json only (models.modelref.check_model)."""
     from genjudge.config.experiment import resolve
     from genjudge.config.specs import DatasetSpec
     from genjudge.data.conversation import any_reference, n_turns
@@ -170,7 +171,7 @@ def check(config: dict, data: bool = True) -> None:
                     f"{where}: {model!r} does not exist (the workflow builds only "
                     f"{' and '.join(f'models/{m}' for m in DEMO_MODELS)})"
                 )
-            check_model(model, where.rsplit(".", 1)[0], buildable=builds_demo_model(model))
+            check_model(model, where.rsplit(".", 1)[0], buildable=builds_demo_model(model), loadable=loadable)
             if section["engine"] == "vllm":
                 check_vllm(
                     (GeneratorSpec if kind == "generator" else JudgeSpec).from_config(section), where.rsplit(".", 1)[0]

@@ -110,9 +110,17 @@ class PromptSet:
         self, spec: ModelSpec, kind: str, suffix: str = "", digests: DigestIndex | None = None, cache_dir=None
     ):
         from genjudge.engine.loading import load_tokenizer
+        from genjudge.errors import InputError
+        from genjudge.models.modelref import missing_files
         from genjudge.store.batch_memory import BatchMemory
 
         t0 = time.monotonic()
+        missing = missing_files(spec.model)
+        if missing:  # planning needed config.json only (a login node has no weights): stop before any item
+            raise InputError(
+                f"{kind} model {spec.model!r} has {missing}: this job cannot load it; nothing was computed. "
+                "Copy the whole checkpoint there (e.g. `hf download ORG/NAME --local-dir DIR`)"
+            )
         self.spec = spec
         self.kind = kind
         self.tok = load_tokenizer(spec.model, spec.revision)

@@ -44,6 +44,9 @@ def check_context(spec, lengths: list[int], ids: list, desc: str, new_tokens: in
     """Raise InputError for the first (longest) prompt whose tokens plus `new_tokens` (default:
     the spec's max_new_tokens) exceed the model's window; say how many more do."""
     window, source = model_context(spec)
+    cap = (getattr(spec, "vllm", None) or {}).get("max_model_len") if getattr(spec, "engine", "") == "vllm" else None
+    if cap and (window is None or cap < window):  # vLLM's own window, where set smaller than the model's
+        window, source = int(cap), "vllm.max_model_len"
     if window is None or not lengths:
         return
     new = spec.max_new_tokens if new_tokens is None else new_tokens
@@ -55,6 +58,7 @@ def check_context(spec, lengths: list[int], ids: list, desc: str, new_tokens: in
     raise InputError(
         f"{desc}: item {ids[worst]!r}: the prompt as sent is {lengths[worst]} tokens and max_new_tokens "
         f"is {new}: {lengths[worst] + new} tokens, more than {spec.model}'s context of {window} "
-        f"({source} in its config.json){others}. Lower max_new_tokens, shorten the prompt, or use a "
+        f"({source}{'' if source.startswith('vllm.') else ' in its config.json'}){others}. Lower max_new_tokens, "
+        "raise vllm.max_model_len where set, shorten the prompt, or use a "
         "model with a longer context; nothing is truncated silently"
     )

@@ -130,3 +130,42 @@ def check_parallel(specs) -> None:
     """Stop while planning when `judge.parallel: tensor` names a model that cannot be split."""
     for spec in specs:
         judge_layout.check_tensor_possible(spec, lambda spec=spec: model_facts(spec))
+
+
+def check_vllm_layouts(config: dict, exp, inventory: list, on_slurm: bool) -> None:
+    """Stop while planning where vLLM could not start on a job's GPUs: pipeline stages that outnumber
+    the model's layers (its heads do not split over the GPUs), or an explicit `judge.parallel: tensor`
+    whose tensor-parallel size does not divide the heads. Each error names the key."""
+    from genjudge.config.checks import entry_key
+    from genjudge.config.specs import JudgeSpec
+    from genjudge.errors import InputError
+    from genjudge.models.vllm_support import local_config, pipeline_obstacle, tensor_obstacle
+
+    for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
+        for name, section in entries.items():
+            if section["engine"] != "vllm":
+                continue
+            model_config = local_config(section["model"], section["revision"])
+            if model_config is None:  # a hub model not in the cache: the job checks
+                continue
+            if kind == "judge":
+                try:
+                    n = judge_gpus(JudgeSpec.from_config(section), config, inventory, on_slurm)
+                except InputError as exc:  # the layout's own refusal, with the key as the user wrote it
+                    why = str(exc).split("is impossible: ", 1)[-1]
+                    raise InputError(
+                        f"{entry_key(config, 'judge', name, 'parallel')}: tensor is impossible: {why}"
+                    ) from None
+                key = entry_key(config, "judge", name, "gpus")
+            else:
+                n = exp.gpus_per_job(name, config)
+                key = entry_key(config, "generator", name, "gpus_per_job")
+            why = pipeline_obstacle(model_config, n)
+            if why:
+                raise InputError(f"{key}: {n} GPUs per job of {section['model']} with engine: vllm: {why}")
+            split = tensor_obstacle(model_config, n) if n > 1 else None
+            if kind == "judge" and section["parallel"] == "tensor" and split:
+                raise InputError(
+                    f"{entry_key(config, 'judge', name, 'parallel')}: tensor with engine: vllm over {n} GPUs: {split}; "
+                    "use a GPU count that divides them, or parallel: auto (vLLM then splits the layers in stages)"
+                )

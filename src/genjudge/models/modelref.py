@@ -72,11 +72,13 @@ def missing_files(name: str) -> str | None:
     return ", ".join(missing) or None
 
 
-def check_model(name: str, role: str, buildable: bool = False) -> None:
+def check_model(name: str, role: str, buildable: bool = False, loadable: bool = True) -> None:
     """Raise InputError when a local model path does not hold a checkpoint that loads: its
     config.json, a tokenizer and its weights (every shard its index names).
 
-    `buildable` marks demo models the workflow builds itself when missing.
+    `buildable` marks demo models the workflow builds itself when missing. `loadable=False` asks
+    for config.json only: what planning reads (a dry run on a login node, which holds the configs
+    and not the weights); the rest is checked before a real run's first job, and by the job.
     Hub ids are resolved by transformers in the job (HF_HUB_OFFLINE is honoured).
     """
     if buildable:
@@ -87,7 +89,7 @@ def check_model(name: str, role: str, buildable: bool = False) -> None:
             raise InputError(f"{role}.model: model directory {name!r} does not exist")
         if not (path / "config.json").exists():
             raise InputError(f"{role}.model: {name!r} has no config.json; is it a transformers checkpoint?")
-        missing = missing_files(name)
+        missing = missing_files(name) if loadable else None
         if missing:
             raise InputError(
                 f"{role}.model: {name!r} has {missing}: the job could not load it; copy the whole "

@@ -126,3 +126,17 @@ def heads_obstacle(heads: int | None, kv: int | None, n: int) -> str | None:
     if kv and kv % n and n % kv:
         return f"its {kv} key/value heads neither split evenly over {n} GPUs nor divide {n}"
     return None
+
+
+def pipeline_obstacle(config: dict, n: int) -> str | None:
+    """Why vLLM cannot run this model (its config.json) over `n` GPUs at all: where the heads do not
+    split among them it splits the layers into `n` pipeline stages, and each stage needs a layer."""
+    if n <= 1 or tensor_obstacle(config, n) is None:
+        return None
+    layers = int(text_config(config).get("num_hidden_layers") or 0)
+    if layers and n > layers:
+        return (
+            f"{tensor_obstacle(config, n)}, so vLLM would split its layers into {n} pipeline stages, more than "
+            f"its {layers} layers; use fewer GPUs per job"
+        )
+    return None
