@@ -70,6 +70,9 @@ SHOWN = {
     "n_truncated",
     "truncated_rate",
     "truncated_examples",
+    "n_reasoning_unfinished",
+    "reasoning_unfinished_rate",
+    "n_reasoning_tokens",
     "exact_match_shown",
     "exact_match_note",
     "paired",
@@ -769,18 +772,29 @@ class Page:
         counts, examples = [], []
         for c in self.cells:
             s = c.summary
-            if not s.n_truncated:
+            if not s.n_truncated and not s.n_reasoning_unfinished:
                 continue
             label = self.cell_label(c)
             cap = s.generator.get("max_new_tokens") if isinstance(s.generator, dict) else None
-            counts.append([label, str(s.n_truncated), pct(s.truncated_rate), "" if cap is None else str(cap)])
+            think = truncated_text(s.n_reasoning_unfinished, s.reasoning_unfinished_rate)
+            counts.append([label, str(s.n_truncated), pct(s.truncated_rate), think, "" if cap is None else str(cap)])
             for e in s.truncated_examples:
                 where = e["id"] + "".join(f", {k} {e[k]}" for k in ("turn", "sample") if k in e)
                 examples.append([label, where, _clip(e["output_end"], 200)])
         if not counts:
             return None
         return Truncated(
-            Table(["generator · dataset · judge", "truncated answers", "share", "max_new_tokens"], counts, "narrow"),
+            Table(
+                [
+                    "generator · dataset · judge",
+                    "truncated answers",
+                    "share",
+                    "reasoning not finished",
+                    "max_new_tokens",
+                ],
+                counts,
+                "narrow",
+            ),
             Table(["generator · dataset · judge", "item", "the answer ends"], examples, "ex"),
         )
 
