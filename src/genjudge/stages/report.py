@@ -14,6 +14,7 @@ from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.reasoning import UNCLOSED
+from genjudge.stages import controlled
 from genjudge.stages.report_table import Study
 from genjudge.store import atomic
 from genjudge.store.provenance import provenance
@@ -269,6 +270,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     out += [f"| {k} | {v} |" for k, v in headline_rows(s)]
     out += ["", intervals_note(s.n_answers != s.n_items), ""]
     out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells)]
+    out += controlled.markdown(s.across_cells)
     out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
     out += sampling_stats.markdown(s.metrics.get("samples"))
     out += ["## By category", "", *_category_table(s), ""]
@@ -395,6 +397,8 @@ def summarise_experiment(
             key = f"{cell.key} | {judge}" if len(exp.judges) > 1 else cell.key
             cells[key] = (s, df)
     across = {j: m for j, df_j in judgments.items() if (m := modes.get(exp.judges[j]["mode"]).across_cells(df_j))}
+    for j, m in controlled.controlled(exp, judgments).items():  # length- and style-controlled pairwise results
+        across.setdefault(j, {}).update(m)
     if len(cells) == 1:
         only = next(iter(cells.values()))[0]
         only.across_cells = across
@@ -557,6 +561,7 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
         "",
     ]
     out += strengths_markdown(run.across_cells)
+    out += controlled.markdown(run.across_cells)
     out += paired.markdown(run.paired)
     for key, (s, df) in cells.items():
         body = render_markdown(s, df, n_examples).splitlines()

@@ -55,7 +55,7 @@ def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
     return out
 
 
-def _with_baseline_answers(df: pd.DataFrame, judge: dict) -> pd.DataFrame:
+def with_baseline_answers(df: pd.DataFrame, judge: dict) -> pd.DataFrame:
     """Pairwise against an outside baseline file: its answers for the length diagnostics."""
     base = judge.get("baseline")
     if "opponent_output" in df or not base or not Path(base).is_file():
@@ -75,7 +75,7 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
         section = exp.judges[judge]
         mode = modes.get(section["mode"])
         if mode.needs_baseline:
-            df = _with_baseline_answers(df, section)
+            df = with_baseline_answers(df, section)
         entry = {"mode": mode.name, "bias": bias.diagnostics(df, mode)}
         lab = section.get("labels") or {}
         if lab.get("path"):
@@ -206,7 +206,13 @@ def with_validity(text: str, v: dict) -> str:
     if not v:
         return text
     lines = text.splitlines()
-    first = ("## Leaderboard", "## Headline", "## Bradley-Terry strengths", "## Paired differences")
+    first = (
+        "## Leaderboard",
+        "## Headline",
+        "## Bradley-Terry strengths",
+        "## Length- and style",
+        "## Paired differences",
+    )
     heads = [i for i, line in enumerate(lines) if line.startswith("## ") and not line.startswith(first)]
     at = heads[0] if heads else len(lines)
     return "\n".join([*lines[:at], *render(v), *lines[at:]])
