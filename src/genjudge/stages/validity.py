@@ -12,6 +12,7 @@ from genjudge.judging import labels as human
 from genjudge.judging.headline import corr_text, differing_text, kappa_text
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.panels import panel_judgments, panel_summary, resolve_panels
+from genjudge.stages import corrected
 
 
 def _where(exp, judge: str) -> str:
@@ -80,6 +81,7 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
         lab = section.get("labels") or {}
         if lab.get("path"):
             entry["human"] = label_agreement(df, lab, mode, _where(exp, judge))
+            entry["corrected"] = corrected.corrected_figures(df, lab, mode, _where(exp, judge))
         out["judges"][judge] = entry
     for name, panel in resolve_panels(config, exp).items():
         pdf = panel_judgments(panel, judgments)
@@ -133,6 +135,7 @@ def render(v: dict) -> list[str]:
         for k, n, h in labelled:
             if h.get("labels_on_differing_answers"):
                 out += [f"> **Warning:** {differing_text(k, n, h)}", ""]
+        out += corrected.markdown({n: e["corrected"] for n, e in v["judges"].items() if e.get("corrected")})
         for k, n, h in labelled:
             if not h["confusion"]:
                 continue
