@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.stats import Z95
 
 
@@ -84,3 +85,43 @@ def corrected(y, f, f_unlabelled, rate: bool = True) -> dict:
     if not rate:
         out["ppi"]["kind"] = "mean"
     return out
+
+
+NOTE = (
+    "PPI++ (Angelopoulos, Duchi and Zrnic 2023): the human-labelled {measure} estimated from the labels and the "
+    "judge's verdicts on every answer, theta = lambda * mean(judge, unlabelled) + mean(label - lambda * judge, "
+    "labelled) with the power-tuned lambda in [0, 1]; 95% normal interval. Unbiased for the labels' figure when the "
+    "labelled answers are a uniform random sample of the cell's answers; answers are taken as independent. Judge: its "
+    "own figure over every parsed answer; labels only: the labelled answers alone (Wilson interval for rates)."
+)
+
+
+def _figure(v: dict | None, is_rate: bool) -> str:
+    if not v or v.get("value") is None:
+        return "n/a"
+    if is_rate:
+        return rate_text(v)
+    ci = f" [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]" if v.get("ci95") else ""
+    return f"{v['value']:.2f}{ci}"
+
+
+def table_rows(entries: dict) -> tuple[list[str], list[list[str]]]:
+    """`entries`: {judge: corrected figures}; one row per judge and cell."""
+    head = ["judge", "cell", "measure", "judge alone", "labels only", "PPI++", "lambda", "labelled", "agreement"]
+    rows = []
+    for judge, c in entries.items():
+        for key, x in c["cells"].items():
+            rows.append(
+                [
+                    judge,
+                    key,
+                    c["measure"],
+                    _figure(x["judge"], c["rate"]),
+                    _figure(x["labels_only"], c["rate"]),
+                    _figure(x["ppi"], c["rate"]) if x["ppi"] else f"n/a ({x.get('why_not')})",
+                    f"{x['ppi']['lambda']:.2f}" if x["ppi"] else "",
+                    f"{x['n_labelled']} of {x['n_answers']}",
+                    pct(x["agreement"]) if x.get("agreement") is not None else "",
+                ]
+            )
+    return head, rows

@@ -17,7 +17,10 @@ from genjudge.judging.tables import markdown_table
 
 
 def _outcomes(df: pd.DataFrame) -> pd.DataFrame:
-    """Judged pairs with both answers: item (id), key (id and turn: an instruction), y, delta, texts."""
+    """Judged pairs with both answers: item (id), key (id and turn: an instruction), y, delta, texts
+    (none where the judgments lack the other side's answers)."""
+    if "opponent_output" not in df:
+        df = df.assign(opponent_output=None)
     d = df[df["verdict"].isin(list(length_control.PREFERENCE)) & df["opponent_output"].notna()]
     turns = d["turn"].astype(str) if "turn" in d else "1"
     return pd.DataFrame(
