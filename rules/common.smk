@@ -138,7 +138,7 @@ def parse_params(wildcards):
         "pattern": j.verdict_pattern,
         "cells": judge_cells(wildcards.judge),
         "answers": ANSWERS,
-        "options": {"score_range": j.score_range},
+        "options": {"score_range": j.score_range, "reasoning": j.reasoning},
     }
 
 

@@ -152,6 +152,7 @@ OTHER_VALUE = {
     "seed": 1,
     "verdict": "logprob",
     "engine": "vllm",
+    "chat_template_kwargs": {"enable_thinking": False},
 }
 
 
@@ -181,6 +182,8 @@ def test_key_depends_on_every_part(tmp_path):
             assert PromptSet(changed, kind).key("What is 2 + 2?") != key, name
         # The default engine leaves keys as they were before engines were a setting: caches stay valid.
         assert "engine" not in base.item_params() and "engine" not in base.rerun_params()
+        # So do no chat template variables (the setting came later too).
+        assert "chat_template_kwargs" not in base.item_params() and "chat_template_kwargs" not in base.rerun_params()
         for name, value in (
             ("batch_size", 3),
             ("memory_margin", 0.5),

@@ -83,6 +83,10 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
     assert b["first_position_win_rate"]["value"] == 1.0 and b["first_position_win_rate"]["n"] == 88
     assert b["prefer_longer"]["n"] == 0  # the baseline file's answers are there; every verdict is a tie
     assert "| first-position-judge | 100.0% [" in md
+    # Every pair a tie: the length-controlled win rate is the raw one, 50%, with nothing to fit.
+    lc = s["across_cells"]["first-position-judge"]["length_controlled"]["questions"]["demo-generator"]
+    assert lc["value"] == lc["raw"] == 0.5 and lc["coefficients"] == {} and lc["n"] == 44
+    assert "### Length-controlled win rate" in md and "| first-position-judge | questions | demo-generator |" in md
     # The headline command knows every mode.
     out = subprocess.run(
         [sys.executable, "-m", "genjudge.cli", "summary", str(workflow.results("pw"))],

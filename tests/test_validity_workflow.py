@@ -105,6 +105,11 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
     assert trio["parsed_votes_per_item"] == {str(k): int(n) for k, n in sorted(parsed_per_item.items())}
     md = (res / "report" / "report.md").read_text()
     assert "## Can I trust the judge?" in md and "**trio** (majority of demo, plain, lenient" in md
+    # The judge's share correct corrected by the labels (one generator: its labels), beside its own.
+    [fig] = v["judges"]["demo"]["corrected"]["cells"].values()
+    assert fig["n_labelled"] + fig["n_labelled_unparsed"] == 40 and fig["n_labelled_items"] == 40
+    assert fig["labels_only"]["value"] == pytest.approx((truth[d.index] == "correct").mean())
+    assert "### Judge figures corrected by human labels (PPI++)" in md and "| demo | demo-generator/" in md
     out = subprocess.run(
         [sys.executable, "-m", "genjudge.cli", "summary", str(res)], capture_output=True, text=True, check=True
     ).stdout

@@ -50,7 +50,7 @@ class Spec:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-AS_BEFORE = {"engine": "transformers"}
+AS_BEFORE = {"engine": "transformers", "chat_template_kwargs": {}}
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ class ModelSpec(Spec):
     max_new_tokens: int = _item()
     system_prompt: str | None = _item()
     use_chat_template: Any = _item()
+    chat_template_kwargs: dict = _item()  # variables of the chat template (enable_thinking, ...)
     # transformers or vllm: the engines' numerics differ, so the engine is part of each item's key.
     engine: str = _item()
     vllm: dict = _run()  # engine: vllm only (memory share, context length, chunk size, eager mode)
@@ -93,7 +94,8 @@ class ModelSpec(Spec):
 
     def _as_before(self, name: str) -> bool:
         """A setting added later, at the value every result made before it existed had: left out of
-        item keys and rerun params, so those results stay valid (all were made by transformers)."""
+        item keys and rerun params, so those results stay valid (all were made by transformers, with no
+        chat template variables)."""
         return name in AS_BEFORE and getattr(self, name) == AS_BEFORE[name]
 
     def idle_fields(self) -> set:
@@ -120,6 +122,8 @@ class GeneratorSpec(ModelSpec):
     seed: int = _item()
     # Each sample has a key of its own (its index is in it): more samples add rows, change none.
     n_samples: int = _job()
+    # Where the answer starts after a reasoning trace: the stored output is split, not recomputed.
+    reasoning: dict = _job()
     offload_folder: str | None = _run()
     gpus_per_job: int | None = _run()  # null: the top-level gpus_per_job
 
@@ -142,6 +146,7 @@ class JudgeSpec(ModelSpec):
     # Parsing only: changing the pattern re-parses stored outputs without the judge.
     verdict_pattern: str | None = _run()
     score_range: list = _run()  # parsing only, as the pattern
+    reasoning: dict = _run()  # parsing only: the judge's own trace is stripped before its verdict is read
     shards: int = _run()  # the judge-shard files carry their count in their names
     gpus: Any = _run()
     offload_folder: str | None = _run()

@@ -137,7 +137,8 @@ class PromptSet:
         """Prompts as sent; `conversations[i]`, when not None, is item i's list of chat messages."""
         conversations = conversations or [None] * len(texts)
         return [
-            render_prompt(self.tok, t, self.spec.system_prompt, self.chat, conv) + self.suffix
+            render_prompt(self.tok, t, self.spec.system_prompt, self.chat, conv, self.spec.chat_template_kwargs)
+            + self.suffix
             for t, conv in zip(texts, conversations)
         ]
 

@@ -14,10 +14,16 @@ def uses_chat_template(tokenizer, setting="auto") -> bool:
 
 
 def render_prompt(
-    tokenizer, text: str, system_prompt: str | None = None, chat: bool = True, messages: list[dict] | None = None
+    tokenizer,
+    text: str,
+    system_prompt: str | None = None,
+    chat: bool = True,
+    messages: list[dict] | None = None,
+    template_kwargs: dict | None = None,
 ) -> str:
     """`messages`, when given, is the conversation to send (text is then its last user turn);
-    the configured system prompt goes first unless the conversation has its own."""
+    the configured system prompt goes first unless the conversation has its own. `template_kwargs`
+    are variables of the chat template (`chat_template_kwargs`, e.g. enable_thinking)."""
     turns = list(messages) if messages else [{"role": "user", "content": text}]
     if system_prompt and not any(m["role"] == "system" for m in turns):
         turns.insert(0, {"role": "system", "content": system_prompt})
@@ -25,4 +31,4 @@ def render_prompt(
         if not messages:
             return text if system_prompt is None else f"{system_prompt}\n\n{text}"
         return "\n\n".join(f"{m['role']}: {m['content']}" for m in turns) + "\n\nassistant:"
-    return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+    return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True, **(template_kwargs or {}))

@@ -80,6 +80,16 @@ def headline_rows(s) -> list[tuple[str, str]]:
         ("judged (parsed verdicts)", str(s.n_judged)),
         ("unparsed", f"{s.n_unparsed} ({pct(s.unparsed_rate)})"),
         ("truncated answers (reached generator.max_new_tokens)", truncated_text(s.n_truncated, s.truncated_rate)),
+        *(
+            [
+                (
+                    "reasoning not finished (trace never closed: no answer, not judged)",
+                    truncated_text(s.n_reasoning_unfinished, s.reasoning_unfinished_rate),
+                )
+            ]
+            if s.n_reasoning_unfinished
+            else []
+        ),
         *modes.get(s.mode).headline(flat),
         *validity_rows(s.validity),
         (

@@ -25,8 +25,9 @@ from genjudge.judging import paired as paired_diffs
 from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.planning import calibration
-from genjudge.report_html import plots
+from genjudge.report_html import modern, plots
 from genjudge.report_html import timeline as tl
+from genjudge.report_html.table import Table
 
 # summary.json fields the sections below read (the rest go to "More from summary.json").
 SHOWN = {
@@ -70,6 +71,9 @@ SHOWN = {
     "n_truncated",
     "truncated_rate",
     "truncated_examples",
+    "n_reasoning_unfinished",
+    "reasoning_unfinished_rate",
+    "n_reasoning_tokens",
     "exact_match_shown",
     "exact_match_note",
     "paired",
@@ -79,7 +83,6 @@ SHOWN = {
 }
 PLOT_STUDY = "models_by_benchmarks"  # plots/models_by_benchmarks.png
 ROW_KEYS = ("generator", "dataset", "judge", "opponent", "mode", "n_items", "n_judged", "n_unparsed", "exact_match")
-MAX_TABLE_ROWS = 500
 
 
 @dataclass
@@ -101,28 +104,6 @@ class Cell:
     @property
     def row(self) -> dict:
         return self.summary.leaderboard[0]
-
-
-@dataclass
-class Table:
-    """A table as the page shows it: every cell a string (None shows as empty); the page lists the first
-    `limit` rows and says how many there are."""
-
-    head: list[str]
-    rows: list[list[str]]
-    cls: str = ""
-    limit: int = MAX_TABLE_ROWS
-
-    def __post_init__(self):
-        self.rows = [["" if c is None else str(c) for c in r] for r in self.rows]
-
-    @property
-    def shown(self) -> list[list[str]]:
-        return self.rows[: self.limit]
-
-    def column(self, name: str) -> list[str]:
-        i = self.head.index(name)
-        return [r[i] for r in self.rows]
 
 
 def measure_text(v) -> str:
@@ -313,10 +294,12 @@ NAV = {
     "study": "Models × benchmarks",
     "headline": "Leaderboard",
     "paired": "Paired differences",
+    "controlled": "Controlled comparisons",
     "categories": "Categories",
     "distributions": "Scores",
     "confusion": "Judge vs exact match",
     "human": "Can I trust the judge?",
+    "corrected": "Corrected by labels",
     "unparsed": "Unparsed",
     "truncated": "Truncated answers",
     "timeline": "GPU timeline",
@@ -769,18 +752,29 @@ class Page:
         counts, examples = [], []
         for c in self.cells:
             s = c.summary
-            if not s.n_truncated:
+            if not s.n_truncated and not s.n_reasoning_unfinished:
                 continue
             label = self.cell_label(c)
             cap = s.generator.get("max_new_tokens") if isinstance(s.generator, dict) else None
-            counts.append([label, str(s.n_truncated), pct(s.truncated_rate), "" if cap is None else str(cap)])
+            think = truncated_text(s.n_reasoning_unfinished, s.reasoning_unfinished_rate)
+            counts.append([label, str(s.n_truncated), pct(s.truncated_rate), think, "" if cap is None else str(cap)])
             for e in s.truncated_examples:
                 where = e["id"] + "".join(f", {k} {e[k]}" for k in ("turn", "sample") if k in e)
                 examples.append([label, where, _clip(e["output_end"], 200)])
         if not counts:
             return None
         return Truncated(
-            Table(["generator · dataset · judge", "truncated answers", "share", "max_new_tokens"], counts, "narrow"),
+            Table(
+                [
+                    "generator · dataset · judge",
+                    "truncated answers",
+                    "share",
+                    "reasoning not finished",
+                    "max_new_tokens",
+                ],
+                counts,
+                "narrow",
+            ),
             Table(["generator · dataset · judge", "item", "the answer ends"], examples, "ex"),
         )
 
@@ -804,10 +798,12 @@ class Page:
             self.study(),
             self.headline(),
             self.paired(),
+            modern.controlled(s),
             self.categories(),
             self.distributions(),
             self.confusion(),
             self.human(),
+            modern.corrected(s),
             self.unparsed(),
             self.truncated(),
             self.gpus(),

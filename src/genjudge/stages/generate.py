@@ -12,6 +12,7 @@ from genjudge.data.conversation import history_messages, item_turns
 from genjudge.data.dataset import is_missing
 from genjudge.data.shard_files import read_shard
 from genjudge.engine.completion import PromptSet, combined, complete, completion_meta
+from genjudge.judging import reasoning
 from genjudge.models.modelref import DigestIndex
 from genjudge.store import atomic
 from genjudge.store.item_store import ItemStore
@@ -22,7 +23,9 @@ OUTPUT_COLUMNS = [
     "sample",
     "turn",
     "prompt_sent",
-    "output",
+    "output",  # the answer: after the reasoning trace where there is one (generator.reasoning)
+    "reasoning",  # the trace, markers left out; None where there is none
+    "reasoning_state",  # closed, unclosed (no answer: "reasoning not finished") or absent
     "n_prompt_tokens",
     "n_generated_tokens",
     "finish_reason",
@@ -70,6 +73,8 @@ def run_generate(
     # Turn k needs each item's answers to turns 1..k-1: the turns run in order, one completion
     # each (one model load), every (item, sample, turn) its own cached record.
     most = max((len(t) for t in turns), default=1)
+    thinking = spec.reasoning
+    shows = pset.chat and reasoning.template_shows(getattr(pset.tok, "chat_template", None), thinking)
     for k in range(1, most + 1):
         idx = [(i, s) for i, s in threads if len(turns[i]) >= k]
         questions = [[q["question"] for q in turns[i][:k]] for i, _ in idx]
@@ -91,14 +96,17 @@ def run_generate(
         )
         completions.append(c)
         for (i, s), item_id, p, r, key in zip(idx, ids, c.prompts, c.results, c.keys):
-            answers[(i, s)].append(r["output"])
+            part = reasoning.split(r["output"], thinking, shows, reasoning.prompt_opens(p, thinking))
+            answers[(i, s)].append(part.answer)  # a later turn's history holds the answer, not the trace
             rows.append(
                 {
                     "id": item_id,
                     "sample": s,
                     "turn": k,
                     "prompt_sent": p,
-                    "output": r["output"],
+                    "output": part.answer,
+                    "reasoning": part.reasoning,
+                    "reasoning_state": part.state,
                     "n_prompt_tokens": int(r["n_prompt_tokens"]),
                     "n_generated_tokens": int(r["n_generated_tokens"]),
                     "finish_reason": r["finish_reason"],
@@ -114,9 +122,17 @@ def run_generate(
         n_items=len(out),  # rows: items x samples x turns
         n_samples=n,
         n_generated_tokens=int(out["n_generated_tokens"].sum()),
+        n_reasoning_tokens=reasoning_tokens(pset.tok, out["reasoning"]),
+        n_reasoning_unfinished=int((out["reasoning_state"] == reasoning.UNCLOSED).sum()),
         **completion_meta(c, "generate_seconds"),
     )
     return meta.finish(meta_path)
+
+
+def reasoning_tokens(tok, traces) -> int:
+    """Tokens of the reasoning traces, counted by the generator's tokenizer."""
+    texts = [t for t in traces if isinstance(t, str) and t]
+    return sum(len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]) if texts else 0
 
 
 def write_failed_shard(out_path, meta_path, error: dict, **identity) -> GenerateMeta:

@@ -6,8 +6,9 @@ import pandas as pd
 
 from genjudge.config.experiment import Cell, cell_generations, of_cell
 from genjudge.data.samples import SampleView, answers_by_row
-from genjudge.judging import modes
+from genjudge.judging import modes, reasoning
 from genjudge.judging.extraction import check_answer
+from genjudge.judging.modes.base import JUDGE_THINKING
 from genjudge.store import atomic
 from genjudge.store.records import read_judge_records
 
@@ -39,14 +40,29 @@ def parse_judgments(
     options: dict | None = None,
 ) -> pd.DataFrame:
     """One cell: a generator's answers on one dataset and the judge's raw rows for them.
-    `answer` is the dataset's extraction before exact match."""
+    `answer` is the dataset's extraction before exact match; `options["reasoning"]` the judge's
+    reasoning settings (its trace is stripped before the verdict is read)."""
     df = gens.copy()
+    raw = without_judge_reasoning(raw, (options or {}).get("reasoning"))
     checks = [check_answer(c, r, answer) for c, r in zip(df["output"], df["reference"])]
     df["exact_match"] = [c.match for c in checks]
     df["answer_extracted"] = [c.candidate for c in checks]
     df["reference_extracted"] = [c.reference for c in checks]
     df["answer_reason"] = [c.reason for c in checks]
     return modes.get(mode).parse(df, raw, pattern, options)
+
+
+def without_judge_reasoning(raw: pd.DataFrame, settings: dict | None) -> pd.DataFrame:
+    """The judge's outputs after its own reasoning trace; a trace that never closed leaves no text
+    and the finish reason that says so (its verdict is unparsed with that reason)."""
+    if not settings or "judge_output" not in raw or raw.empty:
+        return raw
+    split = [reasoning.judge_text(t, settings) for t in raw["judge_output"]]
+    finish = raw["judge_finish_reason"] if "judge_finish_reason" in raw else pd.Series(None, index=raw.index)
+    return raw.assign(
+        judge_output=[t for t, _ in split],
+        judge_finish_reason=[JUDGE_THINKING if cut else f for (_, cut), f in zip(split, finish)],
+    )
 
 
 def run_parse(

@@ -13,6 +13,8 @@ from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
 from genjudge.judging.modes.base import pct, rate_text
+from genjudge.judging.reasoning import UNCLOSED
+from genjudge.stages import controlled
 from genjudge.stages.report_table import Study
 from genjudge.store import atomic
 from genjudge.store.provenance import provenance
@@ -40,6 +42,11 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
             "n_judged": int(g["verdict"].notna().sum()),
             "n_unparsed": int(g["verdict"].isna().sum()),
             "n_truncated": int(truncated_answers(g).sum()),
+            **(
+                {"n_reasoning_unfinished": int(g["reasoning_state"].eq(UNCLOSED).sum())}
+                if "reasoning_state" in g
+                else {}
+            ),
             "exact_match": exact_match_rate(g),
             **mode.metrics(g),
         }
@@ -54,6 +61,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     shards = _shard_rows(gen_metas)
     g, j = config["generator"], config["judge"]
     cut = truncated_answers(df)
+    unfinished = df["reasoning_state"].eq(UNCLOSED) if "reasoning_state" in df else pd.Series(False, index=df.index)
     em_shown, em_note = exact_match_fits(df, config.get("dataset"))
     unparsed_reasons, unparsed_examples = unparsed_causes(df, int(config["report"]["n_examples"]))
     generator = {
@@ -93,6 +101,9 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         n_truncated=int(cut.sum()),
         truncated_rate=float(cut.mean()) if n else None,
         truncated_examples=truncated_examples(df, cut, int(config["report"]["n_examples"])),
+        n_reasoning_unfinished=int(unfinished.sum()),
+        reasoning_unfinished_rate=float(unfinished.mean()) if n else None,
+        n_reasoning_tokens=sum(m.n_reasoning_tokens for m in gen_metas),
         accuracy=extra.pop("accuracy", None),
         accuracy_ci95=extra.pop("accuracy_ci95", None),
         exact_match=exact_match_rate(df),
@@ -259,6 +270,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     out += [f"| {k} | {v} |" for k, v in headline_rows(s)]
     out += ["", intervals_note(s.n_answers != s.n_items), ""]
     out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells)]
+    out += controlled.markdown(s.across_cells)
     out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
     out += sampling_stats.markdown(s.metrics.get("samples"))
     out += ["## By category", "", *_category_table(s), ""]
@@ -283,6 +295,16 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
             where = e["id"] + "".join(f", {k} {e[k]}" for k in ("turn", "sample") if k in e)
             out.append(f"| {_cell(where, 30)} | {_cell(e['output_end'], 170)} |")
         out.append("")
+    if s.n_reasoning_unfinished:
+        out += [
+            "## Reasoning not finished",
+            "",
+            f"{s.n_reasoning_unfinished} answer(s) ({pct(s.reasoning_unfinished_rate)}) ended inside their reasoning "
+            "trace (generator.reasoning): the trace never closed, so there is no answer. They were not judged and "
+            "count among the unparsed, never as wrong; raise generator.max_new_tokens, or turn thinking off through "
+            f"generator.chat_template_kwargs. Reasoning traces held {s.n_reasoning_tokens} tokens in all.",
+            "",
+        ]
     out += ["## Examples", ""]
     groups = [(v, df[df["verdict"] == v]) for v in sorted(df["verdict"].dropna().unique())]
     groups.append(("unparsed", df[df["verdict"].isna()]))
@@ -375,6 +397,8 @@ def summarise_experiment(
             key = f"{cell.key} | {judge}" if len(exp.judges) > 1 else cell.key
             cells[key] = (s, df)
     across = {j: m for j, df_j in judgments.items() if (m := modes.get(exp.judges[j]["mode"]).across_cells(df_j))}
+    for j, m in controlled.controlled(exp, judgments).items():  # length- and style-controlled pairwise results
+        across.setdefault(j, {}).update(m)
     if len(cells) == 1:
         only = next(iter(cells.values()))[0]
         only.across_cells = across
@@ -403,6 +427,9 @@ def summarise_experiment(
         unparsed_examples=examples,
         n_truncated=n_cut,
         truncated_rate=n_cut / n if n else None,
+        n_reasoning_unfinished=(n_think := sum(s.n_reasoning_unfinished for s in summaries)),
+        reasoning_unfinished_rate=n_think / n if n else None,
+        n_reasoning_tokens=sum(m.n_reasoning_tokens for m in gen_metas),
         leaderboard=[row for s in summaries for row in s.leaderboard],
         paired=paired.paired_table(exp, cells),
         cells={k: s.to_dict() for k, (s, _) in cells.items()},
@@ -534,6 +561,7 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
         "",
     ]
     out += strengths_markdown(run.across_cells)
+    out += controlled.markdown(run.across_cells)
     out += paired.markdown(run.paired)
     for key, (s, df) in cells.items():
         body = render_markdown(s, df, n_examples).splitlines()

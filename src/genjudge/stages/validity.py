@@ -12,6 +12,7 @@ from genjudge.judging import labels as human
 from genjudge.judging.headline import corr_text, differing_text, kappa_text
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.panels import panel_judgments, panel_summary, resolve_panels
+from genjudge.stages import corrected
 
 
 def _where(exp, judge: str) -> str:
@@ -55,7 +56,7 @@ def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
     return out
 
 
-def _with_baseline_answers(df: pd.DataFrame, judge: dict) -> pd.DataFrame:
+def with_baseline_answers(df: pd.DataFrame, judge: dict) -> pd.DataFrame:
     """Pairwise against an outside baseline file: its answers for the length diagnostics."""
     base = judge.get("baseline")
     if "opponent_output" in df or not base or not Path(base).is_file():
@@ -75,11 +76,12 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
         section = exp.judges[judge]
         mode = modes.get(section["mode"])
         if mode.needs_baseline:
-            df = _with_baseline_answers(df, section)
+            df = with_baseline_answers(df, section)
         entry = {"mode": mode.name, "bias": bias.diagnostics(df, mode)}
         lab = section.get("labels") or {}
         if lab.get("path"):
             entry["human"] = label_agreement(df, lab, mode, _where(exp, judge))
+            entry["corrected"] = corrected.corrected_figures(df, lab, mode, _where(exp, judge))
         out["judges"][judge] = entry
     for name, panel in resolve_panels(config, exp).items():
         pdf = panel_judgments(panel, judgments)
@@ -133,6 +135,7 @@ def render(v: dict) -> list[str]:
         for k, n, h in labelled:
             if h.get("labels_on_differing_answers"):
                 out += [f"> **Warning:** {differing_text(k, n, h)}", ""]
+        out += corrected.markdown({n: e["corrected"] for n, e in v["judges"].items() if e.get("corrected")})
         for k, n, h in labelled:
             if not h["confusion"]:
                 continue
@@ -206,7 +209,13 @@ def with_validity(text: str, v: dict) -> str:
     if not v:
         return text
     lines = text.splitlines()
-    first = ("## Leaderboard", "## Headline", "## Bradley-Terry strengths", "## Paired differences")
+    first = (
+        "## Leaderboard",
+        "## Headline",
+        "## Bradley-Terry strengths",
+        "## Length- and style",
+        "## Paired differences",
+    )
     heads = [i for i, line in enumerate(lines) if line.startswith("## ") and not line.startswith(first)]
     at = heads[0] if heads else len(lines)
     return "\n".join([*lines[:at], *render(v), *lines[at:]])

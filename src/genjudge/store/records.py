@@ -149,6 +149,8 @@ class GenerateMeta(JobMeta):
     shard: int = 0
     n_samples: int = 1  # n_items counts rows: items x samples
     n_generated_tokens: int = 0
+    n_reasoning_tokens: int = 0  # of the reasoning traces (generator.reasoning), by the generator's tokenizer
+    n_reasoning_unfinished: int = 0  # rows whose trace never closed: no answer ("reasoning not finished")
     generate_seconds: float = 0.0
 
 
@@ -315,6 +317,11 @@ class RunSummary(_Record):
     n_truncated: int = 0  # answers the generator cut at max_new_tokens (finish_reason "length")
     truncated_rate: float | None = None  # of the answers
     truncated_examples: list = field(default_factory=list)  # {id[, turn, sample], output_end}
+    # Answers whose reasoning trace never closed (generator.reasoning): no answer, never judged (among
+    # the unparsed, with their own reason), and the tokens of every trace.
+    n_reasoning_unfinished: int = 0
+    reasoning_unfinished_rate: float | None = None  # of the answers
+    n_reasoning_tokens: int = 0
     accuracy: float | None = None
     accuracy_ci95: list | None = None
     exact_match: dict = field(default_factory=dict)

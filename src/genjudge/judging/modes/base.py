@@ -20,6 +20,7 @@ from genjudge.data.samples import ROW_KEY, with_sample
 from genjudge.errors import InputError
 from genjudge.judging.extraction import check_answer
 from genjudge.judging.items import item_mean, item_rate
+from genjudge.judging.reasoning import JUDGE_REASONING_UNFINISHED, NOT_FINISHED, REASONING_UNFINISHED, unfinished
 from genjudge.judging.templates import render_request
 from genjudge.judging.verdicts import Verdict, compile_pattern, parse_verdict
 
@@ -30,7 +31,8 @@ class JudgeRequest:
 
     id: str
     order: int  # 0; pairwise: 0 = candidate shown as A, 1 = candidate shown as B
-    decided_by: str  # "judge", "rule", or "no reference" (the template needs one the item lacks)
+    # "judge", "rule", "no reference" (the template needs one the item lacks) or "reasoning not finished"
+    decided_by: str
     text: str | None
     turn: int = 1  # the conversation's turn graded (1 for a single-turn item)
     sample: int = 0  # which of the item's samples (generator.n_samples) the answer is
@@ -128,7 +130,9 @@ class JudgeMode:
         for row in gens.itertuples():
             turn, sample = int(getattr(row, "turn", 1)), int(getattr(row, "sample", 0))
             history = row_history(row)
-            if spec.cascade and check_answer(row.output, row.reference, answer).match:
+            if unfinished(row):  # no answer to grade: the trace never closed
+                out.append(JudgeRequest(row.id, 0, NOT_FINISHED, None, turn, sample))
+            elif spec.cascade and check_answer(row.output, row.reference, answer).match:
                 out.append(JudgeRequest(row.id, 0, "rule", None, turn, sample))
             elif lacks_reference(history, self.needs_reference, ref_turns):
                 out.append(JudgeRequest(row.id, 0, NO_REFERENCE, None, turn, sample))
@@ -168,8 +172,8 @@ class JudgeMode:
         parsed = [
             None
             if d == "rule"
-            else Verdict(None, NO_REFERENCE, 0)
-            if d == NO_REFERENCE
+            else Verdict(None, UNJUDGED[d], 0)
+            if d in UNJUDGED
             else truncated(self.parse_text(t, rx, bool(pattern), options), f)
             for d, t, f in zip(df["decided_by"], df["judge_output"], finish)
         ]
@@ -227,11 +231,17 @@ class JudgeMode:
         }
 
 
+# Requests no judge saw, by their decided_by, and the reason their verdict is missing.
+UNJUDGED = {NO_REFERENCE: NO_REFERENCE, NOT_FINISHED: REASONING_UNFINISHED}
 TRUNCATED = "truncated: the judge reached max_new_tokens before its verdict (raise judge.max_new_tokens)"
+JUDGE_THINKING = "judge reasoning"  # the finish reason the parse stage gives a judge's unclosed trace
 
 
 def truncated(v: Verdict, finish_reason) -> Verdict:
-    """An unparsed verdict of a judge cut off at max_new_tokens is a truncation, said as such."""
+    """An unparsed verdict of a judge cut off at max_new_tokens is a truncation, said as such; one whose
+    own reasoning trace never closed (`JUDGE_THINKING`) says that."""
+    if v.verdict is None and finish_reason == JUDGE_THINKING:
+        return Verdict(None, JUDGE_REASONING_UNFINISHED, v.n_markers)
     if v.verdict is None and finish_reason == "length" and v.reason != "empty judge output":
         return Verdict(None, TRUNCATED, v.n_markers, v.detail)
     return v

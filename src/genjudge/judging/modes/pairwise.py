@@ -14,6 +14,7 @@ from genjudge.errors import InputError
 from genjudge.judging.items import item_rate
 from genjudge.judging.modes.base import (
     NO_REFERENCE,
+    UNJUDGED,
     JudgeMode,
     JudgeRequest,
     lacks_reference,
@@ -25,6 +26,7 @@ from genjudge.judging.modes.base import (
     share,
     truncated,
 )
+from genjudge.judging.reasoning import NOT_FINISHED, UNCLOSED, unfinished
 from genjudge.judging.templates import render_request
 
 # Verdicts from the candidate's side, per order.
@@ -37,7 +39,10 @@ def answers_by_turn(path) -> dict:
     import pyarrow.parquet as pq
 
     names = pq.read_schema(path).names
-    df = pd.read_parquet(path, columns=[c for c in ("id", "turn", "sample", "output") if c in names])
+    wanted = ("id", "turn", "sample", "output", "reasoning_state")
+    df = pd.read_parquet(path, columns=[c for c in wanted if c in names])
+    if "reasoning_state" in df:  # no answer where the trace never closed: None, never judged
+        df["output"] = df["output"].astype(object).where(df["reasoning_state"] != UNCLOSED, None)
     return answers_by_row(df)
 
 
@@ -83,6 +88,9 @@ class Pairwise(JudgeMode):
             if lacks_reference(history, self.needs_reference, ref_turns):
                 out += [JudgeRequest(row.id, order, NO_REFERENCE, None, turn, sample) for order in (0, 1)]
                 continue
+            if unfinished(row) or theirs[(row.id, turn)] is None:  # a side without an answer: no judge call
+                out += [JudgeRequest(row.id, order, NOT_FINISHED, None, turn, sample) for order in (0, 1)]
+                continue
             values = placeholders(history, theirs, row.id)
             pair = (row.output, theirs[(row.id, turn)])
             for order, (a, b) in enumerate((pair, pair[::-1])):
@@ -110,9 +118,9 @@ class Pairwise(JudgeMode):
         f0 = first["judge_finish_reason"] if "judge_finish_reason" in first else [None] * len(df)
         f1 = second["judge_finish_reason"] if "judge_finish_reason" in second else [None] * len(df)
         for d, t0, t1, e0, e1 in zip(df["decided_by"], df["judge_output"], df["judge_output_swapped"], f0, f1):
-            if d == NO_REFERENCE:
+            if d in UNJUDGED:
                 verdicts.append(None)
-                reasons.append(NO_REFERENCE)
+                reasons.append(UNJUDGED[d])
                 details.append(None)
                 o0s.append(None)
                 o1s.append(None)
