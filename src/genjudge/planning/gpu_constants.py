@@ -43,13 +43,8 @@ def entries(path: str = str(PATH)) -> tuple[Constant, ...]:
     return tuple(Constant(**e) for e in data["entries"])
 
 
-def _same_gpu(a: str, b: str) -> bool:
-    """The same kind of GPU: the same row of the time model's table (nvidia-smi's name or the table's)."""
-    from genjudge.planning.time_model import gpu_type
-
-    ta, tb = gpu_type(a), gpu_type(b)
-    if ta is not None and tb is not None:
-        return ta.name == tb.name
+def same_name(a: str, b: str) -> bool:
+    """GPU names that are the same but for case, spaces, dashes and the vendor."""
     norm = [x.lower().replace("nvidia", "").replace(" ", "").replace("-", "") for x in (a, b)]
     return norm[0] == norm[1] or norm[0] in norm[1] or norm[1] in norm[0]
 
@@ -72,11 +67,12 @@ class Lookup:
         )
 
 
-def lookup(name: str, gpu: str, **match) -> list[Lookup]:
-    """The entries of `name` matching `match` (engine, mode, precision), this GPU's where it has any,
-    else every GPU's entries of the first GPU listed; one per batch where they differ by batch."""
+def lookup(name: str, gpu: str, same=same_name, **match) -> list[Lookup]:
+    """The entries of `name` matching `match` (engine, mode, precision), this GPU's where it has any
+    (`same(a, b)`: whether two names are one kind of GPU), else those of the first GPU listed; one per
+    batch where they differ by batch."""
     found = [e for e in entries() if e.name == name and all(getattr(e, k) == v for k, v in match.items())]
-    mine = [e for e in found if _same_gpu(e.gpu, gpu)]
+    mine = [e for e in found if same(e.gpu, gpu)]
     if mine:
         return [Lookup(e, True) for e in mine]
     if not found:

@@ -128,6 +128,14 @@ def gpu_type(name: str) -> Device | None:
     return None
 
 
+def same_gpu(a: str, b: str) -> bool:
+    """One kind of GPU: the same row of the table (nvidia-smi's name or the table's), else the same name."""
+    from genjudge.planning.gpu_constants import same_name
+
+    ta, tb = gpu_type(a), gpu_type(b)
+    return ta.name == tb.name if ta is not None and tb is not None else same_name(a, b)
+
+
 def gpu_of_size(memory_bytes: float, name: str = "") -> Device:
     """A GPU known by its name (nvidia-smi) or, failing that, by its memory alone: the table's GPU of
     the nearest size, said to be an assumption."""
@@ -216,7 +224,7 @@ class Engine:
     def _gpu(self, name: str, device: Device, **match) -> list:
         from genjudge.planning.gpu_constants import lookup
 
-        return lookup(name, device.name, engine=self.name, **match)
+        return lookup(name, device.name, same=same_gpu, engine=self.name, **match)
 
     def sources(self, model: ModelNumbers, device: Device) -> list[str]:
         """Where this engine's constants for this device come from (printed once per plan entry)."""
