@@ -13,7 +13,7 @@ SNAKEMAKE_ARGS ?=
 # PYTEST_PARALLEL= runs the tests in one process.
 PYTEST_PARALLEL ?= -n $(shell echo $$(( $$(nproc) + 1 ))) --dist loadscope --no-loadscope-reorder
 
-.PHONY: setup setup-vllm run test test-fast test-gpu lint bench bench-gpu demo-models clean
+.PHONY: setup setup-vllm run test test-fast test-gpu gpu-check lint bench bench-gpu demo-models clean
 
 setup: $(VENV)/.installed $(if $(filter vllm,$(ENGINE)),$(VENV)/.installed-vllm)
 
@@ -30,8 +30,13 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 # compiled ops do not load beside the CPU torch (and transformers imports torchvision when present): they
 # go again where they fail to import. The project is installed last: the SLURM plugin's numpy (>=2.4.5)
 # wins over mistral-common's `numpy<2.4`, whose numpy code only reads Mistral's image and audio inputs.
+# vLLM is held to the venv's torch (each vLLM release pins one): where no release of $(VLLM) runs on
+# it, one line says so and which torch to build the venv on instead.
 $(VENV)/.installed-vllm: $(VENV)/.installed
-	$(BIN)/python -m pip install -q -c constraints.txt "$(VLLM)"
+	@torch=$$($(BIN)/python -c "import torch; print(torch.__version__.split('+')[0])"); \
+	$(BIN)/python -m pip install -q -c constraints.txt "$(VLLM)" "torch==$$torch" || { \
+		echo "make setup ENGINE=vllm: no release of $(VLLM) runs on this venv's torch $$torch (each pins its own); rebuild the venv on vLLM's: rm -rf $(VENV) && make setup ENGINE=vllm TORCH=\"torch==<the torch $(VLLM) pins>\""; \
+		exit 1; }
 	for m in torchvision torchaudio torchcodec; do \
 		$(BIN)/python -c "import $$m" 2>/dev/null || $(BIN)/python -m pip uninstall -q -y $$m; done
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test]"
@@ -76,6 +81,13 @@ bench: setup-vllm
 
 bench-gpu: setup
 	$(BIN)/python bench/gpu_bench.py
+
+# One command that checks a GPU machine (about 8 minutes on one 80 GB GPU): pytest -m gpu, the
+# generation bench at 1B, the 3B per-step table in bf16, 8-bit and 4-bit, and a one-shard workflow
+# run with batch_size auto against its plan, term by term; bench/gpu_check.json and .md, and this
+# GPU's entries of the time model's constants. Without CUDA it says so and exits 2.
+gpu-check:
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) bench/gpu_bench.py --all
 
 # Retrain the committed demo checkpoints (deterministic, a few minutes on CPU).
 demo-models: setup

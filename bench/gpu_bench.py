@@ -161,27 +161,48 @@ def bench_generation(model_dir: str, args) -> dict:
     import torch
 
     from genjudge.config.specs import spec_for
+    from genjudge.engine.batch_size import auto_batch_size
     from genjudge.engine.decoding import Generator, GenParams, run_batches
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
 
     tok = load_tokenizer(model_dir)
-    model, _ = load_causal_lm(spec_for("generator", model=model_dir))
+    spec = spec_for("generator", model=model_dir, max_new_tokens=args.new_tokens)
+    model, _ = load_causal_lm(spec)
     n, t = args.prompts, args.new_tokens
     prompts = prompts_for(tok, n)
     seq_prompts = prompts[: args.sequential_prompts]
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    gen = Generator(model, tok, GenParams(max_new_tokens=t), add_special_tokens=False)
+    config = model.config
+    kv = 2 * config.num_hidden_layers * config.num_key_value_heads * (config.hidden_size // config.num_attention_heads)
+    kv *= next(model.parameters()).element_size()
+    lengths = Generator(model, tok, GenParams(max_new_tokens=t), False).token_lengths(prompts)
+    longest = prompts[max(range(n), key=lambda i: lengths[i])]
     model.generate = fixed_generate(model, t)
+    # The workflow's path: the batch batch_size auto chooses (its probes), eager and compiled.
+    gens, choices = {}, {}
+    for name, compiled in (("ours", False), ("ours_compiled", True)):
+        # The CPU smoke run checks the script: compiling there would take most of its time.
+        compiled = compiled and not args.cpu_smoke
+        g = Generator(model, tok, GenParams(max_new_tokens=t), add_special_tokens=False, compile=compiled)
+        g.cache_tokens = max(lengths) + t
+        c = auto_batch_size(g, longest, n, spec, kv, t) if args.batch == 0 else None
+        g.batch_size = c.batch if c is not None else args.batch
+        gens[name], choices[name] = g, c
     fixed = {"do_sample": False, "pad_token_id": tok.pad_token_id}
 
-    def ours():
-        run_batches(gen.token_lengths(prompts), args.batch, lambda idx: gen.generate([prompts[i] for i in idx]))
-        return n * t
+    def ours_with(g):
+        def run():
+            run_batches(lengths, g.batch_size, lambda idx: g.generate([prompts[i] for i in idx]))
+            return n * t
+
+        return run
 
     def raw_batched():
-        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-        with torch.inference_mode():
-            model.generate(**enc, **fixed)
+        for i in range(0, n, args.raw_batch):
+            part = prompts[i : i + args.raw_batch]
+            enc = tok(part, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+            with torch.inference_mode():
+                model.generate(**enc, **fixed)
         return n * t
 
     def sequential():
@@ -191,8 +212,13 @@ def bench_generation(model_dir: str, args) -> dict:
                 model.generate(**enc, **fixed)
         return len(seq_prompts) * t
 
-    paths = {"ours": ours, "raw_batched": raw_batched, "sequential_batch1": sequential}
-    for fn in paths.values():  # warm-up (kernels, allocator)
+    paths = {
+        "ours": ours_with(gens["ours"]),
+        "ours_compiled": ours_with(gens["ours_compiled"]),
+        "raw_batched": raw_batched,
+        "sequential_batch1": sequential,
+    }
+    for fn in paths.values():  # warm-up (kernels, allocator, compilation)
         fn()
     rates: dict[str, list[float]] = {k: [] for k in paths}
     peaks: dict[str, int] = {}
@@ -218,11 +244,19 @@ def bench_generation(model_dir: str, args) -> dict:
         "prompts": n,
         "sequential_prompts": len(seq_prompts),
         "new_tokens": t,
-        "batch_size": args.batch,
+        "batch_size": gens["ours"].batch_size,
+        "batch_choice": {k: c.meta() if c else None for k, c in choices.items()},
+        "batch_search_seconds": {k: c.search_seconds if c else 0.0 for k, c in choices.items()},
+        "compile_seconds": round(gens["ours_compiled"].compile_seconds, 1),
         "repeats": args.repeats,
     }
     for k, v in rates.items():
-        batch = {"ours": args.batch, "raw_batched": n, "sequential_batch1": 1}[k]
+        batch = {
+            "ours": gens["ours"].batch_size,
+            "ours_compiled": gens["ours_compiled"].batch_size,
+            "raw_batched": min(n, args.raw_batch),
+            "sequential_batch1": 1,
+        }[k]
         bound = batch * bw / weight_bytes if bw else None
         out[k] = {
             "tokens_per_s": stats(v),
@@ -234,6 +268,7 @@ def bench_generation(model_dir: str, args) -> dict:
     med = {k: statistics.median(v) for k, v in rates.items()}
     out["ratio_ours_vs_sequential"] = round(med["ours"] / med["sequential_batch1"], 2)
     out["ratio_ours_vs_raw_batched"] = round(med["ours"] / med["raw_batched"], 2)
+    out["ratio_ours_compiled_vs_raw_batched"] = round(med["ours_compiled"] / med["raw_batched"], 2)
     return out
 
 
@@ -260,7 +295,9 @@ def worker(args) -> int:
     lengths = gen.token_lengths(prompts)
 
     def run():
-        run_batches(lengths, args.batch, tensor_parallel.agree(lambda idx: gen.generate([prompts[i] for i in idx])))
+        run_batches(
+            lengths, args.batch or 64, tensor_parallel.agree(lambda idx: gen.generate([prompts[i] for i in idx]))
+        )
 
     run()  # warm-up
     spans = []
@@ -311,7 +348,7 @@ def launch(kind: str, n_gpus: int, model_dir: str, args, tmp: Path) -> dict:
         "--new-tokens",
         str(args.new_tokens),
         "--batch",
-        str(args.batch),
+        str(args.batch or 64),
         "--repeats",
         str(args.repeats),
     ]
@@ -363,7 +400,7 @@ def bench_judge(model_dir: str, n_gpus: int, args) -> dict:
     import tempfile
 
     kinds = ["device_map", "tensor", "replicas"] if n_gpus >= 2 else ["device_map"]
-    out = {"gpus": n_gpus, "prompts": args.judge_prompts, "new_tokens": args.new_tokens, "batch_size": args.batch}
+    out = {"gpus": n_gpus, "prompts": args.judge_prompts, "new_tokens": args.new_tokens, "batch_size": args.batch or 64}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in kinds:
             print(f"gpu_bench: judge {kind} over {n_gpus} GPU(s)...", file=sys.stderr, flush=True)
@@ -380,7 +417,7 @@ def bench_judge(model_dir: str, n_gpus: int, args) -> dict:
 def table(res: dict) -> str:
     g = res["generation"]
     rows = [("measure", "tokens/s median [min-max]", "bound", "of bound")]
-    for k in ("ours", "raw_batched", "sequential_batch1"):
+    for k in ("ours", "ours_compiled", "raw_batched", "sequential_batch1"):
         s = g[k]["tokens_per_s"]
         bound = g[k]["bandwidth_bound_tokens_per_s"]
         rows.append(
@@ -393,8 +430,9 @@ def table(res: dict) -> str:
         )
     rows.append(
         (
-            "ours / sequential, ours / raw batched",
-            f"{g['ratio_ours_vs_sequential']}x, {g['ratio_ours_vs_raw_batched']}x",
+            "ours / sequential, ours / raw batched, compiled / raw batched",
+            f"{g['ratio_ours_vs_sequential']}x, {g['ratio_ours_vs_raw_batched']}x, "
+            f"{g['ratio_ours_compiled_vs_raw_batched']}x",
             "",
             "",
         )
@@ -418,10 +456,23 @@ def table(res: dict) -> str:
 
 
 # --quick: seconds, to check that the bench still runs against the package (its figures mean nothing).
-QUICK = {"prompts": 8, "sequential_prompts": 2, "judge_prompts": 8, "new_tokens": 4, "batch": 8, "repeats": 1}
+QUICK = {
+    "prompts": 8,
+    "sequential_prompts": 2,
+    "judge_prompts": 8,
+    "new_tokens": 4,
+    "batch": 8,
+    "repeats": 1,
+    "raw_batch": 8,
+}
 
 
 def main() -> int:
+    if "--all" in sys.argv[1:]:  # `make gpu-check`: everything that checks a GPU machine (bench/gpu_check.py)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import gpu_check
+
+        return gpu_check.main([a for a in sys.argv[1:] if a != "--all"])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = sys.argv[1:2] == ["_worker"]
     ap.add_argument(
@@ -432,7 +483,8 @@ def main() -> int:
     ap.add_argument("--sequential-prompts", type=int, default=16, help="prompts of the batch-1 loop (it is slow)")
     ap.add_argument("--judge-prompts", type=int, default=512)
     ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=0, help="our path's batch (default 0: batch_size auto's choice)")
+    ap.add_argument("--raw-batch", type=int, default=256, help="the batches of raw model.generate (default 256)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--bandwidth-gbs", type=float, help="GPU memory bandwidth in GB/s (default: from the GPU's name)")
     ap.add_argument("--out", help="results JSON (default bench/gpu_results.json)")

@@ -25,8 +25,9 @@ from genjudge.planning.batch_choice import (
 
 log = logging.getLogger(__name__)
 
-PROBE_BATCHES = (8, 64)
-PROBE_STEPS = 6  # decoding steps a probe runs; the last ones are timed (the first may compile)
+from genjudge.planning.time_model import PROBE_STEPS  # noqa: E402 - the time model counts the same steps
+
+PROBE_BATCHES = (8, 64)  # the last steps of each probe are timed (the first may compile)
 
 
 @dataclass

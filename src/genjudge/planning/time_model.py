@@ -427,6 +427,7 @@ def choose_compile(model: ModelNumbers, device: Device, requests: list[Requests]
 
 
 VLLM_MAX_NUM_SEQS = 256  # vLLM's default cap on the sequences it runs at once
+PROBE_STEPS = 6  # decoding steps of a batch_size auto probe (engine.batch_size)
 
 
 def register_engine(engine: Engine) -> None:
@@ -529,9 +530,11 @@ def job_time(
     engine: Engine | None = None,
     read_rate: float = DEFAULT_READ_RATE,
     calibration: Calibration | None = None,
+    probes: tuple = (),
 ) -> JobTime:
     """The roofline for one job serving `requests` in batches of `batch` (for a continuously batching
-    engine, `batch` sequences at once). How many batches and steps: `engine.schedule`."""
+    engine, `batch` sequences at once). How many batches and steps: `engine.schedule`. `probes`: the
+    batches `batch_size: auto` probes first (a prefill and PROBE_STEPS steps each)."""
     engine = engine or ENGINES["transformers"]
     cal = calibration or Calibration("")
     out = JobTime()
@@ -558,6 +561,18 @@ def job_time(
     n_total = sum(r.n for r in requests)
     prompt_tokens = sum(r.n * r.prompt_tokens for r in requests)
     groups = [(r, *engine.schedule(r, batch, cal)) for r in requests]  # r, batches, rows, steps, steps/sequence
+    if probes and n_total:
+        mean_prompt = prompt_tokens / n_total
+        line = step_line(model, device, layout, engine, mean_prompt + PROBE_STEPS)
+        search = sum(2 * model.parameters * b * mean_prompt / flops + PROBE_STEPS * line.seconds(b) for b in probes)
+        out.terms.append(
+            Term(
+                "batch search",
+                search,
+                f"batch_size auto: probes of {', '.join(map(str, probes))} sequences, a prefill and "
+                f"{PROBE_STEPS} steps each",
+            )
+        )
     compile_s = engine.compile_seconds(device, max((b for _, nb, b, _, _ in groups if nb), default=batch))
     if compile_s:
         out.terms.append(Term("compile", compile_s, f"{engine.label}: the first call of its shapes, fixed"))

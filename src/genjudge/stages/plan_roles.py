@@ -121,6 +121,23 @@ def planned_batch(e: Entry, given: int | None, requests: float, cache_dir=None) 
     return c.batch, f"batch_size auto: {c.reason}; the job decides on its own probes with the same function"
 
 
+def search_probes(spec, device, batch: int, how: str, given) -> tuple:
+    """The batches batch_size auto probes in a job (engine.batch_size): none where the batch is given,
+    configured, remembered, vLLM's or on a CPU."""
+    if (
+        given
+        or spec.engine != "transformers"
+        or spec.batch_size != "auto"
+        or device.kind != "gpu"
+        or "remembered" in how
+    ):
+        return ()
+    from genjudge.engine.batch_size import PROBE_BATCHES
+
+    first = tuple(dict.fromkeys(min(b, batch) for b in PROBE_BATCHES))
+    return first + ((batch,) if batch > max(first) else ())
+
+
 def vllm_batch(p: dict, spec) -> tuple[int, str]:
     """vLLM's running batch: as many sequences of the longest request as its KV cache holds, up to
     max_num_seqs (`batch_size` when a number, else vLLM's 256)."""
@@ -344,7 +361,8 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
     batch, batch_how = planned_batch(e, batch_size, wl.n / lay.jobs, config.get("cache_dir"))
     e.batch = batch
     with_batch(p, batch)
-    t = job_time(model, device, layout, reqs, batch, engine, read_rate, e.calibration)
+    probes = search_probes(spec, device, batch, batch_how, batch_size)
+    t = job_time(model, device, layout, reqs, batch, engine, read_rate, e.calibration, probes)
     e.times["each job"] = t
     inputs = sorted({(g, cell.dataset) for cell in cells for g in (cell.generator, cell.opponent) if g})
     e.jobs = [(f"judge {name}/{j}", t.seconds, n, inputs, None) for j in range(lay.jobs)]
