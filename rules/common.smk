@@ -19,6 +19,7 @@ from genjudge.judging import modes
 from genjudge.judging.template_rules import template_paths
 from genjudge.models.modelref import digest_index, fingerprint
 from genjudge.store import failures
+from genjudge.store.records import INVOCATION_ENV, new_invocation
 
 # A task of a SLURM job array checks the outputs of the job it runs, not those of the array's first
 # job (snakemake-executor-plugin-slurm 2.8 targets the first): restarted on its own target, at once.
@@ -27,6 +28,10 @@ if ARRAY_TASK_ARGV:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, "-m", "snakemake", *ARRAY_TASK_ARGV[1:]])
+
+# Every job of this command records it (its meta, its recorded failure): the report draws each command apart.
+if workflow.is_main_process:
+    os.environ[INVOCATION_ENV] = new_invocation()
 
 try:
     wfconfig.validate(config, workflow.basedir)

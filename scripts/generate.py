@@ -15,7 +15,9 @@ def main():
     job = f"{w.generator}/{w.dataset}/{w.shard}"
     with job_log(sm.log[0], "generate") as stream:
         history = failures.history_path(f"results/{cfg['run']}", "generate", job)
-        with failures.recorded(history, sm.log[0], f"generate {job}", lambda error: write_failure(sm, error)):
+        with failures.recorded(
+            history, sm.log[0], f"generate {job}", lambda error: write_failure(sm, error)
+        ) as attempt:
             # The GPU count is the job's `gpu` resource; the inventory is resolved here, not passed
             # as a param, so that a different CUDA_VISIBLE_DEVICES does not rerun finished jobs.
             with acquire(
@@ -25,6 +27,7 @@ def main():
                 slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
                 label=f"{cfg['run']}/generate/{job}",
             ) as lease:
+                attempt["gpus"] = list(lease.devices)
                 from genjudge.config.experiment import resolve
                 from genjudge.config.specs import GeneratorSpec
                 from genjudge.models.modelref import digest_index

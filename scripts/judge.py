@@ -16,7 +16,7 @@ def main():
     job = f"{w.judge}/{w.jshard}-of-{w.nj}"
     with job_log(sm.log[0], "judge") as stream:
         history = failures.history_path(f"results/{cfg['run']}", "judge", job)
-        with failures.recorded(history, sm.log[0], f"judge {job}", lambda error: write_failure(sm, error)):
+        with failures.recorded(history, sm.log[0], f"judge {job}", lambda error: write_failure(sm, error)) as attempt:
             with acquire(
                 sm.resources.gpu,
                 resolve_inventory(cfg["gpu_inventory"]),
@@ -24,6 +24,7 @@ def main():
                 slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
                 label=f"{cfg['run']}/judge/{w.judge}/{w.jshard}",
             ) as lease:
+                attempt["gpus"] = list(lease.devices)
                 run(sm, lease, stream)
 
 
