@@ -123,6 +123,37 @@ def generate_params(wildcards):
 ANSWERS = {name: ds["answer"] for name, ds in EXP.datasets.items()}
 
 
+def settings(params, keys, *, name):
+    """One rule param per key of `params(wildcards)` (static `keys`), each written `key=value` (None
+    where the job has no such setting): a rerun's reason then names only the settings that changed,
+    on one line, rather than printing the whole dictionary before and after. `params` runs once per job."""
+    cache = {}
+
+    def one(key):
+        def value(wildcards):
+            job = tuple(sorted(wildcards.items()))
+            if job not in cache:
+                cache.clear()  # jobs are expanded one after the other: keep only the current one
+                cache[job] = params(wildcards)
+                unknown = sorted(set(cache[job]) - set(keys))
+                if unknown:  # a setting no param carries would never trigger a rerun
+                    raise WorkflowError(f"rule {name}: settings {unknown} are not among its rerun params")
+            v = cache[job].get(key)
+            if v is None:
+                return None
+            return f"{key}={v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)}"
+
+        value.__name__ = f"{name}_{key}"
+        return value
+
+    return {key: one(key) for key in keys}
+
+
+# Every setting that may decide a generation or judge job's rerun (GENERATORS' and JUDGES' rerun_params).
+GENERATE_KEYS = [*GeneratorSpec.fields_changing("item", "job"), "model_fingerprint", "failed_attempts"]
+JUDGE_KEYS = [*JudgeSpec.fields_changing("item", "job"), "model_fingerprint", "cells", "answers", "failed_attempts"]
+
+
 def judge_params(wildcards):
     params = {**JUDGE_PARAMS[wildcards.judge], "cells": judge_cells(wildcards.judge)}
     spec = JUDGES[wildcards.judge]
@@ -132,6 +163,14 @@ def judge_params(wildcards):
         params.pop("baseline", None)
         params.pop("pairs", None)
     return with_failures(params, "judge", f"{wildcards.judge}/{wildcards.jshard}-of-{wildcards.nj}")
+
+
+def config_digest(wildcards):
+    """The report shows the config: any change of it rewrites the (cheap) report; the rerun's reason
+    shows the digest, not the whole config."""
+    import hashlib
+
+    return "config=sha256:" + hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def parse_params(wildcards):
@@ -201,8 +240,10 @@ def judge_gpu_resource(wildcards):
 
 
 def model_input(spec):
-    """The demo model's directory when the workflow builds it, so it is built first."""
-    return [spec.model] if wfconfig.builds_demo_model(spec.model) else []
+    """The demo model's directory when the workflow must build it (it is missing), so it is built first.
+    The committed models are no input: Snakemake has no record of how they were made and would say so
+    on every run; the jobs' params hold the models' fingerprints, which rerun them when the files change."""
+    return [spec.model] if wfconfig.builds_demo_model(spec.model) and not os.path.exists(spec.model) else []
 
 
 def demo_generator(wildcards):
@@ -293,11 +334,11 @@ def judge_runtime(wildcards, attempt):
 
 
 def gen_cpus(wildcards):
-    return job_resources.threads(config, "generate", generate_gpus(wildcards.generator))
+    return job_resources.threads(config, "generate", generate_gpus(wildcards.generator), on_slurm())
 
 
 def judge_cpus(wildcards):
-    return job_resources.threads(config, "judge", judge_gpus(wildcards.judge))
+    return job_resources.threads(config, "judge", judge_gpus(wildcards.judge), on_slurm())
 
 
 def slurm_resources(role):

@@ -4,6 +4,7 @@ job's outputs say so and the other cells of the study go on."""
 
 import os
 
+from genjudge.cluster import job_resources
 from genjudge.cluster.gpu_lease import acquire, resolve_inventory
 from genjudge.store import failures
 from genjudge.store.job_log import job_log
@@ -48,7 +49,9 @@ def main():
                     generator=w.generator,
                     dataset=w.dataset,
                     digests=digest_index(cfg["cache_dir"]),
-                    threads=sm.threads,
+                    threads=job_resources.job_threads(
+                        sm.threads, sm.resources, os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1"
+                    ),
                 )
 
 

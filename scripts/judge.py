@@ -5,6 +5,7 @@ skipped (named in the meta); a failure of the job itself is recorded (genjudge.s
 
 import os
 
+from genjudge.cluster import job_resources
 from genjudge.cluster.gpu_lease import acquire, resolve_inventory
 from genjudge.store import failures
 from genjudge.store.job_log import job_log
@@ -29,19 +30,25 @@ def main():
 
 
 def run(sm, lease, stream):
+    from genjudge.config.experiment import resolve
+    from genjudge.config.specs import JudgeSpec
     from genjudge.stages.judge_job import run_judge_job
 
     w = sm.wildcards
+    exp = resolve(sm.config)
+    # A cascade reads each dataset's answer extraction (a rerun param of the job, `answers`).
+    cascade = JudgeSpec.from_config(exp.judges[w.judge]).cascade
+    answers = {name: ds["answer"] for name, ds in exp.datasets.items()} if cascade else None
     run_judge_job(
         config=sm.config,
         judge=w.judge,
         shard=int(w.jshard),
         n_shards=int(w.nj),
-        answers=sm.params.spec.get("answers"),
+        answers=answers,
         raw_path=sm.output.raw,
         meta_path=sm.output.meta,
         n_gpus=int(sm.resources.gpu),
-        threads=sm.threads,
+        threads=job_resources.job_threads(sm.threads, sm.resources, os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1"),
         lease=lease,
         log_stream=stream,
     )
