@@ -2,7 +2,7 @@
 
 Each is written and read through its own type; every file carries the
 `schema_version` it was written with, and reading a file of another version is
-an error that says so rather than a KeyError later. The README's list of meta
+an error that says so rather than a KeyError later. docs/architecture.md's list of meta
 fields is checked against these classes by the tests.
 """
 
