@@ -137,7 +137,7 @@ def settings(params, keys, *, name):
                 cache[job] = params(wildcards)
                 unknown = sorted(set(cache[job]) - set(keys))
                 if unknown:  # a setting no param carries would never trigger a rerun
-                    raise WorkflowError(f"rule {name}: settings {unknown} are not among its rerun params")
+                    raise WorkflowError(f"the {name} jobs' settings {unknown} are not among their rerun params")
             v = cache[job].get(key)
             if v is None:
                 return None
@@ -170,7 +170,8 @@ def config_digest(wildcards):
     shows the digest, not the whole config."""
     import hashlib
 
-    return "config=sha256:" + hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    return f"config=sha256:{digest}"
 
 
 def parse_params(wildcards):

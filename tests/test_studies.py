@@ -113,6 +113,10 @@ def test_each_judge_grades_its_cells_and_a_failed_cell_is_reported_then_rerun_al
     # The same command again reruns the failed shard and what reads it, nothing else.
     again = counts(workflow, cfg)
     assert again["generate"] == "1" and again["merge"] == "1" and again["judge"] == "1", again
+    reason = re.search(
+        r"rule generate:\n(?:\s+\w+: .*\n)*?\s+reason: (.*)", workflow.run("-n", "--configfile", cfg).stdout
+    )
+    assert reason[1].endswith("now: 'failed_attempts=1' "), reason[1]  # one line: the setting that changed
 
     # Fixed (the long question left out): only the failed cell's answers and judgments are computed.
     write_dataset(wf / "b.jsonl", questions[N : 2 * N])

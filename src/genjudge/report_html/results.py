@@ -196,7 +196,7 @@ class ResultSections:
         if not mats:
             return None
         p = self.plot("judge_vs_exact_match", plots.confusions(mats[:12]))
-        head = ["generator · dataset · judge", "judge agrees with exact match", "n"]
+        head = ["generator · dataset · judge", "judge agrees with exact match", "items"]
         agreement = Table(head, agree, "narrow") if agree else None
         return Confusion(p, agreement) if p or agreement else None
 
@@ -264,7 +264,7 @@ class ResultSections:
             head = ["judge", "flip rate when swapped", "first position wins", "P(prefer longer)"]
             pairwise = Table(head, pair_rows, "narrow")
         if single_rows:
-            length = Table(["judge", "Pearson (verdict, length)", "Spearman", "n"], single_rows, "narrow")
+            length = Table(["judge", "Pearson (verdict, length)", "Spearman", "parsed answers"], single_rows, "narrow")
         return pairwise, length
 
     @staticmethod

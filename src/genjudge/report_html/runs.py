@@ -62,7 +62,7 @@ class RunSections:
             ]
             for j in jobs
         ]
-        head = ["job", "host", "GPUs", "items", "load s", "compute s", "wall s", "tokens/s", "resumed", "computed"]
+        head = ["job", "host", "GPUs", "answers", "load s", "compute s", "wall s", "tokens/s", "resumed", "computed"]
         return Throughput(Table([*head, "waited for GPUs s"], rows))
 
     def provenance_section(self) -> Provenance:
