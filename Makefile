@@ -13,7 +13,7 @@ SNAKEMAKE_ARGS ?=
 # PYTEST_PARALLEL= runs the tests in one process.
 PYTEST_PARALLEL ?= -n $(shell echo $$(( $$(nproc) + 1 ))) --dist loadscope --no-loadscope-reorder
 
-.PHONY: setup setup-vllm run test test-fast test-gpu gpu-check lint bench bench-gpu demo-models clean
+.PHONY: setup setup-vllm run test test-fast test-gpu gpu-check lint docs bench bench-gpu demo-models clean
 
 setup: $(VENV)/.installed $(if $(filter vllm,$(ENGINE)),$(VENV)/.installed-vllm)
 
@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test]"
 	touch $@
 
-# vLLM in the same venv (README, "Engines"). Its CPU build pulls PyPI's torchvision/torchaudio, whose
+# vLLM in the same venv (docs/engines.md). Its CPU build pulls PyPI's torchvision/torchaudio, whose
 # compiled ops do not load beside the CPU torch (and transformers imports torchvision when present): they
 # go again where they fail to import. The project is installed last: the SLURM plugin's numpy (>=2.4.5)
 # wins over mistral-common's `numpy<2.4`, whose numpy code only reads Mistral's image and audio inputs.
@@ -67,6 +67,10 @@ lint: setup
 	$(BIN)/snakefmt --check Snakefile rules/
 	$(BIN)/python tests/snakemake_lint.py
 
+# The documentation site under site/ (open site/index.html); tests/test_docs.py builds it with --strict too.
+docs: setup
+	$(BIN)/mkdocs build --strict
+
 # Every CPU bench at full size (minutes each; `python bench/NAME.py --quick` runs one in seconds, as the
 # tests do). fingerprint_bench writes checkpoints of 1 and 10 GB: run it by hand with --dir.
 bench: setup-vllm
@@ -95,4 +99,4 @@ demo-models: setup
 	$(BIN)/snakemake --cores 2 models/demo-generator models/demo-judge
 
 clean:
-	rm -rf results logs .snakemake
+	rm -rf results logs .snakemake site

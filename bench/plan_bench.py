@@ -10,7 +10,7 @@ same counts. Medians of --repeats runs. Fails (exit 1) when a prediction is off 
     nice -n 10 .venv/bin/python bench/plan_bench.py --quick   # under a minute
     nice -n 10 .venv/bin/python bench/plan_bench.py           # `make bench`
 
-Writes bench/plan_results.json and prints the README's table.
+Writes bench/plan_results.json and prints the table of docs/planning.md.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from genjudge.judging import modes
 from genjudge.judging.template_rules import template_paths
 from genjudge.models.modelref import check_model, digest_index, fingerprint
 from genjudge.store import failures
+from genjudge.store.records import INVOCATION_ENV, new_invocation
 
 # A task of a SLURM job array checks the outputs of the job it runs, not those of the array's first
 # job (snakemake-executor-plugin-slurm 2.8 targets the first): restarted on its own target, at once.
@@ -27,6 +28,10 @@ if ARRAY_TASK_ARGV:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, [sys.executable, "-m", "snakemake", *ARRAY_TASK_ARGV[1:]])
+
+# Every job of this command records it (its meta, its recorded failure): the report draws each command apart.
+if workflow.is_main_process:
+    os.environ[INVOCATION_ENV] = new_invocation()
 
 try:
     wfconfig.validate(config, workflow.basedir)
@@ -120,6 +125,37 @@ def generate_params(wildcards):
 ANSWERS = {name: ds["answer"] for name, ds in EXP.datasets.items()}
 
 
+def settings(params, keys, *, name):
+    """One rule param per key of `params(wildcards)` (static `keys`), each written `key=value` (None
+    where the job has no such setting): a rerun's reason then names only the settings that changed,
+    on one line, rather than printing the whole dictionary before and after. `params` runs once per job."""
+    cache = {}
+
+    def one(key):
+        def value(wildcards):
+            job = tuple(sorted(wildcards.items()))
+            if job not in cache:
+                cache.clear()  # jobs are expanded one after the other: keep only the current one
+                cache[job] = params(wildcards)
+                unknown = sorted(set(cache[job]) - set(keys))
+                if unknown:  # a setting no param carries would never trigger a rerun
+                    raise WorkflowError(f"the {name} jobs' settings {unknown} are not among their rerun params")
+            v = cache[job].get(key)
+            if v is None:
+                return None
+            return f"{key}={v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)}"
+
+        value.__name__ = f"{name}_{key}"
+        return value
+
+    return {key: one(key) for key in keys}
+
+
+# Every setting that may decide a generation or judge job's rerun (GENERATORS' and JUDGES' rerun_params).
+GENERATE_KEYS = [*GeneratorSpec.fields_changing("item", "job"), "model_fingerprint", "failed_attempts"]
+JUDGE_KEYS = [*JudgeSpec.fields_changing("item", "job"), "model_fingerprint", "cells", "answers", "failed_attempts"]
+
+
 def judge_params(wildcards):
     params = {**JUDGE_PARAMS[wildcards.judge], "cells": judge_cells(wildcards.judge)}
     spec = JUDGES[wildcards.judge]
@@ -129,6 +165,15 @@ def judge_params(wildcards):
         params.pop("baseline", None)
         params.pop("pairs", None)
     return with_failures(params, "judge", f"{wildcards.judge}/{wildcards.jshard}-of-{wildcards.nj}")
+
+
+def config_digest(wildcards):
+    """The report shows the config: any change of it rewrites the (cheap) report; the rerun's reason
+    shows the digest, not the whole config."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    return f"config=sha256:{digest}"
 
 
 def parse_params(wildcards):
@@ -198,8 +243,10 @@ def judge_gpu_resource(wildcards):
 
 
 def model_input(spec):
-    """The demo model's directory when the workflow builds it, so it is built first."""
-    return [spec.model] if wfconfig.builds_demo_model(spec.model) else []
+    """The demo model's directory when the workflow must build it (it is missing), so it is built first.
+    The committed models are no input: Snakemake has no record of how they were made and would say so
+    on every run; the jobs' params hold the models' fingerprints, which rerun them when the files change."""
+    return [spec.model] if wfconfig.builds_demo_model(spec.model) and not os.path.exists(spec.model) else []
 
 
 def demo_generator(wildcards):
@@ -306,11 +353,11 @@ def judge_runtime(wildcards, attempt):
 
 
 def gen_cpus(wildcards):
-    return job_resources.threads(config, "generate", generate_gpus(wildcards.generator))
+    return job_resources.threads(config, "generate", generate_gpus(wildcards.generator), on_slurm())
 
 
 def judge_cpus(wildcards):
-    return job_resources.threads(config, "judge", judge_gpus(wildcards.judge))
+    return job_resources.threads(config, "judge", judge_gpus(wildcards.judge), on_slurm())
 
 
 def slurm_resources(role):

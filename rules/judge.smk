@@ -23,7 +23,7 @@ rule judge:
         runtime=judge_runtime,
     params:
         # The verdict pattern is not here: changing it re-parses only.
-        spec=judge_params,
+        **settings(judge_params, JUDGE_KEYS, name="judge"),
     script:
         "../scripts/judge.py"
 

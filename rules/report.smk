@@ -40,8 +40,7 @@ rule report:
     log:
         f"{LOGS}/report.log",
     params:
-        # The report shows the config: any change of it rewrites the (cheap) report.
-        config=config,
+        config=config_digest,
         judgments=all_judgments(),
         judge_meta=all_judge_metas(),
         workflow_dir=workflow.basedir,

@@ -4,6 +4,7 @@ job's outputs say so and the other cells of the study go on."""
 
 import os
 
+from genjudge.cluster import job_resources
 from genjudge.cluster.gpu_lease import acquire, resolve_inventory
 from genjudge.store import failures
 from genjudge.store.job_log import job_log
@@ -15,7 +16,9 @@ def main():
     job = f"{w.generator}/{w.dataset}/{w.shard}"
     with job_log(sm.log[0], "generate") as stream:
         history = failures.history_path(f"results/{cfg['run']}", "generate", job)
-        with failures.recorded(history, sm.log[0], f"generate {job}", lambda error: write_failure(sm, error)):
+        with failures.recorded(
+            history, sm.log[0], f"generate {job}", lambda error: write_failure(sm, error)
+        ) as attempt:
             # The GPU count is the job's `gpu` resource; the inventory is resolved here, not passed
             # as a param, so that a different CUDA_VISIBLE_DEVICES does not rerun finished jobs.
             with acquire(
@@ -25,6 +28,7 @@ def main():
                 slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
                 label=f"{cfg['run']}/generate/{job}",
             ) as lease:
+                attempt["gpus"] = list(lease.devices)
                 from genjudge.config.experiment import resolve
                 from genjudge.config.specs import GeneratorSpec
                 from genjudge.models.modelref import digest_index
@@ -45,7 +49,9 @@ def main():
                     generator=w.generator,
                     dataset=w.dataset,
                     digests=digest_index(cfg["cache_dir"]),
-                    threads=sm.threads,
+                    threads=job_resources.job_threads(
+                        sm.threads, sm.resources, os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1"
+                    ),
                     cache_dir=cfg["cache_dir"],
                 )
 

@@ -5,6 +5,7 @@ skipped (named in the meta); a failure of the job itself is recorded (genjudge.s
 
 import os
 
+from genjudge.cluster import job_resources
 from genjudge.cluster.gpu_lease import acquire, resolve_inventory
 from genjudge.store import failures
 from genjudge.store.job_log import job_log
@@ -16,7 +17,7 @@ def main():
     job = f"{w.judge}/{w.jshard}-of-{w.nj}"
     with job_log(sm.log[0], "judge") as stream:
         history = failures.history_path(f"results/{cfg['run']}", "judge", job)
-        with failures.recorded(history, sm.log[0], f"judge {job}", lambda error: write_failure(sm, error)):
+        with failures.recorded(history, sm.log[0], f"judge {job}", lambda error: write_failure(sm, error)) as attempt:
             with acquire(
                 sm.resources.gpu,
                 resolve_inventory(cfg["gpu_inventory"]),
@@ -24,23 +25,30 @@ def main():
                 slurm_executor=os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1",
                 label=f"{cfg['run']}/judge/{w.judge}/{w.jshard}",
             ) as lease:
+                attempt["gpus"] = list(lease.devices)
                 run(sm, lease, stream)
 
 
 def run(sm, lease, stream):
+    from genjudge.config.experiment import resolve
+    from genjudge.config.specs import JudgeSpec
     from genjudge.stages.judge_job import run_judge_job
 
     w = sm.wildcards
+    exp = resolve(sm.config)
+    # A cascade reads each dataset's answer extraction (a rerun param of the job, `answers`).
+    cascade = JudgeSpec.from_config(exp.judges[w.judge]).cascade
+    answers = {name: ds["answer"] for name, ds in exp.datasets.items()} if cascade else None
     run_judge_job(
         config=sm.config,
         judge=w.judge,
         shard=int(w.jshard),
         n_shards=int(w.nj),
-        answers=sm.params.spec.get("answers"),
+        answers=answers,
         raw_path=sm.output.raw,
         meta_path=sm.output.meta,
         n_gpus=int(sm.resources.gpu),
-        threads=sm.threads,
+        threads=job_resources.job_threads(sm.threads, sm.resources, os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1"),
         lease=lease,
         log_stream=stream,
     )

@@ -3,13 +3,14 @@
 
 from genjudge.config import load_plugins
 from genjudge.stages.report import run_report
+from genjudge.store import failures
 from genjudge.store.job_log import job_log
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with job_log(sm.log[0], "report"):
-    load_plugins(sm.params.config)
+    load_plugins(sm.config)
     run_report(
-        sm.params.config,
+        sm.config,
         sm.params.judgments,
         list(sm.input.gen_meta),
         sm.params.judge_meta,
@@ -20,4 +21,5 @@ with job_log(sm.log[0], "report"):
         sm.output.categories,
         sm.output.html,
         sm.output.plots,
+        attempts=failures.attempts_of(f"results/{sm.config['run']}"),
     )

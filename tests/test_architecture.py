@@ -69,10 +69,10 @@ def test_no_branching_on_the_mode_name_outside_the_mode_objects():
     assert hits == []
 
 
-def test_readme_lists_exactly_the_meta_fields():
-    # The README's table, and the tables of the same head in the user documentation under docs/.
+def test_the_docs_list_exactly_the_meta_fields():
+    # The tables of this head in the user documentation (docs/architecture.md, and pages of their own).
     listed = set()
-    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for doc in sorted((ROOT / "docs").glob("*.md")):
         text = doc.read_text()
         if "| meta field | in | meaning |" not in text:
             continue
@@ -82,6 +82,17 @@ def test_readme_lists_exactly_the_meta_fields():
             listed |= set(re.findall(r"`([a-z_0-9]+)`", row.split("|")[1]))
     documented = {f.name for f in fields(GenerateMeta)} | {f.name for f in fields(JudgeMeta)}
     assert listed == documented, (sorted(listed - documented), sorted(documented - listed))
+
+
+def test_the_docs_give_each_wing_the_imports_this_table_allows():
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    table = doc[doc.index("| wing | may import |") :]
+    table = table[: table.index("\n\n")]
+    listed = {}
+    for row in table.splitlines()[2:]:
+        wing, allowed = (re.findall(r"`([a-z_]+)`", cell) for cell in row.split("|")[1:3])
+        listed[wing[0]] = set(allowed)
+    assert listed == WINGS
 
 
 def test_defaults_live_only_in_the_schema():

@@ -1,4 +1,4 @@
-"""Config layering as a new user meets it: the README's own config, overrides, the demo kept apart."""
+"""Config layering as a new user meets it: the documented config, overrides, the demo kept apart."""
 
 import json
 import re
@@ -16,8 +16,8 @@ CFG70 = ROOT / "tests" / "data" / "llama-3.1-70b-config"
 
 
 def readme_typical_config() -> dict:
-    """The 'typical config' block of the README, as a user would copy it."""
-    readme = (ROOT / "README.md").read_text()
+    """The 'typical config' block of docs/configuration.md, as a user would copy it."""
+    readme = (ROOT / "docs" / "configuration.md").read_text()
     block = readme[readme.index("A typical config") :]
     block = block[block.index("```yaml") + 7 :]
     return yaml.safe_load(block[: block.index("```")])
@@ -25,7 +25,7 @@ def readme_typical_config() -> dict:
 
 @pytest.fixture
 def typical(workflow):
-    """The README's config in a workflow copy, hub ids standing as local directories with config.json
+    """The documented config in a workflow copy, hub ids standing as local directories with config.json
     (and empty stand-ins for the tokenizer and weights files planning looks for)."""
     cfg = readme_typical_config()
     for role in ("generator", "judge"):

@@ -2,12 +2,15 @@
 answers as history, stored and cached per turn, judged per turn, reported per turn."""
 
 import json
+import os
 import re
+import sys
 
 import pandas as pd
 import pytest
 from conftest import generate_shard
 from judges import ROOT
+from report_view import report_view
 
 from genjudge.config.specs import spec_for
 from genjudge.data.conversation import expand_turns
@@ -16,6 +19,9 @@ from genjudge.data.shard_files import write_shard
 from genjudge.errors import InputError
 from genjudge.stages.merge import MergeError, merge_generations
 from genjudge.store.records import GenerateMeta
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "browser"))
+import chromium  # noqa: E402
 
 MT = [
     {
@@ -185,6 +191,27 @@ def test_a_multi_turn_run_is_judged_and_reported_per_turn(workflow):
     assert turns["2"]["n_judged"] + turns["2"]["n_unparsed"] == 3
     report = (res / "report" / "report.md").read_text()
     assert "## By turn" in report and "| 2 | 3 |" in report
+
+    # report.html: a By-turn section, and every n says what it counts (4 items, 7 answers).
+    view = report_view(res)
+    assert (view.n_items, view.n_answers) == (4, 7) and "by_turn" in [i for i, _ in view.nav]
+    by_turn = view.section("by_turn").table
+    assert by_turn.column("turn") == ["1", "2"] and by_turn.column("items") == ["4", "3"]
+    judged = [int(n) + int(u) for n, u in zip(by_turn.column("judged answers"), by_turn.column("unparsed answers"))]
+    assert judged == [4, 3] and view.section("by_turn").plot is not None
+    board = view.section("headline").leaderboard
+    counts = (board.column("items"), board.column("answers"), board.column("unparsed answers"))
+    assert counts == (["4"], ["7"], [str(summary["n_unparsed"])])
+    categories = view.section("categories")
+    assert categories.counts.startswith("judged answers of the category")
+    page = (res / "report" / "report.html").read_text()
+    assert "4 items, 7 answers (turns and samples)" in page and f"(n = {categories.counts})" not in page
+    assert f"n = {categories.counts}" in " ".join(page.split())
+    reason = chromium.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    png = chromium.section_screenshot(res / "report" / "report.html", "by_turn", workflow.path / "by-turn.png", res)
+    assert chromium.ink(png) > 0.02
 
 
 @pytest.mark.workflow

@@ -229,3 +229,62 @@ def test_truthfulqa_example_plans_from_the_csv(workflow):
     data.write_text(header + body)
     jobs = plan(workflow, cfg, "truthfulqa")
     assert jobs["generate"] == "4" and jobs["judge"] == "1"
+
+
+def readme_study() -> tuple[str, list[str]]:
+    """The README's "Your own study": its config and its four commands, as printed."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    part = text[text.index("## Your own study") :]
+    config = part[part.index("```yaml\n") + 8 :]
+    config = config[: config.index("```")]
+    block = part[part.index("**The four commands**") :]
+    block = block[block.index("```bash\n") + 8 :]
+    return config, [line for line in block[: block.index("```")].splitlines() if line.strip()]
+
+
+def test_the_readmes_study_plans_and_dry_runs_exactly_as_printed(workflow, tmp_path):
+    import shlex
+    import subprocess
+    import sys
+
+    from conftest import clean_env
+
+    config, commands = readme_study()
+    cfg = yaml.safe_load(config)
+    stand_in_models(workflow, cfg)
+    gsm8k = workflow.path / "data" / "gsm8k" / "test.jsonl"  # what the README's datasets command writes
+    gsm8k.parent.mkdir(parents=True)
+    gsm8k.write_text(
+        "".join(
+            json.dumps({"question": f"{i} + {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"}) + "\n"
+            for i in range(40)
+        )
+    )
+    mt_bench_fixture(workflow.path / "data" / "mt_bench" / "question.jsonl")
+    (workflow.path / "config" / "my_study.yaml").write_text(config)
+    # No SLURM tools (where they are installed but reach no cluster, the plugin's import waits on them).
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("which", "sh", "bash", "git", "env"):
+        if found := shutil.which(tool):
+            (bin_dir / tool).symlink_to(found)
+    env = clean_env(PATH=f"{bin_dir}:{Path(sys.executable).parent}", GENJUDGE_LOCK_DIR=str(workflow.lock_dir))
+    program = {
+        ".venv/bin/genjudge": [sys.executable, "-m", "genjudge.cli"],
+        ".venv/bin/snakemake": [sys.executable, "-m", "snakemake"],
+    }
+    assert len(commands) == 4 and commands[3] == commands[2].replace(" -n ", " ")  # the run is the dry run's command
+    out = []
+    for command in commands[:3]:
+        head, *args = shlex.split(command)
+        proc = subprocess.run([*program[head], *args], cwd=workflow.path, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, (command, proc.stdout[-2000:], proc.stderr[-3000:])
+        out.append(proc.stdout + proc.stderr)
+    plan, slurm, dry = out
+    assert "meta-llama/Llama-3.1-70B-Instruct" in plan and "wall-clock of the whole run" in plan
+    assert "KV cache" in plan and "resources.judge.runtime" in plan and "judge.parallel" in plan
+    jobs = {line.split(" (")[0]: line for line in slurm.splitlines() if line.startswith(("generate", "judge"))}
+    assert "-A myproj" in slurm and "-p gpu-small" in jobs["generate"] and "-p gpu-large" in jobs["judge"]
+    # 2 generators x (8 GSM8K shards + 2 MT-bench shards); one job per judge, each on its benchmark.
+    assert dry.count("rule generate:") == 20 and dry.count("rule judge:") == 2 and dry.count("rule merge:") == 4
+    assert "results/my-study/judge/gsm8k-ref/" in dry and "results/my-study/judge/mtbench-score/" in dry

@@ -278,9 +278,10 @@ def test_the_view_model_holds_what_each_section_shows(modes_page):
     ]
     assert human.bias_pairwise.column("judge") == ["pairs"] and human.bias_length is None
     gpus = view.section("timeline")
-    assert gpus.gpu_use.n_gpus == 3 and gpus.gpu_use.span == pytest.approx(34.0)
-    assert gpus.gpu_use.never_used == [] and gpus.load_share is None  # the metas record no load time
-    assert gpus.lanes.column("lane") == ["GPU 0", "GPU 1", "GPU 2"]
+    (band,) = gpus.bands  # one snakemake command
+    assert band.gpu_use.n_gpus == 3 and band.gpu_use.span == pytest.approx(34.0) and band.label == ""
+    assert band.gpu_use.never_used == [] and gpus.load_share is None  # the metas record no load time
+    assert band.lanes.column("lane") == ["GPU 0", "GPU 1", "GPU 2"]
     (extra,) = [e for e in view.section("more").fields if e.title == "judge bias"]
     assert extra.title == "judge bias" and extra.json is None
     assert extra.table.rows == [["position", "10.0% [5.0, 20.0]"], ["verbosity", "0.03"]]
@@ -293,6 +294,7 @@ def test_the_page_escapes_what_it_shows():
         run="<script>alert(1)</script>",
         mode="reference",
         n_items=1,
+        n_answers=1,
         n_unparsed=0,
         generators=['g"1'],
         judges=["j&k"],

@@ -180,8 +180,13 @@ def test_the_report_sets_the_time_model_against_each_job_and_a_plan_calibrates_f
         assert j["predicted"]["decode"] > 0 and j["measured"]["decode"] > 0 and j["measured"]["prefill"] > 0
     # Loose bounds on a shared 2-core machine; bench/plan_bench.py holds the model to 2x with medians.
     assert 0.1 < check["measured_over_predicted"]["decode"] < 10, check["measured_over_predicted"]
+    # Demo-sized jobs: the engine's fixed costs are nearly all of the prediction, and the report says the
+    # ratios mean little.
+    assert check["fixed_share"]["load"] > 0.8 and check["fixed_share"]["compute"] > 0.5, check["fixed_share"]
     md = (gpu_run.results() / "report" / "report.md").read_text()
     assert "## Time model: predicted against measured" in md
+    assert "> **Note:** Fixed costs dominate these jobs" in md
+    assert "Fixed costs dominate these jobs" in (gpu_run.results() / "report" / "report.html").read_text()
     assert len(re.findall(r"^\| generate demo-generator/questions/\d \| this CPU", md, re.M)) == SHARDS
 
     out = subprocess.run(

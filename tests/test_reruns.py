@@ -63,6 +63,16 @@ def test_gpu_list_does_not_rerun_and_changed_weights_do(workflow):
     flip_middle_byte(weights)
     planned = counts(workflow, cfg)
     assert planned["generate"] == "2" and planned["judge"] == "1"
+    # Each job's reason is one line naming the setting that changed, not its whole parameter dictionary.
+    dry = workflow.run("-n", "--configfile", cfg).stdout
+    reasons = re.findall(r"^rule generate:\n(?:\s+\w+: .*\n)*?\s+reason: (.*)$", dry, re.M)
+    assert len(reasons) == 2, dry[-3000:]
+    for reason in reasons:
+        assert re.fullmatch(
+            r"Params have changed since last execution: Union of exclusive params before and now across all "
+            r"output: before: 'model_fingerprint=\w+' now: 'model_fingerprint=\w+' ",
+            reason,
+        ), reason
 
 
 def test_merge_refuses_shards_of_different_model_files(tmp_path):

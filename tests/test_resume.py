@@ -173,7 +173,7 @@ def test_one_failing_shard_does_not_stop_the_others_and_a_rerun_runs_only_it(wor
     shard1 = workflow.results() / "shards" / "questions" / "1.jsonl"
     good = shard1.read_bytes()
     shard1.write_text('{"id": "broken\n')
-    # The README's command: no --keep-going, which the default workflow profile sets.
+    # The documented command: no --keep-going, which the default workflow profile sets.
     proc = workflow.run("--cores", "2", "--configfile", cfg, check=False)
     assert proc.returncode != 0
     assert "1.jsonl, line 1" in proc.stdout + proc.stderr

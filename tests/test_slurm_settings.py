@@ -3,6 +3,7 @@
 import base64
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 from conftest import clean_env
 
 from genjudge import config as wfconfig
+from genjudge.cluster import job_resources
 from genjudge.cluster.slurm_array_task import own_command_line
 from genjudge.cluster.slurm_job import job_info
 from genjudge.cluster.slurm_submission import decide
@@ -143,3 +145,33 @@ def test_job_meta_records_partition_array_task_and_restarts():
     }
     assert job_info(env) == {"slurm_partition": "small", "slurm_array": "40_2", "slurm_restarts": 1}
     assert job_info({}) == {"slurm_partition": None, "slurm_array": None, "slurm_restarts": 0}
+
+
+@pytest.mark.workflow
+def test_the_demos_dry_runs_say_what_will_run_and_nothing_else(workflow, no_slurm_path):
+    env = clean_env(PATH=no_slurm_path)
+    slurm = workflow.run("-n", "--profile", "profiles/slurm", env=env)
+    text = slurm.stdout + slurm.stderr
+    assert text.count("rule generate:") == 4 and "gpu=1, cpus_per_gpu=4" in text
+    assert "Shell command" not in text  # every rule but demo_model runs a script
+    assert not re.search(r"^\s+threads: ", text, re.M)  # SLURM books a GPU job's CPUs with --cpus-per-gpu
+    # The committed demo models are no job: no warning that Snakemake has no record of how they were made.
+    assert "missing provenance" not in text and "demo_model" not in text
+    local = workflow.run("-n", env=env)
+    text = local.stdout + local.stderr
+    assert "rule report:" in text and "missing provenance" not in text and "Shell command" not in text
+
+
+def test_a_gpu_job_on_slurm_takes_its_cpus_from_what_sbatch_booked():
+    from types import SimpleNamespace
+
+    cfg = {"resources": {"generate": {"cpus_per_gpu": 4, "cpus": 3}}}
+    assert job_resources.threads(cfg, "generate", 2) == 8 and job_resources.threads(cfg, "generate", 0) == 3
+    # Snakemake would cap threads at the submitting host's cores: on SLURM a GPU job declares 1 ...
+    assert job_resources.threads(cfg, "generate", 2, slurm=True) == 1
+    assert job_resources.threads(cfg, "generate", 0, slurm=True) == 3
+    # ... and uses the CPUs booked with it (--cpus-per-gpu x --gpus).
+    booked = SimpleNamespace(gpu=2, cpus_per_gpu=4)
+    assert job_resources.job_threads(1, booked, slurm=True) == 8
+    assert job_resources.job_threads(6, booked, slurm=False) == 6
+    assert job_resources.job_threads(3, SimpleNamespace(gpu=0, cpus_per_gpu=4), slurm=True) == 3

@@ -2,12 +2,18 @@
 purpose. The other cells are judged and reported; fixing the cause reruns only that cell."""
 
 import json
+import os
 import re
 import shutil
+import sys
 
 import pandas as pd
 import pytest
 from judges import constant_judge
+from report_view import report_view
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "browser"))
+import chromium  # noqa: E402
 
 pytestmark = pytest.mark.workflow
 
@@ -107,6 +113,10 @@ def test_each_judge_grades_its_cells_and_a_failed_cell_is_reported_then_rerun_al
     # The same command again reruns the failed shard and what reads it, nothing else.
     again = counts(workflow, cfg)
     assert again["generate"] == "1" and again["merge"] == "1" and again["judge"] == "1", again
+    reason = re.search(
+        r"rule generate:\n(?:\s+\w+: .*\n)*?\s+reason: (.*)", workflow.run("-n", "--configfile", cfg).stdout
+    )
+    assert reason[1].endswith("now: 'failed_attempts=1' "), reason[1]  # one line: the setting that changed
 
     # Fixed (the long question left out): only the failed cell's answers and judgments are computed.
     write_dataset(wf / "b.jsonl", questions[N : 2 * N])
@@ -126,3 +136,22 @@ def test_each_judge_grades_its_cells_and_a_failed_cell_is_reported_then_rerun_al
     assert s["failed_cells"] == [] and "## Failed cells" not in (res / "report" / "report.md").read_text()
     ranks = {r["generator"]: r["values"]["b/score"]["rank"] for r in s["table"]["rows"]}
     assert ranks == {"demo": 1.5, "short": 1.5}  # a judge that always says 7: a tie
+
+    # The page after the rerun: each command is a band of its own on the GPU timeline, the first with
+    # its failed attempt, and each critical path starts in its own command.
+    timeline = report_view(res).section("timeline")
+    first_band, second_band = timeline.bands
+    assert first_band.label.startswith("snakemake command 1 of 2 · started ")
+    assert second_band.label.startswith("snakemake command 2 of 2 · started ")
+    (failure,) = first_band.failed
+    assert failure.startswith("generate short/b #0: InputError: ") and "'long-1'" in failure
+    assert second_band.failed == [] and "judge score" in second_band.critical_path.column("job")
+    assert "judge ref" not in second_band.critical_path.column("job")  # it was not rerun
+    assert second_band.critical_path.column("waited for")[0] == ""  # its chain starts in this command
+    page = (res / "report" / "report.html").read_text()
+    assert "ran in 2 <code>snakemake</code> commands" in page and "Failed attempt: generate short/b #0" in page
+    reason = chromium.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    png = chromium.section_screenshot(res / "report" / "report.html", "timeline", wf / "rerun-timeline.png", res)
+    assert chromium.ink(png) > 0.02

@@ -354,3 +354,33 @@ def test_a_vllm_generator_is_planned_with_vllms_terms_and_compared_with_transfor
     assert re.search(r"engine vllm, shards \d+: about", advice) and re.search(
         r"engine transformers, shards \d+", advice
     )
+
+
+def test_the_check_against_a_run_says_when_fixed_costs_dominate_and_the_ratios_mean_little():
+    from genjudge.planning import calibration
+
+    def job(load, compute, fixed_load, fixed_compute):
+        predicted = {"load": load, "prefill": compute / 4, "decode": compute * 3 / 4, "compute": compute}
+        return calibration.JobCheck(
+            "generate g/d/0",
+            "generator",
+            "m",
+            "this CPU",
+            64,
+            16,
+            predicted,
+            {k: 10 * v for k, v in predicted.items()},
+            1e6,
+            None,
+            {"load": fixed_load, "compute": fixed_compute},
+        )
+
+    # The demo's size: 3 s of a 3.01 s load and 95% of the compute are the engine's fixed costs.
+    tiny = calibration.summary([job(3.01, 0.2, 3.0, 0.19)])
+    assert tiny["fixed_share"] == {"load": pytest.approx(0.997, abs=1e-3), "compute": pytest.approx(0.95)}
+    text = calibration.fixed_costs_text(tiny)
+    assert text.startswith("Fixed costs dominate these jobs: they are load 100% and compute 95% of the predicted")
+    # An 8B model's jobs: reading 16 GB and the decoding steps' traffic are most of it.
+    real = calibration.summary([job(45.0, 600.0, 5.0, 200.0)])
+    assert real["fixed_share"]["compute"] == pytest.approx(0.333, abs=1e-3)
+    assert calibration.fixed_costs_text(real) is None

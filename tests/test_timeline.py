@@ -119,3 +119,51 @@ def test_metas_without_times_are_left_out_and_nothing_is_an_empty_timeline():
     m.finished_at = None
     t = tl.build(tl.jobs_from_metas([m], {}))
     assert t.bars == [] and t.lanes == [] and t.critical_path == []
+
+
+def test_each_snakemake_command_is_a_band_of_its_own_with_its_failed_attempts():
+    # Command 1 (started at 0): shards 0 and 1; shard 1 failed on GPU 1. The user fixed the cause and ran
+    # command 2 at 100: shard 1 again and the judge, which also read shard 0 (made by command 1).
+    first, second = f"{T0:.3f}-11", f"{T0 + 100:.3f}-22"
+    s0, s1 = gen(0, ["0"], 1, 9), gen(1, ["1"], 101, 106)
+    s0.invocation, s1.invocation = first, second
+    j = judge(["0", "1"], 108, 115)
+    j.invocation = second
+    failed = {
+        "role": "generate",
+        "job": "g/d/1",
+        "started_at": T0 + 1,
+        "at": T0 + 3,
+        "hostname": "h",
+        "gpus": ["1"],
+        "invocation": first,
+        "type": "InputError",
+        "message": "item 7: too long\nmore",
+    }
+    old = {**failed, "started_at": None}  # recorded before attempts said when they started: not drawn
+    jobs = tl.jobs_from_metas([s0, s1], {"J": j}, [failed, old])
+    one, two = tl.bands(jobs, inventory=["0", "1"])
+    assert (one.invocation, two.invocation) == (first, second)
+    assert (one.command_started, two.command_started) == (pytest.approx(T0), pytest.approx(T0 + 100))
+    # The failed attempt is a bar of the first command, on the GPU it held, marked as failed.
+    (f,) = one.failed
+    assert f.name == "generate g/d #1 (failed)" and f.failed == "InputError: item 7: too long"
+    assert [(b.lane, b.start, b.end) for b in one.bars if b.job.failed] == [("GPU 1", 0, 2)]
+    assert one.span == 8 and one.stats("GPU 1").busy_seconds == 2 and one.stats("GPU 1").idle_seconds == 6
+    assert [s["stage"] for s in one.stages] == ["generate g/d"] and one.stages[0]["jobs"] == 1
+    # The second command's window starts at its own first job: the 92 s between the commands are no one's
+    # idle time, and the judge waited only for the shard of its own command.
+    assert two.span == 14 and two.stats("GPU 0").idle_seconds == 7
+    assert [(p["job"], p["after"], p["wait_before"]) for p in two.critical_path] == [
+        ("generate g/d #1", "", None),
+        ("judge J", "input", 2),
+    ]
+    # Jobs whose meta names no command (written before it was recorded) are one band, as before.
+    (legacy,) = tl.bands(tl.jobs_from_metas([gen(0, ["0"], 0, 4), gen(1, ["0"], 50, 60)], {}))
+    assert legacy.invocation is None and legacy.span == 60
+
+
+def test_a_failed_judge_shard_is_named_after_its_shard():
+    a = {"role": "judge", "job": "J/1-of-2", "started_at": T0, "at": T0 + 1, "type": "OutOfMemoryError"}
+    assert tl.attempt_job(a).name == "judge J #1 (failed)" and tl.attempt_job(a).stage == "judge J"
+    assert tl.attempt_job({**a, "job": "J/0-of-1"}).name == "judge J (failed)"

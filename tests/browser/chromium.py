@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -59,3 +60,30 @@ def probe(page: Path, tmp: Path) -> dict:
 def screenshot(page: Path, png: Path, tmp: Path, width: int = 1200, height: int = 2000) -> Path:
     _run([f"--window-size={width},{height}", f"--screenshot={png}", page.as_uri()], tmp)
     return png
+
+
+def section_screenshot(page: Path, ident: str, png: Path, tmp: Path, width: int = 1200, height: int = 1400) -> Path:
+    """The page's header and its section `ident` alone (the other sections cut from a copy), as a reader
+    sees them. With GENJUDGE_SCREENSHOTS set to a directory, a copy is kept there to look at."""
+    text = page.read_text(encoding="utf-8")
+    if f'<section id="{ident}">' not in text:
+        raise AssertionError(f"{page} has no section {ident!r}")
+    kept = re.sub(r'<section id="(\w+)">.*?</section>', lambda m: m[0] if m[1] == ident else "", text, flags=re.S)
+    copy = tmp / f"{png.stem}.html"
+    copy.write_text(kept, encoding="utf-8")
+    _run([f"--window-size={width},{height}", f"--screenshot={png}", copy.as_uri()], tmp)
+    keep = os.environ.get("GENJUDGE_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(png, Path(keep) / png.name)
+    return png
+
+
+def ink(png: Path) -> float:
+    """The share of pixels that are not background white: 0 for a blank screenshot."""
+    from PIL import Image
+
+    with Image.open(png) as im:
+        grey = im.convert("L")
+        hist = grey.histogram()
+    return 1 - sum(hist[250:]) / sum(hist)

@@ -43,9 +43,24 @@ def scaled(config: dict, step: str, key: str, attempt: int = 1) -> int:
     return config["resources"][step][key] * attempt
 
 
-def threads(config: dict, step: str, gpus: int) -> int:
+def threads(config: dict, step: str, gpus: int, slurm: bool = False) -> int:
+    """Snakemake's `threads` of a job. On SLURM a GPU job's CPUs are what sbatch books for it with
+    --cpus-per-gpu (the `cpus_per_gpu` resource); Snakemake would cap its threads at the submitting
+    host's cores and print them beside that resource, contradicting it: 1 there, and the job takes its
+    CPUs from the resource (`job_threads`)."""
     res = config["resources"][step]
+    if gpus and slurm:
+        return 1
     return res["cpus_per_gpu"] * gpus if gpus else res["cpus"]
+
+
+def job_threads(threads: int, resources, slurm: bool) -> int:
+    """The CPU threads a running job uses: Snakemake's `threads`, or on SLURM for a GPU job the CPUs
+    booked with it (`cpus_per_gpu` x `gpu`)."""
+    gpus = int(getattr(resources, "gpu", 0) or 0)
+    if slurm and gpus:
+        return int(resources.cpus_per_gpu) * gpus
+    return int(threads)
 
 
 ROLES = ("generate", "judge")

@@ -67,6 +67,7 @@ class JobCheck:
     measured: dict
     weight_bytes: float
     steps_fraction: float | None
+    fixed: dict = field(default_factory=dict)  # the predicted seconds no size scales: {load, compute}
 
     def row(self) -> dict:
         return {
@@ -78,6 +79,7 @@ class JobCheck:
             "batch_size": self.batch,
             "predicted": {k: round(v, 3) for k, v in self.predicted.items()},
             "measured": {k: round(v, 3) for k, v in self.measured.items()},
+            "fixed": {k: round(v, 3) for k, v in self.fixed.items()},
         }
 
 
@@ -94,7 +96,8 @@ def check_job(meta, name: str, role: str, read_rate: float, cpu: CpuDevice) -> J
     steps = meta.decode_steps / meta.batches
     req = Requests(n, meta.n_prompt_tokens / n, meta.max_new_tokens or 0, batches=meta.batches, steps=steps)
     # engine_of reads a meta's `engine` where it records one, as it reads a spec's.
-    t = job_time(model, device, layout, [req], meta.batch_size or 1, engine_of(meta), read_rate)
+    engine = engine_of(meta)
+    t = job_time(model, device, layout, [req], meta.batch_size or 1, engine, read_rate)
     decode = sum(x.seconds for x in t.terms if x.name.startswith("decode"))
     compute = getattr(meta, "generate_seconds", None) or getattr(meta, "judge_seconds", 0.0)
     span = max(1, (meta.max_new_tokens or 1) - 1)
@@ -119,6 +122,11 @@ def check_job(meta, name: str, role: str, read_rate: float, cpu: CpuDevice) -> J
         },
         weight_bytes=model.weight_bytes,
         steps_fraction=steps / span if meta.max_new_tokens and meta.max_new_tokens > 1 else None,
+        fixed={
+            "load": engine.load_overhead_seconds(device),
+            # host-side work per batch (prefill) and per decoding step
+            "compute": engine.step_overhead_seconds(model, device) * (meta.batches + meta.decode_steps),
+        },
     )
 
 
@@ -177,6 +185,24 @@ def check_rows(check: dict) -> tuple[list[str], list[list[str]]]:
     return ["job", "device", "requests", "batch", "load s (pred / meas)", "prefill s", "decode s"], rows
 
 
+FIXED_DOMINATES = 0.8  # the share of the predicted seconds that no size scales, above which ratios say little
+
+
+def fixed_costs_text(check: dict) -> str | None:
+    """A warning when fixed costs are most of what the model predicts (tiny jobs, the demo's): the
+    ratios then measure the fixed estimates on this machine, not the model's bandwidth and FLOP/s terms."""
+    share = check.get("fixed_share") or {}
+    parts = [f"{k} {v:.0%}" for k in ("load", "compute") if (v := share.get(k)) is not None and v >= FIXED_DOMINATES]
+    if not parts:
+        return None
+    return (
+        "Fixed costs dominate these jobs: they are " + " and ".join(parts) + " of the predicted load and compute "
+        "seconds (the engine's start of a load, its host-side work per batch and decoding step, which no model "
+        "size, bandwidth or FLOP/s scales). Measured over predicted then says how far those fixed estimates are off "
+        "on this machine, and little about the time of a real run: judge the model on jobs that take minutes."
+    )
+
+
 def ratio_text(check: dict) -> str:
     ratio = check["measured_over_predicted"]
     return (
@@ -203,6 +229,12 @@ def summary(job_checks: list[JobCheck]) -> dict:
             k: None if r is None else round(r, 3)
             for k in ("load", "prefill", "decode", "compute")
             for r in [_ratio(total["measured"][k], total["predicted"][k])]
+        },
+        # the part of the predicted seconds that is fixed (per load, batch and step), not scaled by size
+        "fixed_share": {
+            k: None if r is None else round(min(r, 1.0), 3)
+            for k in ("load", "compute")
+            for r in [_ratio(sum(c.fixed.get(k, 0.0) for c in job_checks), total["predicted"][k])]
         },
     }
 

@@ -1,8 +1,10 @@
 """The run's HTML report: one self-contained page with plots, a GPU timeline, throughput and provenance.
 
 `write_html_report` is called by the report stage after summary.json is written; `timeline` is the
-pure-data time line of the jobs, `plots` draws the figures, `page` is the view model (what each section
-shows, as data), `render` fills the Jinja2 templates under `templates/` (one per section) with it.
+pure-data time line of the jobs (one band per snakemake command), `plots` draws the figures, `page` is
+the view model (what each section shows, as data: the dataclasses in `view`, the sections about results
+in `results`, about the jobs in `runs`), `render` fills the Jinja2 templates under `templates/` (one per
+section) with it.
 
 May import: errors, cluster, store, data, judging, planning.
 """
@@ -27,9 +29,18 @@ def inventory_lanes(config: dict, gen_metas, judge_metas: dict) -> list[str] | N
 
 
 def write_html_report(
-    config: dict, run_summary, cells: dict, gen_metas, judge_metas: dict, provenance: dict, html_path, plots_dir
+    config: dict,
+    run_summary,
+    cells: dict,
+    gen_metas,
+    judge_metas: dict,
+    provenance: dict,
+    html_path,
+    plots_dir,
+    attempts=(),
 ) -> PageView:
-    """`cells`: {key: (cell RunSummary, its judgments frame)} as the report stage builds them."""
+    """`cells`: {key: (cell RunSummary, its judgments frame)} as the report stage builds them; `attempts`:
+    the failed attempts of the run's jobs (genjudge.store.failures.attempts_of)."""
     page = Page(
         run_summary.to_dict(),
         [Cell(k, s, df) for k, (s, df) in cells.items()],
@@ -37,6 +48,7 @@ def write_html_report(
         judge_metas,
         provenance,
         inventory_lanes(config, gen_metas, judge_metas),
+        attempts,
     )
     page.n_examples = int(config["report"]["n_examples"])  # the schema fills the default
     return write(page, html_path, plots_dir)

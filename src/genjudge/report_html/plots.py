@@ -261,6 +261,31 @@ def category_intervals(frame: pd.DataFrame) -> Figure | None:
     return fig
 
 
+def turns(per: list[dict]) -> Figure | None:
+    """Each cell's measure per turn with its 95% interval; one panel per measure. `per`: {cell, turn,
+    measure, value, ci95, kind} (a measure of summary.json with its cell and turn)."""
+    per = [p for p in per if p.get("value") is not None]
+    if not per:
+        return None
+    frame = pd.DataFrame(per)
+    facets = list(frame.groupby("measure", sort=True))
+    heights = [0.38 * len(g) + 1.0 for _, g in facets]
+    fig = _figure(sum(heights) + 0.3)
+    axes = np.atleast_1d(fig.subplots(len(facets), 1, squeeze=False, height_ratios=heights)).ravel()
+    for ax, (measure, g) in zip(axes, facets):
+        mean = is_mean(g.iloc[0].to_dict())
+        scale = 1 if mean else 100
+        y = np.arange(len(g))[::-1]
+        points = [_interval(r, scale) for r in g.to_dict("records")]
+        ax.errorbar([p[0] for p in points], y, xerr=[[p[1] for p in points], [p[2] for p in points]], **JUDGE_POINT)
+        ax.set_yticks(y, [f"{_wrap(c, 44)} · turn {t}" for c, t in zip(g["cell"], g["turn"])], fontsize=9)
+        if not mean:
+            ax.set_xlim(-2, 102)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_title(f"{measure.replace('_', ' ')}{'' if mean else ' (%)'} by turn", fontsize=10)
+    return fig
+
+
 def score_distributions(dists: list[tuple[str, dict]], score_range: tuple | None) -> Figure | None:
     """Counts of each score, one panel per cell (label, {score: count})."""
     dists = [(k, d) for k, d in dists if d]
@@ -373,26 +398,63 @@ def reasons(counts: dict) -> Figure | None:
     return fig
 
 
-def gantt(tl: Timeline, max_labels: int = 120) -> Figure | None:
-    """One lane per GPU (and the CPU), a bar per job on each lane it held: load hatched, compute
-    solid, the rest of the job pale; the critical path outlined; each lane's busy fraction at the right."""
-    if not tl.bars:
+FAILED = "#cc3311"  # a failed attempt on the timeline
+
+
+def gantt(bands: list[Timeline], max_labels: int = 120) -> Figure | None:
+    """One panel per snakemake command (`bands`, oldest first), each on its own time axis: one lane per
+    GPU (and the CPU), a bar per job on each lane it held: load hatched, compute solid, the rest of the
+    job pale, a failed attempt crossed in red; the critical path outlined; each lane's busy fraction at
+    the right."""
+    bands = [b for b in bands if b.bars]
+    if not bands:
         return None
-    lanes = tl.lanes
-    stages = list(dict.fromkeys(s["stage"] for s in tl.stages))
+    stages = list(dict.fromkeys(b.job.stage for t in bands for b in t.bars))
     colour = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(stages)}
+    heights = [0.55 * len(t.lanes) + (1.0 if len(bands) > 1 else 0.6) for t in bands]
+    fig = _figure(sum(heights) + 1.3)
+    axes = np.atleast_1d(fig.subplots(len(bands), 1, squeeze=False, height_ratios=heights)).ravel()
+    for i, (ax, t) in enumerate(zip(axes, bands)):
+        _gantt_panel(ax, t, colour, max_labels)
+        if len(bands) > 1:
+            ax.set_title(band_title(t, i, len(bands)), fontsize=10, loc="left")
+    handles = [Patch(facecolor=colour[s], label=s) for s in stages]
+    handles += [
+        Patch(facecolor="white", edgecolor="#444444", hatch="////", label="model load"),
+        Patch(facecolor="#444444", label="compute"),
+        Patch(facecolor="#444444", alpha=0.3, label="rest of the job"),
+        Patch(facecolor="none", edgecolor=CRITICAL, lw=2.2, label="critical path"),
+    ]
+    if any(t.failed for t in bands):
+        handles.append(Patch(facecolor="white", edgecolor=FAILED, hatch="xx", lw=1.5, label="failed attempt"))
+    fig.legend(handles=handles, fontsize=8, ncols=min(4, len(handles)), loc="outside lower center")
+    return fig
+
+
+def band_title(t: Timeline, i: int, n: int) -> str:
+    """ "command 2 of 3 · started 2026-01-31 10:02:03 · 5 jobs, 1 failed" (local time of the report)."""
+    import datetime
+
+    when = datetime.datetime.fromtimestamp(t.command_started or t.t0).strftime("%Y-%m-%d %H:%M:%S")
+    failed = f", {len(t.failed)} failed" if t.failed else ""
+    return f"snakemake command {i + 1} of {n} · started {when} · {len(t.jobs)} job(s){failed}"
+
+
+def _gantt_panel(ax, tl: Timeline, colour: dict, max_labels: int) -> None:
+    lanes = tl.lanes
     on_path = {step["job"] for step in tl.critical_path}
-    fig = _figure(0.55 * len(lanes) + 1.9)
-    ax = fig.subplots()
     ypos = {lane: len(lanes) - 1 - i for i, lane in enumerate(lanes)}
     h = 0.7
     label_bars = len(tl.bars) <= max_labels
     for (lane, stage), group in pd.DataFrame(
         [(b.lane, b.job.stage, b) for b in tl.bars], columns=["lane", "stage", "bar"]
     ).groupby(["lane", "stage"], sort=False):
-        bars = list(group["bar"])
         y = ypos[lane] - h / 2
         c = colour[stage]
+        failed = [(b.start, b.end - b.start) for b in group["bar"] if b.job.failed]
+        if failed:
+            ax.broken_barh(failed, (y, h), facecolors="white", edgecolor=FAILED, hatch="xx", lw=1.5)
+        bars = [b for b in group["bar"] if not b.job.failed]
         ax.broken_barh([(b.start, b.end - b.start) for b in bars], (y, h), facecolors=c, alpha=0.3, edgecolor="none")
         ax.broken_barh(
             [(b.start, b.load_end - b.start) for b in bars], (y, h), facecolors="white", edgecolor=c, hatch="////", lw=0
@@ -405,9 +467,11 @@ def gantt(tl: Timeline, max_labels: int = 120) -> Figure | None:
             ax.broken_barh(crit, (y, h), facecolors="none", edgecolor=CRITICAL, lw=2.2)
         elif crit:  # many bars: a strip along the top of the lane, which outlines would black out
             ax.broken_barh(crit, (y + h, 0.1), facecolors=CRITICAL, edgecolor="none")
-        for b in bars:
+        for b in group["bar"]:
             # "#3" for a generation shard, the judge's name (and shard) for a judge job
-            short = b.job.name.rsplit(" ", 1)[-1] if b.job.kind == "generate" else b.job.name.removeprefix("judge ")
+            short = b.job.name.removesuffix(" (failed)")
+            short = short.rsplit(" ", 1)[-1] if b.job.kind == "generate" else short.removeprefix("judge ")
+            short += " failed" if b.job.failed else ""
             # Only where the label fits in the bar (about 0.75% of the axis per character).
             if label_bars and (b.end - b.start) > tl.span * 0.0075 * (len(short) + 2):
                 ax.text(
@@ -417,6 +481,7 @@ def gantt(tl: Timeline, max_labels: int = 120) -> Figure | None:
                     ha="center",
                     va="center",
                     fontsize=8,
+                    color=FAILED if b.job.failed else "black",
                     bbox={"facecolor": "white", "alpha": 0.75, "pad": 1, "edgecolor": "none"},
                 )
     for s in tl.lane_stats:
@@ -432,17 +497,8 @@ def gantt(tl: Timeline, max_labels: int = 120) -> Figure | None:
     ax.set_yticks([ypos[lane] for lane in lanes], lanes, fontsize=9)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     ax.set_xlim(0, tl.span * 1.01 if tl.span > 0 else 1)
-    ax.set_xlabel("seconds since the first model job started", fontsize=9)
+    ax.set_xlabel("seconds since the command's first model job started", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-    handles = [Patch(facecolor=colour[s], label=s) for s in stages]
-    handles += [
-        Patch(facecolor="white", edgecolor="#444444", hatch="////", label="model load"),
-        Patch(facecolor="#444444", label="compute"),
-        Patch(facecolor="#444444", alpha=0.3, label="rest of the job"),
-        Patch(facecolor="none", edgecolor=CRITICAL, lw=2.2, label="critical path"),
-    ]
-    fig.legend(handles=handles, fontsize=8, ncols=min(4, len(handles)), loc="outside lower center")
-    return fig
 
 
 def models_by_benchmarks(table: dict) -> Figure | None:

@@ -15,11 +15,18 @@ how long it spent loading its model and computing. From that:
 The meta records durations, not the moments of loading and computing: within a bar the load is
 drawn first (the model is loaded before anything is computed), then the compute, then the rest
 (reading inputs, writing outputs).
+
+A report after a rerun holds the jobs of several `snakemake` commands (each meta names its command,
+genjudge.store.records.INVOCATION_ENV), and the attempts that failed (genjudge.store.failures records
+them). `bands` makes one time line per command: its idle time, stage walls and critical path are its
+own, so the time between two commands (the user fixing the config) is never a gap in the workflow.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from genjudge.store.records import invocation_started
 
 CPU = "CPU"
 
@@ -41,6 +48,8 @@ class Job:
     tokens_per_second: float | None = None
     waited_for_gpus_seconds: float = 0.0
     reads: set = field(default_factory=set)  # (generator, dataset) whose generations the job needs
+    invocation: str | None = None  # the snakemake command that ran it
+    failed: str | None = None  # a failed attempt: its error, "Type: first line"
 
     @property
     def wall(self) -> float:
@@ -85,6 +94,12 @@ class Timeline:
     lane_stats: list[LaneStats]
     stages: list[dict]
     critical_path: list[dict]
+    invocation: str | None = None
+    command_started: float | None = None  # unix seconds the snakemake command started, where known
+
+    @property
+    def failed(self) -> list[Job]:
+        return [j for j in self.jobs if j.failed]
 
     def stats(self, lane: str) -> LaneStats:
         return next(s for s in self.lane_stats if s.lane == lane)
@@ -119,14 +134,45 @@ def _job(m, name: str, stage: str, kind: str, compute_seconds, **extra) -> Job:
         computed=m.computed_items,
         tokens_per_second=m.tokens_per_second,
         waited_for_gpus_seconds=m.waited_for_gpus_seconds or 0.0,
+        invocation=m.invocation,
         **extra,
     )
 
 
-def jobs_from_metas(gen_metas, judge_metas: dict) -> list[Job]:
-    """Jobs of the generation metas and of each judge's metas (one per judge shard); metas without
-    start or finish times (written by something that did not run) are left out."""
-    jobs = []
+def attempt_job(a: dict) -> Job | None:
+    """A failed attempt (a record of genjudge.store.failures.attempts_of) as a job of its own; None for
+    records kept before they said when the attempt started."""
+    if a.get("started_at") is None or a.get("at") is None:
+        return None
+    if a["role"] == "generate":
+        pair, _, shard = a["job"].rpartition("/")
+        stage, name = f"generate {pair}", f"generate {pair} #{shard}"
+    else:
+        judge, _, part = a["job"].rpartition("/")
+        stage = name = f"judge {judge}"
+        if not part.endswith("-of-1"):
+            name += f" #{part.split('-of-')[0]}"
+    message = (str(a.get("message") or "").splitlines() or [""])[0]
+    return Job(
+        name=f"{name} (failed)",
+        stage=stage,
+        kind=a["role"],
+        host=a.get("hostname") or "",
+        gpus=[str(g) for g in a.get("gpus") or []],
+        start=a["started_at"],
+        end=max(a["at"], a["started_at"]),
+        load_seconds=0.0,
+        compute_seconds=0.0,
+        invocation=a.get("invocation"),
+        failed=f"{a.get('type', 'Error')}: {message}",
+    )
+
+
+def jobs_from_metas(gen_metas, judge_metas: dict, attempts=()) -> list[Job]:
+    """Jobs of the generation metas and of each judge's metas (one per judge shard), and the failed
+    `attempts` (genjudge.store.failures.attempts_of); metas without start or finish times (written by
+    something that did not run) are left out."""
+    jobs = [j for a in attempts if (j := attempt_job(a)) is not None]
     for m in gen_metas:
         if m.started_at is None or m.finished_at is None:
             continue
@@ -161,9 +207,21 @@ def _gpu_key(g: str) -> tuple:
     return (0, int(g), "") if g.isdigit() else (1, 0, g)
 
 
-def build(jobs: list[Job], inventory: list | None = None, max_cpu_lanes: int = 16) -> Timeline:
-    """The time line of `jobs`. `inventory`: GPU ids that get a lane even when no job used them
-    (a configured local inventory), so that a GPU nobody used shows as idle."""
+def bands(jobs: list[Job], inventory: list | None = None, max_cpu_lanes: int = 16) -> list[Timeline]:
+    """One time line per snakemake command that ran some of `jobs`, oldest first. Jobs whose meta names
+    no command (written before metas recorded it) make one time line together."""
+    groups: dict = {}
+    for j in jobs:
+        groups.setdefault(j.invocation, []).append(j)
+    out = [build(js, inventory, max_cpu_lanes, invocation=inv) for inv, js in groups.items()]
+    return sorted(out, key=lambda t: t.t0)
+
+
+def build(
+    jobs: list[Job], inventory: list | None = None, max_cpu_lanes: int = 16, invocation: str | None = None
+) -> Timeline:
+    """The time line of `jobs` (one command's). `inventory`: GPU ids that get a lane even when no job
+    used them (a configured local inventory), so that a GPU nobody used shows as idle."""
     jobs = sorted(jobs, key=lambda j: (j.start, j.name))
     if not jobs:
         return Timeline(0.0, 0.0, [], [], [], [], [], [])
@@ -221,7 +279,18 @@ def build(jobs: list[Job], inventory: list | None = None, max_cpu_lanes: int = 1
                 busy_fraction=busy / span if span > 0 else None,
             )
         )
-    return Timeline(t0, span, jobs, lanes, bars, stats, stage_walls(jobs, t0), critical_path(jobs, t0))
+    return Timeline(
+        t0,
+        span,
+        jobs,
+        lanes,
+        bars,
+        stats,
+        stage_walls([j for j in jobs if not j.failed], t0),
+        critical_path(jobs, t0),
+        invocation,
+        invocation_started(invocation),
+    )
 
 
 def stage_walls(jobs: list[Job], t0: float) -> list[dict]:
@@ -247,7 +316,9 @@ def _predecessors(job: Job, jobs: list[Job]) -> list[tuple[Job, str]]:
     cells) or its GPUs (an earlier job on the same host that held one of them)."""
     out = []
     if job.kind == "judge":
-        out += [(j, "input") for j in jobs if j.kind == "generate" and _generator_dataset(j) in job.reads]
+        out += [
+            (j, "input") for j in jobs if j.kind == "generate" and not j.failed and _generator_dataset(j) in job.reads
+        ]
     if job.gpus:
         held = set(job.gpus)
         out += [
@@ -267,10 +338,13 @@ def critical_path(jobs: list[Job], t0: float) -> list[dict]:
     """The chain that decided the run's length, from its first job to the last job to finish: each
     step is the job the next one waited for last, for its input or for its GPUs (`after`), with its
     start and end (from the window's start), load and compute seconds, and the wait since the step
-    before it finished (merging, parsing, starting a process, waiting for a free core)."""
-    if not jobs:
+    before it finished (merging, parsing, starting a process, waiting for a free core). `jobs` are one
+    command's: a job whose input an earlier command made did not wait for it. It ends at the last job
+    that succeeded."""
+    done = [j for j in jobs if not j.failed]
+    if not done:
         return []
-    chain = [(max(jobs, key=lambda j: (j.end, j.start)), None)]
+    chain = [(max(done, key=lambda j: (j.end, j.start)), None)]
     while preds := _predecessors(chain[-1][0], jobs):
         # the latest to finish; on a tie the input, which the job needed either way
         chain.append(max(preds, key=lambda p: (p[0].end, p[1] == "input", p[0].start)))

@@ -571,6 +571,18 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
     return "\n".join(out)
 
 
+def _of_study(attempts, exp) -> list[dict]:
+    """The attempts of jobs the study still has (`role`/`job` as genjudge.store.failures records them)."""
+
+    def kept(a) -> bool:
+        head = a["job"].split("/")
+        if a["role"] == "generate":
+            return len(head) == 3 and head[0] in exp.generators and head[1] in exp.datasets
+        return head[0] in exp.judges
+
+    return [a for a in attempts if kept(a)]
+
+
 def time_model_check(config: dict, gen_metas: list, judge_metas: dict) -> dict:
     """Each model job's predicted seconds (the time model on its own counts) against its measured ones."""
     from genjudge.engine.devices import measure_cpu
@@ -585,10 +597,11 @@ def time_model_check(config: dict, gen_metas: list, judge_metas: dict) -> dict:
 def time_model_markdown(check: dict) -> list[str]:
     """report.md's table of predicted against measured seconds per job (none without timings)."""
     from genjudge.judging.tables import markdown_table
-    from genjudge.planning.calibration import CHECK_NOTE, check_rows, ratio_text
+    from genjudge.planning.calibration import CHECK_NOTE, check_rows, fixed_costs_text, ratio_text
 
     if not check:
         return []
+    fixed = fixed_costs_text(check)
     return [
         "## Time model: predicted against measured",
         "",
@@ -598,6 +611,7 @@ def time_model_markdown(check: dict) -> list[str]:
         "",
         ratio_text(check),
         "",
+        *([f"> **Note:** {fixed}", ""] if fixed else []),
     ]
 
 
@@ -613,13 +627,17 @@ def run_report(
     categories_path,
     html_path=None,
     plots_dir=None,
+    attempts=(),
 ) -> RunSummary:
+    """`attempts`: the run's recorded failed attempts (genjudge.store.failures.attempts_of), for the page's
+    timeline; those of generators, datasets and judges no longer in the config are left out."""
     from genjudge.config.experiment import resolve
     from genjudge.stages.validity import summarise_validity, with_validity
 
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
-    study = Study.of(resolve(config), config, gen_metas, judge_metas)  # failed cells set apart
+    full = resolve(config)
+    study = Study.of(full, config, gen_metas, judge_metas)  # failed cells set apart
     exp, gen_metas, judge_metas = study.exp, study.gen_metas, study.judge_metas
     judgments = {j: read_judgments(p) for j, p in judgments_paths.items() if j in exp.judges}
     run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)
@@ -653,5 +671,7 @@ def run_report(
 
         with open(provenance_path, encoding="utf-8") as fh:
             prov = json.load(fh)
-        write_html_report(config, run, cells, gen_metas, judge_metas, prov, html_path, plots_dir)
+        write_html_report(
+            config, run, cells, gen_metas, judge_metas, prov, html_path, plots_dir, _of_study(attempts, full)
+        )
     return run

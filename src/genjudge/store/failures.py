@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import sys
 import time
 from contextlib import contextmanager
@@ -27,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from genjudge.store import atomic
+from genjudge.store.records import INVOCATION_ENV
 
 FAILED_KEY = b"genjudge.failed"  # schema metadata of a merged generations file whose shards failed
 
@@ -53,18 +56,40 @@ def describe(exc: BaseException, log: str) -> dict:
 @contextmanager
 def recorded(history, log: str, what: str, write_failure):
     """Run the job's body; on an exception, record it and call `write_failure(error)` to write the
-    job's outputs as a failure, then return normally. The traceback goes to the job's log."""
+    job's outputs as a failure, then return normally. The traceback goes to the job's log.
+
+    Yields the attempt's record: when it started, on which host, by which snakemake command; the body
+    adds `gpus` once it holds them, so that the report draws the failed attempt where it ran."""
+    attempt = {
+        "started_at": round(time.time(), 3),
+        "hostname": socket.gethostname(),
+        "invocation": os.environ.get(INVOCATION_ENV),
+        "gpus": [],
+    }
     try:
-        yield
+        yield attempt
     except Exception as exc:  # noqa: BLE001 - any failure of this one job is recorded, not raised
         error = describe(exc, log)
         logging.getLogger("failures").exception("%s failed; recorded in %s, the rest of the run goes on", what, history)
         Path(history).parent.mkdir(parents=True, exist_ok=True)
         with open(history, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(error) + "\n")
+            fh.write(json.dumps({**error, **attempt}) + "\n")
         write_failure(error)
         first = error["message"].splitlines()[0]
         print(f"error: {what} failed (recorded; the other cells go on): {first} [log: {log}]", file=sys.__stderr__)
+
+
+def attempts_of(results) -> list[dict]:
+    """Every recorded failure of a run's model jobs, oldest first: {role, job, at, started_at, hostname,
+    gpus, invocation, type, message, log} (attempts recorded before `started_at` was kept have none)."""
+    root = Path(results) / "failures"
+    out = []
+    for path in sorted(root.glob("*/**/*.jsonl")):
+        role = path.relative_to(root).parts[0]
+        job = str(path.relative_to(root / role).with_suffix(""))
+        with open(path, encoding="utf-8") as fh:
+            out += [{"role": role, "job": job, **json.loads(line)} for line in fh if line.strip()]
+    return sorted(out, key=lambda a: a.get("at") or 0)
 
 
 def write_failed_generations(path, errors: list[dict]) -> None:

@@ -2,7 +2,7 @@
 
 Each is written and read through its own type; every file carries the
 `schema_version` it was written with, and reading a file of another version is
-an error that says so rather than a KeyError later. The README's list of meta
+an error that says so rather than a KeyError later. docs/architecture.md's list of meta
 fields is checked against these classes by the tests.
 """
 
@@ -21,6 +21,24 @@ from genjudge.cluster import slurm_job
 from genjudge.store import atomic
 
 SCHEMA_VERSION = 1
+
+# Which `snakemake` command ran a job: the main process sets it while reading the workflow (rules/common.smk)
+# and every job inherits it (local jobs from the process, SLURM jobs through sbatch's exported environment),
+# so that the report tells the jobs of one command from those of a rerun.
+INVOCATION_ENV = "GENJUDGE_INVOCATION"
+
+
+def new_invocation() -> str:
+    """An id for this command: its start (unix seconds) and process id."""
+    return f"{time.time():.3f}-{os.getpid()}"
+
+
+def invocation_started(invocation: str | None) -> float | None:
+    """The unix seconds an id of `new_invocation` started at (None for none or another form)."""
+    try:
+        return float(str(invocation).split("-", 1)[0])
+    except ValueError:
+        return None
 
 
 class RecordError(ValueError):
@@ -73,6 +91,7 @@ class JobMeta(_Record):
     slurm_partition: str | None = None
     slurm_array: str | None = None  # <array job id>_<task id> for a task of a job array
     slurm_restarts: int = 0  # times SLURM requeued this job (preemption, scontrol requeue)
+    invocation: str | None = None  # the snakemake command that ran the job (INVOCATION_ENV)
     python: str | None = None
     cuda_visible_devices: str | None = None
     gpu_source: str | None = None  # lease, slurm or none
@@ -121,6 +140,7 @@ class JobMeta(_Record):
             **slurm_job.job_info(),
             python=platform.python_version(),
             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            invocation=os.environ.get(INVOCATION_ENV),
             gpu_source=lease.source,
             gpus=list(lease.devices),
             waited_for_gpus_seconds=round(lease.waited_seconds, 3),
