@@ -153,6 +153,13 @@ def bench_workflow(model_dir: str, n: int, new_tokens: int, gpu: bool) -> dict:
             "cache_dir": str(tmp / "cache"),
         }
         (tmp / "check.yaml").write_text(json.dumps(cfg))
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:  # the plan before the run (no measurement of it yet), then the run
+            config = wfconfig.load(["check.yaml"], [], str(tmp))
+            _, plans = make_plan(config, roles=["generator"], workflow_dir=str(tmp))
+        finally:
+            os.chdir(cwd)
         cmd = [sys.executable, "-m", "snakemake", "--cores", "4", "--configfile", "check.yaml", "--until", "merge"]
         if gpu:
             cmd += ["--resources", "gpu=1"]
@@ -165,11 +172,8 @@ def bench_workflow(model_dir: str, n: int, new_tokens: int, gpu: bool) -> dict:
         meta = json.loads((tmp / f"results/gpucheck/generations/{gen}/questions/0.meta.json").read_text())
         bench = (tmp / f"logs/gpucheck/benchmarks/generate/{gen}/questions/0.tsv").read_text().splitlines()
         job = float(dict(zip(bench[0].split("\t"), bench[1].split("\t")))["s"])
-        cwd = os.getcwd()
         os.chdir(tmp)
         try:
-            config = wfconfig.load(["check.yaml"], [], str(tmp))
-            _, plans = make_plan(config, roles=["generator"], workflow_dir=str(tmp))
             _, calibrated = make_plan(config, roles=["generator"], workflow_dir=str(tmp), calibrate="results/gpucheck")
         finally:
             os.chdir(cwd)

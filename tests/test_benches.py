@@ -42,3 +42,16 @@ def test_bench_runs_in_quick_mode(bench, tmp_path):
     assert list(tmp_path.iterdir()) == [], f"{bench.name} --quick left files in its working directory"
     if bench.name == "gpu_bench.py" and "GPU: cpu" in proc.stdout:
         assert "torch sees no CUDA GPU here: the GPU measurements are skipped" in proc.stdout
+
+
+def test_make_gpu_check_without_cuda_says_so_in_one_line_and_exits_2(tmp_path):
+    env = clean_env(PYTHONPATH=str(ROOT / "src"))
+    direct = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_check.py")], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert direct.returncode == 2
+    lines = (direct.stdout + direct.stderr).strip().splitlines()
+    assert len(lines) == 1 and "sees no CUDA GPU on this machine" in lines[0], lines
+    via_make = subprocess.run(["make", "-s", "gpu-check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert via_make.returncode == 2 and lines[0] in via_make.stdout
+    assert list(tmp_path.iterdir()) == []

@@ -68,6 +68,9 @@ class JobCheck:
     weight_bytes: float
     steps_fraction: float | None
     fixed: dict = field(default_factory=dict)  # the predicted seconds no size scales: {load, compute}
+    # Measured, for the next plan: batch_size auto's probes, compiling, and the job's whole wall time
+    # (Snakemake's benchmark file) whose rest is its start-up.
+    overheads: dict = field(default_factory=dict)
 
     def row(self) -> dict:
         return {
@@ -122,6 +125,10 @@ def check_job(meta, name: str, role: str, read_rate: float, cpu: CpuDevice) -> J
         },
         weight_bytes=model.weight_bytes,
         steps_fraction=steps / span if meta.max_new_tokens and meta.max_new_tokens > 1 else None,
+        overheads={
+            "batch search": getattr(meta, "batch_search_seconds", 0.0) or 0.0,
+            "compile": getattr(meta, "compile_seconds", 0.0) or 0.0,
+        },
         fixed={
             "load": engine.load_overhead_seconds(device),
             # host-side work per batch (prefill) and per decoding step
@@ -276,7 +283,13 @@ def calibrate(job_checks: list[JobCheck], gens: list, source: str) -> RunCalibra
         decode = _ratio(sum(c.measured["decode"] or 0 for c in cs), sum(c.predicted["decode"] for c in cs))
         fractions = [c.steps_fraction for c in cs if c.steps_fraction is not None]
         steps = sum(fractions) / len(fractions) if fractions else None
+        starts = [c.overheads["start-up"] for c in cs if c.overheads.get("start-up") is not None]
+        startup = sum(starts) / len(starts) if starts else None
+        search = sum(c.overheads.get("batch search", 0.0) for c in cs) / len(cs)
+        compiled = sum(c.overheads.get("compile", 0.0) for c in cs) / len(cs)
         parts = []
+        if startup is not None:
+            parts.append(f"start-up {startup:.1f} s per job")
         if load is not None:
             parts.append(f"load {load:.1f} s per job")
         if prefill:
@@ -285,6 +298,10 @@ def calibrate(job_checks: list[JobCheck], gens: list, source: str) -> RunCalibra
             parts.append(f"decode x{decode:.2f}")
         if steps is not None:
             parts.append(f"batches decoded {steps:.0%} of max_new_tokens")
+        if search:
+            parts.append(f"batch search {search:.1f} s")
+        if compiled:
+            parts.append(f"compile {compiled:.1f} s")
         devices = sorted({c.device for c in cs})
         cal.by_model[key] = Calibration(
             source=f"{source}, {len(cs)} job(s) on {', '.join(devices)}",
@@ -292,6 +309,9 @@ def calibrate(job_checks: list[JobCheck], gens: list, source: str) -> RunCalibra
             prefill_factor=prefill or 1.0,
             decode_factor=decode or 1.0,
             steps_fraction=steps,
+            startup_seconds=startup,
+            search_seconds=search,
+            compile_seconds=compiled,
             note=", ".join(parts) + f" ({len(cs)} job(s) on {', '.join(devices)})",
         )
     answered: dict = {}
@@ -303,7 +323,26 @@ def calibrate(job_checks: list[JobCheck], gens: list, source: str) -> RunCalibra
     return cal
 
 
+def benchmark_seconds(run_dir, job: str) -> float | None:
+    """A job's wall seconds from Snakemake's benchmark file (logs/<run>/benchmarks/<rule>/...tsv)."""
+    run_dir = Path(run_dir)
+    rule, _, rest = job.partition(" ")
+    path = run_dir.parent.parent / "logs" / run_dir.name / "benchmarks" / rule / f"{rest}.tsv"
+    try:
+        head, row = path.read_text().splitlines()[:2]
+        return float(dict(zip(head.split("\t"), row.split("\t")))["s"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def from_run(run_dir, cpu: CpuDevice, read_rate: float = DEFAULT_READ_RATE) -> RunCalibration | None:
-    """The calibration a run directory's metas give, or None where none has timings."""
+    """The calibration a run directory's metas give, or None where none has timings. A job's start-up
+    is its wall time (Snakemake's benchmark file) less what its meta measured after it."""
     gens, judges = run_metas(run_dir)
-    return calibrate(checks(gens, judges, cpu, read_rate), gens, str(run_dir))
+    found = checks(gens, judges, cpu, read_rate)
+    for c in found:
+        wall = benchmark_seconds(run_dir, c.job)
+        if wall is not None:
+            spent = c.measured["load"] + c.overheads["batch search"] + c.overheads["compile"]
+            c.overheads["start-up"] = max(0.0, wall - spent - (c.measured["compute"] or 0.0))
+    return calibrate(found, gens, str(run_dir))

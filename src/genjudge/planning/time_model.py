@@ -246,12 +246,13 @@ class Engine:
         return out
 
     def startup_seconds(self, device: Device) -> float:
-        """Fixed seconds per job before the weights load: the process, importing torch and
-        transformers (~3 s on a CPU here), the GPU lease, CUDA's context, the tokenizer."""
+        """Fixed seconds per job before the weights load: the process and Snakemake's script wrapper,
+        importing torch and transformers (~3 s on a CPU here), the GPU lease, CUDA's context, the tokenizer."""
         if device.kind == "gpu":
             found = self._gpu("setup_seconds", device)
             return found[0].value if found else 11.0
-        return 3.0
+        # A workflow job on this project's 2-core CPUs, from Snakemake's benchmark file: 7-8 s (gpu_check --quick).
+        return 7.0
 
     def load_overhead_seconds(self, device: Device) -> float:
         """Fixed seconds of loading besides reading the weights: the model class's import and
@@ -464,6 +465,9 @@ class Calibration:
     prefill_factor: float = 1.0  # measured / predicted prefill seconds
     decode_factor: float = 1.0  # measured / predicted decode seconds
     steps_fraction: float | None = None  # decode steps per batch / max_new_tokens
+    startup_seconds: float | None = None  # measured per job: its wall time less what its meta measured
+    search_seconds: float | None = None  # batch_size auto's probes, measured per job
+    compile_seconds: float | None = None  # compiling, measured per job
     note: str = ""
 
 
@@ -545,7 +549,10 @@ def job_time(
     fl_txt = f"{device.flops / 1e12:,.1f} TFLOP/s x {device.flops_efficiency:g}" + (f" x {k:g}" if k != 1 else "")
     out.sources = engine.sources(model, device)
 
-    out.terms.append(Term("start-up", engine.startup_seconds(device), f"{engine.label}, fixed"))
+    if cal.startup_seconds is not None:
+        out.terms.append(Term("start-up", cal.startup_seconds, f"measured per job ({cal.source})"))
+    else:
+        out.terms.append(Term("start-up", engine.startup_seconds(device), f"{engine.label}, fixed"))
     if cal.load_seconds is not None:
         out.terms.append(Term("load", cal.load_seconds, f"measured per job ({cal.source})"))
     else:
@@ -561,7 +568,9 @@ def job_time(
     n_total = sum(r.n for r in requests)
     prompt_tokens = sum(r.n * r.prompt_tokens for r in requests)
     groups = [(r, *engine.schedule(r, batch, cal)) for r in requests]  # r, batches, rows, steps, steps/sequence
-    if probes and n_total:
+    if probes and n_total and cal.search_seconds:
+        out.terms.append(Term("batch search", cal.search_seconds, f"measured per job ({cal.source})"))
+    elif probes and n_total:
         mean_prompt = prompt_tokens / n_total
         line = step_line(model, device, layout, engine, mean_prompt + PROBE_STEPS)
         search = sum(2 * model.parameters * b * mean_prompt / flops + PROBE_STEPS * line.seconds(b) for b in probes)
@@ -574,7 +583,9 @@ def job_time(
             )
         )
     compile_s = engine.compile_seconds(device, max((b for _, nb, b, _, _ in groups if nb), default=batch))
-    if compile_s:
+    if compile_s and cal.compile_seconds:
+        out.terms.append(Term("compile", cal.compile_seconds, f"measured per job ({cal.source})"))
+    elif compile_s:
         out.terms.append(Term("compile", compile_s, f"{engine.label}: the first call of its shapes, fixed"))
 
     # Quantized (bitsandbytes) on GPUs: the bf16 step times the measured factor, as its own term.
