@@ -130,6 +130,7 @@ def measure_cpu(threads: int = 1, size_mb: int = 256, repeats: int = 5) -> Devic
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
         memory = 0
+    fixed, per_layer = cpu_step_overhead(threads, repeats)
     return Device(
         f"this CPU ({threads} of {os.cpu_count()} cores)",
         memory,
@@ -137,7 +138,62 @@ def measure_cpu(threads: int = 1, size_mb: int = 256, repeats: int = 5) -> Devic
         flops,
         "cpu",
         f"measured: bytes a {size_mb} MB array copy reads per second, a {m}x{m} fp32 matmul on {threads} "
-        f"thread(s); medians of {repeats}",
+        f"thread(s), an eager decoding step of 1- and 3-layer Llamas (host time: {fixed * 1e3:.2f} ms + "
+        f"{per_layer * 1e3:.2f} ms a layer); medians of {repeats}",
         1.0,
         FLOPS_EFFICIENCY,
+        step_overhead=(fixed, per_layer),
     )
+
+
+def cpu_step_overhead(threads: int = 1, repeats: int = 5, steps: int = 16) -> tuple[float, float]:
+    """The host's seconds of one eager transformers decoding step on this CPU, as (fixed, per layer):
+    tiny Llamas of 1 and 3 layers, whose arithmetic takes microseconds, decode `steps` tokens; the
+    step's time against the layers. Python's per-step cost differs by a factor of three between
+    machines of this project's own kind, so it is measured rather than assumed."""
+    import statistics
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM, StoppingCriteriaList
+
+    from genjudge.engine.decoding import StepClock
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    per = {}
+    try:
+        for layers in (1, 3):
+            cfg = LlamaConfig(
+                vocab_size=64,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=layers,
+                num_attention_heads=2,
+                num_key_value_heads=2,
+                max_position_embeddings=64,
+            )
+            torch.manual_seed(0)
+            model = LlamaForCausalLM(cfg).eval()
+            ids = torch.ones((1, 8), dtype=torch.long)
+            times = []
+            for i in range(repeats + 1):
+                clock = StepClock()
+                clock.start()
+                with torch.inference_mode():
+                    model.generate(
+                        ids,
+                        attention_mask=torch.ones_like(ids),
+                        max_new_tokens=steps,
+                        min_new_tokens=steps,
+                        do_sample=False,
+                        pad_token_id=0,
+                        stopping_criteria=StoppingCriteriaList([clock]),
+                    )
+                clock.end()
+                if i:  # the first is a warm-up
+                    times.append(statistics.median(clock.step_seconds()))
+            per[layers] = statistics.median(times)
+    finally:
+        torch.set_num_threads(before)
+    per_layer = max(0.0, (per[3] - per[1]) / 2)
+    return max(0.0, per[1] - per_layer), per_layer

@@ -173,6 +173,9 @@ def model_numbers(config, model, precision: str) -> dict:
         "quantized_parameters": quantized_parameters(model),
         "layers": int(getattr(config, "num_hidden_layers", 0) or 0),
         "hidden_size": int(getattr(config, "hidden_size", 0) or 0),
+        # attention heads per key/value head: grouped-query attention expands the KV cache by this
+        "gqa_ratio": (getattr(config, "num_attention_heads", 1) or 1)
+        // (getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", 1) or 1),
         "kv_bytes_per_token": kv_cache_bytes(config, 1, 1, 4 if precision == "float32" else 2),
     }
 

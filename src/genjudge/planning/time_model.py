@@ -60,6 +60,7 @@ class Device:
     source: str = ""  # where the figures come from
     bandwidth_efficiency: float = BANDWIDTH_EFFICIENCY
     flops_efficiency: float = FLOPS_EFFICIENCY
+    step_overhead: tuple | None = None  # measured on a CPU: (fixed, per layer) seconds of an eager step
 
     @property
     def achievable_bandwidth(self) -> float:
@@ -163,6 +164,7 @@ class ModelNumbers:
     precision: str
     quantized_parameters: float = 0.0
     bf16_weight_bytes: float = 0.0  # what a quantized model's step is measured against
+    gqa_ratio: int = 1  # attention heads per key/value head
 
     @classmethod
     def from_plan(cls, p: dict) -> ModelNumbers:
@@ -176,6 +178,7 @@ class ModelNumbers:
             precision=p["precision"],
             quantized_parameters=p.get("quantized_parameters", 0),
             bf16_weight_bytes=w["bfloat16"],
+            gqa_ratio=int(p.get("gqa_ratio") or 1),
         )
 
 
@@ -278,8 +281,9 @@ class Engine:
             found = self._gpu("step_overhead_per_layer", device, mode=self.mode)
             per_layer = found[0].value if found else (0.76e-3 if not self.compiled else 0.16e-3)
             return model.layers * per_layer
-        # bench/plan_bench.py on this project's CPUs: ~0.27 ms a layer eager; compiled ~40% of it.
-        return model.layers * 0.27e-3 * (0.4 if self.compiled else 1.0)
+        # Measured on this CPU (engine.devices.cpu_step_overhead) where known; compiled ~40% of eager.
+        fixed, per_layer = device.step_overhead or (0.0, 0.27e-3)
+        return (fixed + model.layers * per_layer) * (0.4 if self.compiled else 1.0)
 
     def quantization_factor(self, model: ModelNumbers, device: Device, batch: float) -> float:
         """A bitsandbytes model's step against its bf16 step at the same batch (measured on GPUs:
@@ -300,15 +304,18 @@ class Engine:
             return model.weight_bytes + extra, f"+ {extra / GB:,.1f} GB 4-bit dequantization at batch > 1"
         return model.weight_bytes, ""
 
-    def kv_passes(self, device: Device | None = None) -> float:
+    def kv_passes(self, device: Device | None = None, model: ModelNumbers | None = None) -> float:
         """Times a step moves the KV cache of its context. On a CPU: transformers' dynamic cache grows
-        by torch.cat, copying itself every step (read and write), and attention reads it: 3. On GPUs
-        measured: grouped-query heads expanded every layer and the elementwise work around them."""
+        by torch.cat, copying itself every step (read and write), and attention reads it: 3; with
+        grouped-query attention (and a padding mask) every layer expands K and V to all heads first,
+        writing and reading the expanded copy: 2 x heads per KV head more. On GPUs measured (the
+        same expansion and the elementwise work around it)."""
         if device is not None and device.kind == "gpu":
             found = self._gpu("kv_passes", device, mode=self.mode)
             if found:
                 return found[0].value
-        return 3.0
+        ratio = model.gqa_ratio if model is not None else 1
+        return 3.0 + (2.0 * ratio if ratio > 1 else 0.0)
 
     def kv_context(self, prompt_tokens: float, new_tokens: int = 0) -> float:
         """Context tokens whose KV cache a step reads, besides those generated so far. transformers
@@ -391,7 +398,7 @@ class VllmEngine(Engine):
     def quantization_factor(self, model: ModelNumbers, device: Device, batch: float) -> float:
         return 1.0  # its own kernels (bitsandbytes 4-bit on CUDA): not measured, counted as the bytes read
 
-    def kv_passes(self, device: Device | None = None) -> float:
+    def kv_passes(self, device: Device | None = None, model: ModelNumbers | None = None) -> float:
         return 1.0
 
     def kv_context(self, prompt_tokens: float, new_tokens: int = 0) -> float:
@@ -622,7 +629,7 @@ def job_time(
             traffic, note = engine.weight_traffic(timed, b)
             w_bytes += nb * s * traffic
             w_note = w_note or note
-        passes = engine.kv_passes(device)
+        passes = engine.kv_passes(device, model)
         kv_bytes = passes * sum(
             r.n * model.kv_bytes_per_token * (a * engine.kv_context(r.prompt_tokens, r.new_tokens) + a * (a + 1) / 2)
             for r, _, _, _, a in groups
@@ -717,6 +724,6 @@ def step_line(model: ModelNumbers, device: Device, layout: Layout, engine: Engin
     bw, flops = device.achievable_bandwidth * k, device.achievable_flops * k
     fixed = engine.step_overhead_seconds(model, device) + engine.weight_traffic(model, 2)[0] / bw
     per_sequence = max(
-        engine.kv_passes(device) * model.kv_bytes_per_token * context_tokens / bw, 2 * model.parameters / flops
+        engine.kv_passes(device, model) * model.kv_bytes_per_token * context_tokens / bw, 2 * model.parameters / flops
     )
     return StepLine(fixed, per_sequence, f"the time model ({engine.label} on {device.name})")
