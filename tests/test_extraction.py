@@ -261,3 +261,20 @@ def test_the_documented_table_of_number_shapes_is_what_last_number_does():
         assert len(texts) == len(values), text
         for t, v in zip(texts, values):
             assert extract(t, "last_number") == Extracted(v, None), t
+
+
+def test_a_choice_letter_that_is_also_an_article_matches_itself():
+    from genjudge.judging.extraction import check_answer
+    from genjudge.judging.textnorm import exact_match, normalise
+
+    # Every output set to its reference: each of them matches, "A" too (it normalised to "" before).
+    choice = {"reference": "choice", "candidate": "choice"}
+    for letter in "ABCDE":
+        assert check_answer(letter, letter, choice).match is True, letter
+        assert check_answer(f"The answer is ({letter}).", letter, choice).match is True, letter
+        assert exact_match(letter, letter) is True, letter
+    assert normalise("A") == "a" and normalise("an") == "an" and normalise("The") == "the"
+    assert exact_match("a", "A") and not exact_match("B", "A") and not exact_match("an", "A")
+    # Beside other words an article is still dropped.
+    assert normalise("A cat") == "cat" and exact_match("the Eiffel Tower", "Eiffel tower")
+    assert not exact_match("", "A") and not exact_match(None, "A")
