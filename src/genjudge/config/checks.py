@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from genjudge.config.experiment import entry_key
 from genjudge.config.validation import DEMO, load_plugins
 from genjudge.errors import InputError
 
@@ -32,13 +33,6 @@ def is_demo_model(name: str) -> bool:
 def builds_demo_model(name: str) -> bool:
     """models/demo-generator and models/demo-judge are built by rule demo_model when missing."""
     return is_demo_model(name) and os.path.normpath(name).split(os.sep)[1] in DEMO_MODELS
-
-
-def entry_key(config: dict, section: str, name: str, key: str) -> str:
-    """The config key a setting of one named entry was written under: `judges.b.template` when
-    the entry sets it, else `judge.template` (the section every entry starts from)."""
-    entry = (config.get(f"{section}s") or {}).get(name) or {}
-    return f"{section}s.{name}.{key}" if key in entry else f"{section}.{key}"
 
 
 def _rekey(message: str, config: dict, name: str) -> str:
