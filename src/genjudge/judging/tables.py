@@ -4,6 +4,8 @@ stages.report_table) and the failed cells (`failed_cells`)."""
 
 from __future__ import annotations
 
+import html
+
 from genjudge.judging.headline import value_text
 
 STUDY_NOTE = (
@@ -68,10 +70,16 @@ def failed_rows(failed: list[dict], width: int = 240) -> tuple[list[str], list[l
     return ["cell", "judge", "failed job", "error", "log"], rows
 
 
+def md_text(text) -> str:
+    """Text from outputs, datasets or errors as markdown shows it, never as markup: `<`, `>` and `&`
+    as entities (Markdown viewers render raw HTML: a model's `<script>` would run), `|` escaped."""
+    return html.escape(str(text), quote=False).replace("|", "\\|")
+
+
 def markdown_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    """A markdown table; a `|` inside a cell is escaped."""
+    """A markdown table; every cell is text (`md_text`)."""
 
     def line(cells):
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(md_text(c) for c in cells) + " |"
 
     return [line(head), "|" + "---|" * len(head), *map(line, rows)]

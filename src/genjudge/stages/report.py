@@ -13,6 +13,7 @@ from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
 from genjudge.judging.modes.base import pct, rate_text
+from genjudge.judging.tables import md_text
 from genjudge.stages.report_table import Study
 from genjudge.store import atomic
 from genjudge.store.provenance import provenance
@@ -217,7 +218,7 @@ def _category_table(s: RunSummary) -> list[str]:
     out = [f"| category | items | judged | unparsed | {head} | exact match |", "|---|---|---|---|---|---|"]
     for cat, c in s.per_category.items():
         em = pct(c["exact_match"]["value"]) if s.exact_match_shown else "-"
-        out.append(f"| {cat} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} | {em} |")
+        out.append(f"| {md_text(cat)} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} | {em} |")
     return out
 
 
@@ -238,9 +239,10 @@ def category_frame(s: RunSummary) -> pd.DataFrame:
 
 
 def _cell(text, width=80) -> str:
+    """One line of text from outputs or datasets for a table cell: cut to `width`, never markup."""
     text = "" if text is None else str(text)
-    text = " ".join(text.split()).replace("|", "\\|")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    text = " ".join(text.split())
+    return md_text(text if len(text) <= width else text[: width - 1] + "…")
 
 
 def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str:
@@ -256,7 +258,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     for w in s.placement_warnings:
         out += [f"> **Warning:** {w}", ""]
     out += ["## Headline", "", "| measure | value |", "|---|---|"]
-    out += [f"| {k} | {v} |" for k, v in headline_rows(s)]
+    out += [f"| {md_text(k)} | {md_text(v)} |" for k, v in headline_rows(s)]
     out += ["", intervals_note(s.n_answers != s.n_items), ""]
     out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells)]
     out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
@@ -265,7 +267,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     if s.unparsed_reasons:
         out += ["## Unparsed verdicts", "", "| reason | count | examples |", "|---|---|---|"]
         for r, k in s.unparsed_reasons.items():
-            shown = "; ".join(f"{e['id']}: {_cell(e['detail'], 60)}" for e in s.unparsed_examples.get(r, []))
+            shown = "; ".join(f"{_cell(e['id'])}: {_cell(e['detail'], 60)}" for e in s.unparsed_examples.get(r, []))
             out.append(f"| {_cell(r, 200)} | {k} | {shown} |")
         out.append("")
     if s.truncated_examples:
