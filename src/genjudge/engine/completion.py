@@ -115,11 +115,15 @@ class PromptSet:
         """The model (for engine vllm: the started engine), loaded on first use and kept for later
         completions (the turns of a conversation): (model, info, seconds this call spent loading)."""
         if self.model is None and self.spec.engine == "vllm":
+            from genjudge.engine.memory_plan import model_plan
             from genjudge.engine.vllm_engine import load_engine
 
             t0 = time.monotonic()
-            self.model, self.info = load_engine(self.spec, self.kind)
-            return self.model, self.info, time.monotonic() - t0
+            self.model, info = load_engine(self.spec, self.kind)
+            seconds = time.monotonic() - t0
+            # The model's numbers, for the time model's check of this job and `plan --calibrate`.
+            self.info = {**info, "memory_plan": model_plan(self.spec, self.kind)}
+            return self.model, self.info, seconds
         if self.model is None:
             from genjudge.engine.devices import torch_device_info
             from genjudge.engine.loading import load_causal_lm
