@@ -428,7 +428,7 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
     for pos, obj in rows:
         where = f"{source}, {pos}"
         parts = []
-        messages = turns = None
+        messages = turns = refs = None
         for name in prompt_fields:
             value = _lookup(obj, name)
             if value is _MISSING and len(prompt_fields) == 1:
@@ -457,7 +457,10 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
             raise InputError(f"{where}: {what}the prompt field {' + '.join(map(repr, prompt_fields))} is empty")
         prompt = "\n\n".join(parts)
 
-        reference = turns[0]["reference"] if turns else _optional_text(obj, fields.get("reference"), where)
+        if refs is not None:  # a list of turns (one or more): each its reference, or turn 1's alone
+            reference = refs[0]
+        else:
+            reference = _optional_text(obj, fields.get("reference"), where)
         category = _optional_text(obj, fields.get("category"), where)
 
         if fields.get("id"):
