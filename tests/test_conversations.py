@@ -107,7 +107,9 @@ def test_turns_resume_one_at_a_time(tmp_path):
     """A store holding turn 1 only (the first turns generated as single-turn prompts) computes
     only the second turns."""
     multi = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
-    first = load_items(write_jsonl(tmp_path / "q1.jsonl", MT), {**FIELDS, "prompt": "turns.0"})
+    first = load_items(
+        write_jsonl(tmp_path / "q1.jsonl", MT), {**FIELDS, "prompt": "turns.0", "reference": "reference.0"}
+    )
     one, _ = generate(tmp_path, first, name="first")
     out, meta = generate(tmp_path, multi)
     assert meta.resumed_items == 3 and meta.computed_items == 2
@@ -133,6 +135,26 @@ def test_context_overflow_stops_the_job_before_loading_naming_the_item(tmp_path)
     assert n + 2040 > 2048 and f"{n + 2040} tokens, more than" in msg and "context of 2048" in msg
     assert re.search(r"item '8[123]'", msg) and "max_position_embeddings" in msg
     assert not (tmp_path / "out.parquet").exists() and not (tmp_path / "store").exists()
+
+
+def test_vllm_max_model_len_is_checked_as_the_context_and_keys_every_item(tmp_path):
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    write_shard(tmp_path / "0.jsonl", items)
+    model = str(ROOT / "models" / "demo-generator")
+    short = spec_for("generator", model=model, engine="vllm", max_new_tokens=4, vllm={"max_model_len": 15})
+    # vLLM would cut every answer at 15 tokens (finish reason `length`): stopped before the engine starts.
+    with pytest.raises(InputError, match=r"context of 15 \(the engine setting vllm\.max_model_len\)"):
+        generate_shard(tmp_path, short)
+    assert not (tmp_path / "out.parquet").exists()
+    # An answer made under the limit is never reused without it (or under another one).
+    full = spec_for("generator", model=model, engine="vllm", max_new_tokens=4)
+    other = spec_for("generator", model=model, engine="vllm", max_new_tokens=4, vllm={"max_model_len": 4096})
+    keys = {s.item_params().get("vllm_max_model_len") for s in (short, full, other)}
+    assert keys == {15, None, 4096}
+    assert short.rerun_params()["vllm_max_model_len"] == 15 and "vllm_max_model_len" not in full.rerun_params()
+    # The transformers engine reads no vllm setting.
+    hf = spec_for("generator", model=model, max_new_tokens=4, vllm={"max_model_len": 15})
+    assert "vllm_max_model_len" not in hf.item_params()
 
 
 TURN2 = """Question 1: {question_1}

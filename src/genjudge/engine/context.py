@@ -31,13 +31,23 @@ def context_length(config) -> tuple[int | None, str | None]:
 
 
 def model_context(spec) -> tuple[int | None, str | None]:
+    """(window, where it comes from): the model's config, or vLLM's `max_model_len` where smaller
+    (the engine stops a sequence there: an answer cut short, finish reason `length`)."""
     from genjudge.engine.memory_plan import load_config
 
     try:
-        return context_length(load_config(spec.model, spec.revision))
+        window, source = context_length(load_config(spec.model, spec.revision))
     except Exception as exc:  # noqa: BLE001 - a config we cannot read: nothing to check against
         log.warning("no context window known for %s (%s); prompt lengths are not checked", spec.model, exc)
-        return None, None
+        window, source = None, None
+    limit = (getattr(spec, "vllm", None) or {}).get("max_model_len") if getattr(spec, "engine", "") == "vllm" else None
+    if limit and (window is None or int(limit) < window):
+        return int(limit), "vllm.max_model_len"
+    return window, source
+
+
+def source_text(source: str) -> str:
+    return "the engine setting vllm.max_model_len" if source == "vllm.max_model_len" else f"{source} in its config.json"
 
 
 def check_context(spec, lengths: list[int], ids: list, desc: str, new_tokens: int | None = None) -> None:
@@ -55,6 +65,6 @@ def check_context(spec, lengths: list[int], ids: list, desc: str, new_tokens: in
     raise InputError(
         f"{desc}: item {ids[worst]!r}: the prompt as sent is {lengths[worst]} tokens and max_new_tokens "
         f"is {new}: {lengths[worst] + new} tokens, more than {spec.model}'s context of {window} "
-        f"({source} in its config.json){others}. Lower max_new_tokens, shorten the prompt, or use a "
+        f"({source_text(source)}){others}. Lower max_new_tokens, shorten the prompt, or use a "
         "model with a longer context; nothing is truncated silently"
     )
