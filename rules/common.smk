@@ -112,14 +112,28 @@ def with_failures(params, role, job):
 
 def generate_params(wildcards):
     job = f"{wildcards.generator}/{wildcards.dataset}/{wildcards.shard}"
-    return with_failures(GENERATOR_PARAMS[wildcards.generator], "generate", job)
+    params = GENERATOR_PARAMS[wildcards.generator]
+    if EXP.datasets[wildcards.dataset]["on_too_long"] != "fail":  # absent at the default: no rerun of old runs
+        params = {**params, "on_too_long": EXP.datasets[wildcards.dataset]["on_too_long"]}
+    return with_failures(params, "generate", job)
 
 
 ANSWERS = {name: ds["answer"] for name, ds in EXP.datasets.items()}
 
 
+def too_long_params(judge):
+    """The datasets a judge grades that skip items too long for a context (none: nothing to say)."""
+    graded = dict.fromkeys(c.dataset for c in EXP.cells(judge))
+    skip = {d: EXP.datasets[d]["on_too_long"] for d in graded if EXP.datasets[d]["on_too_long"] != "fail"}
+    return {"on_too_long": skip} if skip else {}
+
+
 def judge_params(wildcards):
-    params = {**JUDGE_PARAMS[wildcards.judge], "cells": judge_cells(wildcards.judge)}
+    params = {
+        **JUDGE_PARAMS[wildcards.judge],
+        "cells": judge_cells(wildcards.judge),
+        **too_long_params(wildcards.judge),
+    }
     spec = JUDGES[wildcards.judge]
     if spec.cascade:  # the datasets' answer extraction decides what the cascade sends to the judge
         params["answers"] = ANSWERS

@@ -31,7 +31,8 @@ def main():
                 from genjudge.stages.generate import run_generate
                 from genjudge.stages.split import shard_path
 
-                spec = GeneratorSpec.from_config(resolve(cfg).generators[w.generator])
+                exp = resolve(cfg)
+                spec = GeneratorSpec.from_config(exp.generators[w.generator])
                 run_generate(
                     shard=int(w.shard),
                     shard_path=shard_path(sm.input.shards, w.shard),
@@ -46,6 +47,7 @@ def main():
                     dataset=w.dataset,
                     digests=digest_index(cfg["cache_dir"]),
                     threads=sm.threads,
+                    on_too_long=exp.datasets[w.dataset]["on_too_long"],
                 )
 
 

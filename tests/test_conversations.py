@@ -157,6 +157,55 @@ def test_vllm_max_model_len_is_checked_as_the_context_and_keys_every_item(tmp_pa
     assert "vllm_max_model_len" not in hf.item_params()
 
 
+def test_on_too_long_skip_leaves_out_a_turn_and_the_turns_after_it(tmp_path):
+    import json
+    import shutil
+
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    write_shard(tmp_path / "0.jsonl", items)
+    model = tmp_path / "small"
+    shutil.copytree(ROOT / "models" / "demo-generator", model)
+    cfg = json.loads((model / "config.json").read_text())
+    # As sent: 81 turn 1 is 12 tokens, turn 2 35; 82 turn 1 16; 83 (one turn) 21; with 8 new tokens, 22 fit.
+    (model / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 22}))
+    spec = spec_for("generator", model=str(model), max_new_tokens=8, batch_size=4)
+    with pytest.raises(InputError, match=r"item '8[123]'.*on_too_long: skip"):
+        generate_shard(tmp_path, spec, name="fail")
+    out, meta = generate_run(tmp_path, spec)
+    got = {(i, t): (o, w) for i, t, o, w in zip(out["id"], out["turn"], out["output"], out["skipped"])}
+    assert set(got) == {("81", 1), ("81", 2), ("82", 1), ("82", 2), ("83", 1)}  # every row, as merge wants
+    assert not pd.isna(got[("81", 1)][0]) and pd.isna(got[("81", 1)][1])
+    assert pd.isna(got[("81", 2)][0]) and got[("81", 2)][1].startswith(
+        "too long for the generator (turn 2): the prompt"
+    )
+    assert got[("82", 1)][1].startswith("too long for the generator (turn 1): the prompt as sent is 16 tokens")
+    assert got[("82", 2)][1].startswith("an earlier turn was skipped: too long for the generator (turn 1)")
+    assert "context of 22" in got[("83", 1)][1]
+    assert meta.n_skipped == 4 and meta.computed_items == 1
+
+
+def generate_run(tmp_path, spec):
+    """generate_shard with on_too_long: skip."""
+    import io
+
+    from genjudge.cluster.gpu_lease import Lease
+    from genjudge.stages.generate import run_generate
+
+    meta = run_generate(
+        shard=0,
+        shard_path=tmp_path / "0.jsonl",
+        out_path=tmp_path / "skip.parquet",
+        meta_path=tmp_path / "skip.meta.json",
+        spec=spec,
+        store_dir=tmp_path / "store-skip",
+        run="t",
+        lease=Lease([], "none"),
+        log_stream=io.StringIO(),
+        on_too_long="skip",
+    )
+    return pd.read_parquet(tmp_path / "skip.parquet"), meta
+
+
 TURN2 = """Question 1: {question_1}
 Answer 1: {answer_1}
 Question 2: {question_2}

@@ -169,6 +169,7 @@ class DatasetSpec(Spec):
     hf: dict = _job()  # Hugging Face datasets: config, split, revision, cache_dir
     answer: dict = _job()  # extraction methods before exact match: {reference, candidate}
     shards: int | None = _run()  # the shard count is in the rule's own params
+    on_too_long: str = _job()  # fail or skip an item that does not fit a model's context (in the jobs' params)
 
 
 def generator_spec(config: dict) -> GeneratorSpec:

@@ -83,6 +83,7 @@ class Completion:
     computed_keys: set = field(default_factory=set)  # keys computed now (the rest came from the store)
     timing: Timing = field(default_factory=Timing)  # prefill and decode seconds (generation only)
     setup_seconds: float = 0.0  # the tokenizer and the model's fingerprint, paid even when nothing is computed
+    too_long: dict = field(default_factory=dict)  # keep_going: position -> why its prompt does not fit (no result)
 
 
 class PromptSet:
@@ -167,10 +168,13 @@ def complete(
     scorer=None,
     conversations: list | None = None,
     samples: list[int] | None = None,
+    keep_going: bool = False,
 ) -> Completion:
     """Complete `texts` (or the chat `conversations` where given); `scorer(model, tok,
     add_special_tokens)` replaces generation (logprob judging). With sampling, `samples[i]` is
-    row i's sample index (default 0): its key and its generator's seed."""
+    row i's sample index (default 0): its key and its generator's seed. A prompt that does not fit
+    the model's context stops the job (InputError), or with `keep_going` is left out: its result is
+    None and `too_long` says why, for the caller to skip or fail what it belongs to."""
     prompts = pset.render(texts, conversations)
     sampling = pset.params.do_sample and scorer is None
     if sampling:
@@ -198,16 +202,28 @@ def complete(
     setup_seconds, load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, 0.0, None, {}, []
     timing = Timing()
     pset.setup_seconds = 0.0
+    over: dict = {}
     if todo:
-        from genjudge.engine.context import check_context
+        from genjudge.engine.context import check_context, too_long
         from genjudge.engine.decoding import token_lengths
 
         todo_prompts = [prompts[i] for i in todo]
         lengths = token_lengths(pset.tok, todo_prompts, add_special_tokens=not pset.chat)
-        # Before the weights load: a prompt that cannot fit stops the job, naming the item.
+        # Before the weights load: a prompt that cannot fit stops the job, naming the item, or is left out.
         new_tokens = 1 if scorer is not None else pset.params.max_new_tokens  # logprob: one forward pass
-        check_context(pset.spec, lengths, [ids[i] for i in todo], desc, new_tokens)
-        longest = max(len(p) for p in prompts)  # characters: an upper bound on tokens
+        if not keep_going:
+            check_context(pset.spec, lengths, [ids[i] for i in todo], desc, new_tokens)
+        elif over_todo := too_long(pset.spec, lengths, new_tokens):
+            over = {keys[todo[j]]: why for j, why in over_todo.items()}
+            log.warning("%s: %d prompt(s) too long for the context, left out", desc, len(over))
+            kept = [j for j in range(len(todo)) if j not in over_todo]
+            todo, todo_prompts, lengths = (
+                [todo[j] for j in kept],
+                [todo_prompts[j] for j in kept],
+                [lengths[j] for j in kept],
+            )
+    if todo:
+        longest = max(len(p) for p in todo_prompts)  # characters: an upper bound on tokens
         model, info, seconds = pset.load(longest + pset.params.max_new_tokens)
         load_seconds += seconds
         gen = runner(pset, model, scorer)
@@ -248,7 +264,7 @@ def complete(
         bar.close()
         for j, r in enumerate(new):
             done[keys[todo[j]]] = r
-    results = [done[k] for k in keys]
+    results = [done.get(k) for k in keys]
     return Completion(
         prompts,
         keys,
@@ -265,6 +281,7 @@ def complete(
         {keys[i] for i in todo},
         timing,
         setup_seconds,
+        {i: over[k] for i, k in enumerate(keys) if k in over},
     )
 
 

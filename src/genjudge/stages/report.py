@@ -245,6 +245,29 @@ def _cell(text, width=80) -> str:
     return md_text(text if len(text) <= width else text[: width - 1] + "…")
 
 
+def skipped_markdown(s: RunSummary) -> list[str]:
+    """The answers left out as too long for a context (dataset.on_too_long: skip), every one up to
+    SKIPPED_SHOWN."""
+    if not s.skipped_items:
+        return []
+    several = any(e["turn"] != 1 or e["sample"] != 0 for e in s.skipped_items)
+    out = [
+        "## Skipped items",
+        "",
+        f"{s.n_skipped} answer(s) did not fit a model's context and were skipped (dataset.on_too_long: skip): "
+        "they are left out of every count, rate and interval of this report.",
+        "",
+        "| id | turn, sample | why |" if several else "| id | why |",
+        "|---|---|---|" if several else "|---|---|",
+    ]
+    for e in s.skipped_items[:SKIPPED_SHOWN]:
+        where = [f"{e['turn']}, {e['sample']}"] if several else []
+        out.append("| " + " | ".join([_cell(e["id"], 40), *where, _cell(e["reason"], 300)]) + " |")
+    if s.n_skipped > SKIPPED_SHOWN:
+        out.append(f"\n... and {s.n_skipped - SKIPPED_SHOWN} more: summary.json's skipped_items lists every one.")
+    return [*out, ""]
+
+
 def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str:
     j = s.judge
     out = [f"# Report: run `{s.run}`", ""]
@@ -285,6 +308,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
             where = e["id"] + "".join(f", {k} {e[k]}" for k in ("turn", "sample") if k in e)
             out.append(f"| {_cell(where, 30)} | {_cell(e['output_end'], 170)} |")
         out.append("")
+    out += skipped_markdown(s)
     out += ["## Examples", ""]
     groups = [(v, df[df["verdict"] == v]) for v in sorted(df["verdict"].dropna().unique())]
     groups.append(("unparsed", df[df["verdict"].isna()]))
@@ -353,12 +377,40 @@ def leaderboard_row(s: RunSummary, generator: str, dataset: str, judge: str, opp
     }
 
 
+SKIPPED_SHOWN = 50  # skipped answers listed in report.md per cell (summary.json lists every one)
+
+
+def split_skipped(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the judgments the report counts, the answers skipped as too long for a context)."""
+    if "skipped" not in df:
+        return df, df.iloc[0:0]
+    gone = df["skipped"].notna()
+    return df[~gone].reset_index(drop=True), df[gone].reset_index(drop=True)
+
+
+def skipped_list(df: pd.DataFrame) -> list[dict]:
+    """The skipped answers of one cell: {id, turn, sample, reason}, in the judgments' order."""
+    turns = df["turn"] if "turn" in df else [1] * len(df)
+    samples = df["sample"] if "sample" in df else [0] * len(df)
+    return [
+        {"id": str(i), "turn": int(t), "sample": int(s), "reason": str(r)}
+        for i, t, s, r in zip(df["id"], turns, samples, df["skipped"])
+    ]
+
+
 def summarise_experiment(
-    exp, config: dict, judgments: dict, gen_metas: list[GenerateMeta], judge_metas: dict
+    exp,
+    config: dict,
+    judgments: dict,
+    gen_metas: list[GenerateMeta],
+    judge_metas: dict,
+    skipped: dict | None = None,
 ) -> tuple[RunSummary, dict]:
     """One summary per cell and the run's: the cell's own when there is one, else totals and a leaderboard.
+    `skipped`: judge -> the answers left out as too long (`split_skipped`), counted and listed per cell.
     Returns (run summary, {cell key: (summary, judgments frame)})."""
     cells = {}
+    skipped = skipped or {}
     for judge, df_j in judgments.items():
         for cell in exp.cells(judge):
             df = of_cell(df_j, cell).reset_index(drop=True)
@@ -373,6 +425,10 @@ def summarise_experiment(
             own = judge_metas[judge].cells.get(cell.key)
             if own:  # this cell's share of the judge's work, not the whole job's
                 s.judge.update(resumed_items=own["resumed"], computed_items=own["computed"])
+            gone = skipped.get(judge)
+            if gone is not None and len(gone):
+                s.skipped_items = skipped_list(of_cell(gone, cell))
+                s.n_skipped = len(s.skipped_items)
             s.leaderboard = [leaderboard_row(s, cell.generator, cell.dataset, judge, cell.opponent)]
             key = f"{cell.key} | {judge}" if len(exp.judges) > 1 else cell.key
             cells[key] = (s, df)
@@ -405,6 +461,12 @@ def summarise_experiment(
         unparsed_examples=examples,
         n_truncated=n_cut,
         truncated_rate=n_cut / n if n else None,
+        n_skipped=sum(s.n_skipped for s in summaries),
+        skipped_items=[
+            {"cell": key, "judge": s.leaderboard[0]["judge"], **e}
+            for key, (s, _) in cells.items()
+            for e in s.skipped_items
+        ],
         leaderboard=[row for s in summaries for row in s.leaderboard],
         paired=paired.paired_table(exp, cells),
         cells={k: s.to_dict() for k, (s, _) in cells.items()},
@@ -535,6 +597,12 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
         intervals_note(any(r.get("n_answers", r["n_items"]) != r["n_items"] for r in run.leaderboard)),
         "",
     ]
+    if run.n_skipped:
+        out += [
+            f"{run.n_skipped} answer(s) did not fit a model's context and were skipped (dataset.on_too_long: skip): "
+            "left out of every count and measure, listed under each cell's 'Skipped items'.",
+            "",
+        ]
     out += strengths_markdown(run.across_cells)
     out += paired.markdown(run.paired)
     for key, (s, df) in cells.items():
@@ -575,6 +643,25 @@ def time_model_markdown(check: dict) -> list[str]:
     ]
 
 
+def summary_of(config: dict, judgments: dict, gen_metas: list, judge_metas: dict):
+    """summary.json's figures from the judgments frames (as read from judgments/<judge>.parquet) and
+    the jobs' metas, without the time model and provenance: (run summary, cells, study). Failed cells
+    are set apart; skipped answers are counted and listed, and left out of every measure."""
+    from genjudge.config.experiment import resolve
+    from genjudge.stages.validity import summarise_validity
+
+    study = Study.of(resolve(config), config, gen_metas, judge_metas)  # failed cells set apart
+    exp = study.exp
+    parts = {j: split_skipped(df) for j, df in judgments.items() if j in exp.judges}
+    judgments = {j: kept for j, (kept, _) in parts.items()}
+    run, cells = summarise_experiment(
+        exp, config, judgments, study.gen_metas, study.judge_metas, {j: gone for j, (_, gone) in parts.items()}
+    )
+    run.validity = summarise_validity(exp, study.config, judgments)
+    study.add_to(run)
+    return run, cells, study
+
+
 def run_report(
     config: dict,
     judgments_paths: dict,
@@ -588,19 +675,16 @@ def run_report(
     html_path=None,
     plots_dir=None,
 ) -> RunSummary:
-    from genjudge.config.experiment import resolve
-    from genjudge.stages.validity import summarise_validity, with_validity
+    from genjudge.stages.validity import with_validity
 
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
-    study = Study.of(resolve(config), config, gen_metas, judge_metas)  # failed cells set apart
-    exp, gen_metas, judge_metas = study.exp, study.gen_metas, study.judge_metas
-    judgments = {j: read_judgments(p) for j, p in judgments_paths.items() if j in exp.judges}
-    run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)
-    run.validity = summarise_validity(exp, study.config, judgments)
+    run, cells, study = summary_of(
+        config, {j: read_judgments(p) for j, p in judgments_paths.items()}, gen_metas, judge_metas
+    )
+    gen_metas, judge_metas, exp = study.gen_metas, study.judge_metas, study.exp
     run.time_model = time_model_check(config, gen_metas, judge_metas)
     atomic.write_json(provenance_path, provenance(config, exp, gen_metas, judge_metas, workflow_dir))
-    study.add_to(run)
     run.write(summary_path)
     n_examples = int(config["report"]["n_examples"])
     if len(cells) == 1:

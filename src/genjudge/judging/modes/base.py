@@ -37,6 +37,7 @@ class JudgeRequest:
 
 
 NO_REFERENCE = "no reference"
+SKIPPED = "skipped"  # not asked: too long for a model's context (dataset.on_too_long: skip); not counted
 
 
 def row_history(row) -> list[dict]:
@@ -170,6 +171,8 @@ class JudgeMode:
             if d == "rule"
             else Verdict(None, NO_REFERENCE, 0)
             if d == NO_REFERENCE
+            else Verdict(None, None, 0)
+            if d == SKIPPED
             else truncated(self.parse_text(t, rx, bool(pattern), options), f)
             for d, t, f in zip(df["decided_by"], df["judge_output"], finish)
         ]

@@ -14,6 +14,7 @@ from genjudge.errors import InputError
 from genjudge.judging.items import item_rate
 from genjudge.judging.modes.base import (
     NO_REFERENCE,
+    SKIPPED,
     JudgeMode,
     JudgeRequest,
     lacks_reference,
@@ -110,9 +111,9 @@ class Pairwise(JudgeMode):
         f0 = first["judge_finish_reason"] if "judge_finish_reason" in first else [None] * len(df)
         f1 = second["judge_finish_reason"] if "judge_finish_reason" in second else [None] * len(df)
         for d, t0, t1, e0, e1 in zip(df["decided_by"], df["judge_output"], df["judge_output_swapped"], f0, f1):
-            if d == NO_REFERENCE:
+            if d in (NO_REFERENCE, SKIPPED):
                 verdicts.append(None)
-                reasons.append(NO_REFERENCE)
+                reasons.append(NO_REFERENCE if d == NO_REFERENCE else None)
                 details.append(None)
                 o0s.append(None)
                 o1s.append(None)
