@@ -2,12 +2,14 @@
 model load. The grading mode builds the judge requests, the engine runs them, the raw text is kept.
 
 With `cascade`, items the mode's rule decides (exact matches) never reach the
-judge model. An answer the generator skipped (too long for its context, `on_too_long: skip`) is
-skipped here too (pairwise: where either side's is); a request too long for the judge's context
-is skipped where its dataset says `skip`, and otherwise fails its cell alone (`cell_errors` in the
-meta, naming the cell and the item): the judge's other cells are judged. With `verdict: logprob` each request is one forward pass that
+judge model. With `verdict: logprob` each request is one forward pass that
 scores the mode's labels after its marker. The item cache is keyed by the prompt
 as sent (which holds the answer): adding a generator judges only its answers.
+
+An answer the generator skipped (too long for its context, `on_too_long: skip`) is skipped here
+too (pairwise: where either side's is). A request too long for the judge's context is skipped
+where its dataset says `skip`, and otherwise fails its cell alone (`cell_errors` in the meta,
+naming the cell and the item): the judge's other cells are judged.
 """
 
 from __future__ import annotations
@@ -209,8 +211,11 @@ def skipped_answers(part: pd.DataFrame, opponent_path=None) -> dict:
     if opponent_path is not None:
         import pyarrow.parquet as pq
 
-        if "skipped" in pq.read_schema(opponent_path).names:
-            theirs = with_sample(pd.read_parquet(opponent_path, columns=["id", "turn", "sample", "skipped"]))
+        names = pq.read_schema(opponent_path).names
+        if "skipped" in names:
+            cols = [c for c in ("id", "turn", "sample", "skipped") if c in names]
+            theirs = with_sample(pd.read_parquet(opponent_path, columns=cols))
+            theirs = theirs if "turn" in theirs else theirs.assign(turn=1)
             reasons = {
                 (i, int(t), int(s)): v
                 for i, t, s, v in zip(theirs["id"], theirs["turn"], theirs["sample"], theirs["skipped"])
@@ -231,13 +236,14 @@ def _too_long_for_the_judge(over: dict, requests, owners, why: dict, on_too_long
     import time
 
     errors: dict = {}
+    of_item: dict = {}  # (cell, id, turn, sample) -> its requests (pairwise: both orders)
+    for k, (r, owner) in enumerate(zip(requests, owners)):
+        of_item.setdefault((owner, r.id, r.turn, r.sample), []).append(k)
     for j, reason in over.items():
         r, cell = requests[j], owners[j]
-        if (on_too_long or {}).get(cell.dataset, "fail") == "skip":
-            item = (cell, r.id, r.turn, r.sample)
-            for k, (other, owner) in enumerate(zip(requests, owners)):
-                if (owner, other.id, other.turn, other.sample) == item:
-                    why[k] = f"too long for the judge: {reason}"
+        if (on_too_long or {}).get(cell.dataset) == "skip":
+            for k in of_item[(cell, r.id, r.turn, r.sample)]:
+                why[k] = f"too long for the judge: {reason}"
             continue
         if cell.key in errors:
             continue
