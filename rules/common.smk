@@ -11,7 +11,7 @@ from snakemake.logging import logger
 from genjudge import config as wfconfig
 from genjudge.cluster import job_resources, slurm_array_task, slurm_submission
 from genjudge.cluster.gpu_lease import resolve_inventory
-from genjudge.config.experiment import judge_inputs, resolve
+from genjudge.config.experiment import entry_key, judge_inputs, resolve
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.engine import judge_parallel
 from genjudge.errors import InputError
@@ -119,7 +119,10 @@ def with_failures(params, role, job):
 
 def generate_params(wildcards):
     job = f"{wildcards.generator}/{wildcards.dataset}/{wildcards.shard}"
-    return with_failures(GENERATOR_PARAMS[wildcards.generator], "generate", job)
+    params = GENERATOR_PARAMS[wildcards.generator]
+    if EXP.datasets[wildcards.dataset]["on_too_long"] != "fail":  # absent at the default: no rerun of old runs
+        params = {**params, "on_too_long": EXP.datasets[wildcards.dataset]["on_too_long"]}
+    return with_failures(params, "generate", job)
 
 
 ANSWERS = {name: ds["answer"] for name, ds in EXP.datasets.items()}
@@ -156,8 +159,19 @@ GENERATE_KEYS = [*GeneratorSpec.fields_changing("item", "job"), "model_fingerpri
 JUDGE_KEYS = [*JudgeSpec.fields_changing("item", "job"), "model_fingerprint", "cells", "answers", "failed_attempts"]
 
 
+def too_long_params(judge):
+    """The datasets a judge grades that skip items too long for a context (none: nothing to say)."""
+    graded = dict.fromkeys(c.dataset for c in EXP.cells(judge))
+    skip = {d: EXP.datasets[d]["on_too_long"] for d in graded if EXP.datasets[d]["on_too_long"] != "fail"}
+    return {"on_too_long": skip} if skip else {}
+
+
 def judge_params(wildcards):
-    params = {**JUDGE_PARAMS[wildcards.judge], "cells": judge_cells(wildcards.judge)}
+    params = {
+        **JUDGE_PARAMS[wildcards.judge],
+        "cells": judge_cells(wildcards.judge),
+        **too_long_params(wildcards.judge),
+    }
     spec = JUDGES[wildcards.judge]
     if spec.cascade:  # the datasets' answer extraction decides what the cascade sends to the judge
         params["answers"] = ANSWERS
@@ -262,7 +276,7 @@ def check_models_loadable():
     tokenizer and weights: checked before any job starts (onstart), naming the key."""
     for kind, specs in (("generator", GENERATORS), ("judge", JUDGES)):
         for name, spec in specs.items():
-            key = wfconfig.checks.entry_key(config, kind, name, "model")
+            key = entry_key(config, kind, name, "model")
             try:
                 check_model(spec.model, key.rsplit(".", 1)[0], buildable=wfconfig.builds_demo_model(spec.model))
             except InputError as exc:

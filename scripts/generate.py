@@ -35,7 +35,8 @@ def main():
                 from genjudge.stages.generate import run_generate
                 from genjudge.stages.split import shard_path
 
-                spec = GeneratorSpec.from_config(resolve(cfg).generators[w.generator])
+                exp = resolve(cfg)
+                spec = GeneratorSpec.from_config(exp.generators[w.generator])
                 run_generate(
                     shard=int(w.shard),
                     shard_path=shard_path(sm.input.shards, w.shard),
@@ -53,6 +54,7 @@ def main():
                         sm.threads, sm.resources, os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1"
                     ),
                     cache_dir=cfg["cache_dir"],
+                    on_too_long=exp.datasets[w.dataset]["on_too_long"],
                 )
 
 

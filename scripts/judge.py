@@ -51,6 +51,7 @@ def run(sm, lease, stream):
         threads=job_resources.job_threads(sm.threads, sm.resources, os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1"),
         lease=lease,
         log_stream=stream,
+        log_path=sm.log[0],
     )
 
 
@@ -58,7 +59,26 @@ def write_failure(sm, error):
     from genjudge.stages.judge import write_failed_judge
 
     w = sm.wildcards
-    write_failed_judge(sm.output.raw, sm.output.meta, error, run=sm.config["run"], judge_shard=int(w.jshard))
+    write_failed_judge(
+        sm.output.raw, sm.output.meta, error, run=sm.config["run"], judge_shard=int(w.jshard), **skipped_cells(sm)
+    )
+
+
+def skipped_cells(sm) -> dict:
+    """The cells whose answers failed, for the failed job's meta as for a finished one's: the report
+    blames those cells on their generation, not on this job."""
+    try:
+        from genjudge.config.experiment import judge_inputs, resolve
+
+        exp = resolve(sm.config)
+        failed = failures.failed_pairs(judge_inputs(exp, sm.wildcards.judge, f"results/{sm.config['run']}"))
+        return {
+            "skipped_cells": {
+                c.key: e for c, e in failures.skipped_cells(exp.cells(sm.wildcards.judge), failed).items()
+            }
+        }
+    except Exception:  # noqa: BLE001 - the job's own error is what is recorded; this is context
+        return {}
 
 
 # Engines that start worker processes by spawning (vLLM with several GPUs) import this file again in

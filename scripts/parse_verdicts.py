@@ -1,5 +1,6 @@
 """Parse one judge's stored outputs into verdicts, cell by cell (rule parse_verdicts); loads no model.
-Cells the judge skipped (their answers failed) and every cell of a judge whose job failed have none."""
+Cells the judge skipped (their answers failed), cells that failed alone and every cell of a judge
+whose job failed have none."""
 
 from genjudge.config import load_plugins
 from genjudge.config.experiment import judge_inputs, resolve
@@ -13,7 +14,8 @@ with job_log(sm.log[0], "parse_verdicts"):
     load_plugins(cfg)
     exp = resolve(cfg)
     meta = JudgeMeta.read(sm.input.meta)
-    exp = exp.without({w.judge: [c for c in exp.cells(w.judge) if meta.error or c.key in meta.skipped_cells]})
+    gone = {**meta.skipped_cells, **meta.cell_errors}
+    exp = exp.without({w.judge: [c for c in exp.cells(w.judge) if meta.error or c.key in gone]})
     run_parse(
         exp.cells(w.judge),
         judge_inputs(exp, w.judge, f"results/{cfg['run']}"),

@@ -494,3 +494,25 @@ def test_labels_naming_no_generator_applied_to_differing_answers_are_warned_abou
     assert "labels.fields.generator" in md
     same = label_agreement(pd.concat([a, a.assign(generator="b")], ignore_index=True), section, mode, "judge.labels")
     assert "labels_on_differing_answers" not in same
+
+
+def test_a_labels_error_at_report_time_names_the_key_as_written(tmp_path):
+    from genjudge import config as wfconfig
+    from genjudge.config.experiment import resolve
+    from genjudge.stages.validity import summarise_validity
+
+    bad = write_labels(tmp_path / "bad.jsonl", [{"id": "nope-9", "label": "correct"}])
+    cfg = wfconfig.validate(
+        {
+            "run": "t",
+            "dataset": {"path": "d.jsonl"},
+            "generator": {"model": "g"},
+            "judge": {"model": "j"},
+            "datasets": {"d": {}},
+            "generators": {"g": {}},
+            "judges": {"only": {"labels": bad}},
+        }
+    )
+    df = judged(["correct", "incorrect"])
+    with pytest.raises(InputError, match=r"^judges\.only\.labels: "):
+        summarise_validity(resolve(cfg), cfg, {"only": df})

@@ -1,6 +1,7 @@
 """`genjudge` follows the workflow's config and explains itself."""
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -10,7 +11,9 @@ from genjudge import cli
 
 
 def genjudge(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "genjudge.cli", *args], capture_output=True, text=True, **kw)
+    # CUDA_VISIBLE_DEVICES limits the inventory `genjudge gpus` shows: never inherit a test's pinning.
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    return subprocess.run([sys.executable, "-m", "genjudge.cli", *args], capture_output=True, text=True, env=env, **kw)
 
 
 def test_every_option_has_help_text(monkeypatch):
@@ -51,16 +54,23 @@ def test_gpus_reads_the_configured_inventory_and_shows_lease_age(tmp_path):
         text=True,
     )
     try:
+        started = time.monotonic()
         assert holder.stdout.readline().strip() == "held"
         time.sleep(1.1)
         out = genjudge("gpus", "--config", "gpu_inventory=2", f"lock_dir={tmp_path}", check=True).stdout
+        observed = time.monotonic() - started
     finally:
         holder.kill()
         holder.wait()
     assert "inventory (gpu_inventory: 2): 0, 1" in out
-    assert re.search(r"GPU 0: .*since=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d job=run/generate/0 \(held 0h00m0[1-9]s\)", out), (
-        out
+    m = re.search(
+        r"GPU 0: .*since=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d job=run/generate/0 \(held (\d+)h(\d\d)m(\d\d)s\)", out
     )
+    assert m, out
+    # The age is what the code computed: at least the time slept after the lease was taken, and no more
+    # than this test saw pass since before the holder started (whole seconds, rounded either way).
+    age = 3600 * int(m.group(1)) + 60 * int(m.group(2)) + int(m.group(3))
+    assert 1 <= age <= observed + 1, (age, observed)
     assert "GPU 1: free" in out
     # A count means the same as in the config: 4 GPUs, ids 0-3.
     assert "0, 1, 2, 3" in genjudge("gpus", "--inventory", "4", check=True).stdout

@@ -113,7 +113,9 @@ def test_turns_resume_one_at_a_time(tmp_path):
     """A store holding turn 1 only (the first turns generated as single-turn prompts) computes
     only the second turns."""
     multi = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
-    first = load_items(write_jsonl(tmp_path / "q1.jsonl", MT), {**FIELDS, "prompt": "turns.0"})
+    first = load_items(
+        write_jsonl(tmp_path / "q1.jsonl", MT), {**FIELDS, "prompt": "turns.0", "reference": "reference.0"}
+    )
     one, _ = generate(tmp_path, first, name="first")
     out, meta = generate(tmp_path, multi)
     assert meta.resumed_items == 3 and meta.computed_items == 2
@@ -139,6 +141,75 @@ def test_context_overflow_stops_the_job_before_loading_naming_the_item(tmp_path)
     assert n + 2040 > 2048 and f"{n + 2040} tokens, more than" in msg and "context of 2048" in msg
     assert re.search(r"item '8[123]'", msg) and "max_position_embeddings" in msg
     assert not (tmp_path / "out.parquet").exists() and not (tmp_path / "store").exists()
+
+
+def test_vllm_max_model_len_is_checked_as_the_context_and_keys_every_item(tmp_path):
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    write_shard(tmp_path / "0.jsonl", items)
+    model = str(ROOT / "models" / "demo-generator")
+    short = spec_for("generator", model=model, engine="vllm", max_new_tokens=4, vllm={"max_model_len": 15})
+    # vLLM would cut every answer at 15 tokens (finish reason `length`): stopped before the engine starts.
+    with pytest.raises(InputError, match=r"context of 15 \(the engine setting vllm\.max_model_len\)"):
+        generate_shard(tmp_path, short)
+    assert not (tmp_path / "out.parquet").exists()
+    # An answer made under the limit is never reused without it (or under another one).
+    full = spec_for("generator", model=model, engine="vllm", max_new_tokens=4)
+    other = spec_for("generator", model=model, engine="vllm", max_new_tokens=4, vllm={"max_model_len": 4096})
+    keys = {s.item_params().get("vllm_max_model_len") for s in (short, full, other)}
+    assert keys == {15, None, 4096}
+    assert short.rerun_params()["vllm_max_model_len"] == 15 and "vllm_max_model_len" not in full.rerun_params()
+    # The transformers engine reads no vllm setting.
+    hf = spec_for("generator", model=model, max_new_tokens=4, vllm={"max_model_len": 15})
+    assert "vllm_max_model_len" not in hf.item_params()
+
+
+def test_on_too_long_skip_leaves_out_a_turn_and_the_turns_after_it(tmp_path):
+    import json
+    import shutil
+
+    items = load_items(write_jsonl(tmp_path / "q.jsonl", MT), FIELDS)
+    write_shard(tmp_path / "0.jsonl", items)
+    model = tmp_path / "small"
+    shutil.copytree(ROOT / "models" / "demo-generator", model)
+    cfg = json.loads((model / "config.json").read_text())
+    # As sent: 81 turn 1 is 12 tokens, turn 2 35; 82 turn 1 16; 83 (one turn) 21; with 8 new tokens, 22 fit.
+    (model / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 22}))
+    spec = spec_for("generator", model=str(model), max_new_tokens=8, batch_size=4)
+    with pytest.raises(InputError, match=r"item '8[123]'.*on_too_long: skip"):
+        generate_shard(tmp_path, spec, name="fail")
+    out, meta = generate_run(tmp_path, spec)
+    got = {(i, t): (o, w) for i, t, o, w in zip(out["id"], out["turn"], out["output"], out["skipped"])}
+    assert set(got) == {("81", 1), ("81", 2), ("82", 1), ("82", 2), ("83", 1)}  # every row, as merge wants
+    assert not pd.isna(got[("81", 1)][0]) and pd.isna(got[("81", 1)][1])
+    assert pd.isna(got[("81", 2)][0]) and got[("81", 2)][1].startswith(
+        "too long for the generator (turn 2): the prompt"
+    )
+    assert got[("82", 1)][1].startswith("too long for the generator (turn 1): the prompt as sent is 16 tokens")
+    assert got[("82", 2)][1].startswith("an earlier turn was skipped: too long for the generator (turn 1)")
+    assert "context of 22" in got[("83", 1)][1]
+    assert meta.n_skipped == 4 and meta.computed_items == 1
+
+
+def generate_run(tmp_path, spec):
+    """generate_shard with on_too_long: skip."""
+    import io
+
+    from genjudge.cluster.gpu_lease import Lease
+    from genjudge.stages.generate import run_generate
+
+    meta = run_generate(
+        shard=0,
+        shard_path=tmp_path / "0.jsonl",
+        out_path=tmp_path / "skip.parquet",
+        meta_path=tmp_path / "skip.meta.json",
+        spec=spec,
+        store_dir=tmp_path / "store-skip",
+        run="t",
+        lease=Lease([], "none"),
+        log_stream=io.StringIO(),
+        on_too_long="skip",
+    )
+    return pd.read_parquet(tmp_path / "skip.parquet"), meta
 
 
 TURN2 = """Question 1: {question_1}

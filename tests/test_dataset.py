@@ -96,6 +96,27 @@ def test_csv_and_parquet(tmp_path):
         ('{"question": "q"}\n', {}, "line 1: missing required field 'id'"),
         ("\n\n", {}, "the dataset is empty"),
         ('{"id": 1, "question": ""}\n', {}, "line 1: the prompt field 'question' is empty"),
+        # an object is no question: its Python repr was sent as the prompt
+        (
+            '{"id": 1, "question": "q"}\n{"id": 2, "question": {"x": 1}}\n',
+            {},
+            "line 2: field 'question' holds an object",
+        ),
+        ('{"id": 1, "question": [1, 2]}\n', {}, "line 1: field 'question' holds an array, not text"),
+        ('{"id": 1, "question": "q", "answer": {"a": 1}}\n', {"reference": "answer"}, "field 'answer' holds an object"),
+        (
+            '{"id": 1, "question": "q", "category": ["x"]}\n',
+            {"category": "category"},
+            "field 'category' holds an array",
+        ),
+        ('{"id": {"n": 1}, "question": "q"}\n', {}, "line 1: field 'id' holds an object"),
+        # a misspelt field of a prompt list is in no row: not a field some rows leave out
+        (
+            '{"id": 1, "question": "q", "input": "i"}\n{"id": 2, "question": "r"}\n',
+            {"prompt": ["question", "inptu"]},
+            "the prompt field(s) ['inptu'] of dataset.fields.prompt ['question', 'inptu'] are in no row "
+            "(the first row's fields: ['id', 'input', 'question'])",
+        ),
     ],
 )
 def test_bad_input_names_file_line_and_field(tmp_path, content, fields, message):
@@ -611,3 +632,10 @@ def test_hf_hub_id_that_is_not_there_stops_with_the_id_named(hub_results):
     assert hub_results["other_config"].startswith("someone/tinybench (config 'socratic', split 'test'): cannot load")
     assert "main" in hub_results["other_config"]  # the library lists the configs it has
     assert hub_results["other_split"].startswith("someone/tinybench (config 'main', split 'validation'): cannot load")
+
+
+def test_a_prompt_field_some_rows_leave_out_is_joined_where_it_is_there(tmp_path):
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"id": 1, "instruction": "do", "input": "this"}\n{"id": 2, "instruction": "go"}\n')
+    items = load_items(p, {"id": "id", "prompt": ["instruction", "input"], "reference": None, "category": None})
+    assert items["prompt"].tolist() == ["do\n\nthis", "go"]

@@ -176,6 +176,25 @@ def base(**kw):
             r"judges\.j\.generators: \['x'\] not among the generators \['a', 'b'\]",
         ),
         ({"judge": {"model": "models/demo-judge", "datasets": []}}, r"judge\.datasets: \[\] should be non-empty"),
+        # One judge, written under `judges:`: the key as written, not `judge.generators`.
+        (
+            {"generators": {"a": {}, "b": {}}, "judges": {"a": {"generators": ["x"]}}},
+            r"^judges\.a\.generators: \['x'\] not among the generators \['a', 'b'\]",
+        ),
+        ({"judges": {"j": {"mode": "pairwise"}}}, r"^judges\.j\.baseline: pairwise mode needs a baseline"),
+        (
+            {"judges": {"j": {"mode": "pairwise", "pairs": "all"}}},
+            r"^judges\.j\.pairs: all needs at least two generators",
+        ),
+        (
+            {"generators": {"a": {}, "b": {}}, "judges": {"j": {"mode": "pairwise", "baseline": "c"}}},
+            r"^judges\.j\.baseline: 'c' is not one of the generators",
+        ),
+        # Set in the `judge` section every judge starts from: named there.
+        (
+            {"generators": {"a": {}, "b": {}}, "judge": {"model": "m", "generators": ["x"]}, "judges": {"j": {}}},
+            r"^judge\.generators: \['x'\] not among",
+        ),
         (
             {"datasets": {"a": {}, "b": {}}, "judges": {"j": {"datasets": ["a"]}, "k": {"datasets": ["a"]}}},
             r"datasets\.b: no judge reads it",

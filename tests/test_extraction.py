@@ -206,6 +206,10 @@ NUMBER_SHAPES = [
     ("The total is 12,50", "12,50", Fraction(25, 2)),  # a comma before one or two digits: a decimal comma
     ("1,00", "1,00", 1),
     ("So 3,5 litres.", "3,5", Fraction(7, 2)),
+    ("The price is 1.234,50", "1.234,50", Fraction(246_9, 2)),  # points group thousands, a decimal comma
+    ("1.234.567 people", "1.234.567", 1_234_567),
+    ("p = 0,125", "0,125", Fraction(1, 8)),  # a leading 0 groups no thousands
+    ("x = 2,3456", "2,3456", Fraction(23456, 10000)),
     ("There are 1,000 apples.", "1,000", 1000),  # a comma before three digits groups thousands
     ("It costs $1,234.50.", "1,234.50", Fraction(246_9, 2)),
     ("about 1.5e3", "1.5e3", 1500),
@@ -261,3 +265,29 @@ def test_the_documented_table_of_number_shapes_is_what_last_number_does():
         assert len(texts) == len(values), text
         for t, v in zip(texts, values):
             assert extract(t, "last_number") == Extracted(v, None), t
+
+
+def test_a_choice_letter_that_is_also_an_article_matches_itself():
+    from genjudge.judging.extraction import check_answer
+    from genjudge.judging.textnorm import exact_match, normalise
+
+    # Every output set to its reference: each of them matches, "A" too (it normalised to "" before).
+    choice = {"reference": "choice", "candidate": "choice"}
+    for letter in "ABCDE":
+        assert check_answer(letter, letter, choice).match is True, letter
+        assert check_answer(f"The answer is ({letter}).", letter, choice).match is True, letter
+        assert exact_match(letter, letter) is True, letter
+    assert normalise("A") == "a" and normalise("an") == "an" and normalise("The") == "the"
+    assert exact_match("a", "A") and not exact_match("B", "A") and not exact_match("an", "A")
+    # Beside other words an article is still dropped.
+    assert normalise("A cat") == "cat" and exact_match("the Eiffel Tower", "Eiffel tower")
+    assert not exact_match("", "A") and not exact_match(None, "A")
+
+
+def test_decimal_commas_are_read_as_decimals():
+    # A price written with points grouping thousands is not its cents; 0,125 is not 125.
+    assert extract("The price is 1.234,50", "last_number").value == "1.234,50"
+    assert answers_match(extract("The price is 1.234,50", "last_number").value, "1234.50")
+    assert not answers_match(extract("The price is 1.234,50", "last_number").value, "50")
+    assert not answers_match("0,125", "125") and answers_match("0,125", "0.125")
+    assert parse_number("12,500") == 12500 and parse_number("1.2.3") is None

@@ -81,6 +81,11 @@ def stop(*procs):
 def no_outer_pinning(monkeypatch):
     for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SLURM_JOB_ID", "GENJUDGE_LEASE_TIMEOUT"):
         monkeypatch.delenv(name, raising=False)
+    yield
+    # acquire() pins this process; a test module run after this one in the same process must not
+    # inherit the pinning (monkeypatch then restores whatever was set before).
+    for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
+        os.environ.pop(name, None)
 
 
 def test_sigkilled_holder_releases_its_gpu_without_cleanup(tmp_path):
@@ -92,10 +97,10 @@ def test_sigkilled_holder_releases_its_gpu_without_cleanup(tmp_path):
             acquire(1, ["0"], tmp_path, poll_seconds=0.05, timeout=0.5)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        t0 = time.monotonic()
-        lease = acquire(1, ["0"], tmp_path, poll_seconds=0.05, timeout=10)
+        assert lease_status(["0"], tmp_path)["0"] is None
+        # Free at the first look: a timeout of 0 tries once and raises rather than wait.
+        lease = acquire(1, ["0"], tmp_path, poll_seconds=0.05, timeout=0)
         assert lease.devices == ["0"] and os.environ["CUDA_VISIBLE_DEVICES"] == "0"
-        assert time.monotonic() - t0 < 5
         lease.release()
     finally:
         stop(proc)
@@ -177,10 +182,9 @@ def test_a_failing_nvidia_smi_is_reported_and_hides_every_gpu(tmp_path, monkeypa
     caplog.clear()
     fake_nvidia_smi.install(tmp_path / "bin2", monkeypatch, sleep=5)
     with caplog.at_level(logging.WARNING, logger="genjudge.cluster.gpu_lease"):
-        t0 = time.monotonic()
         assert nvidia_smi_gpus(timeout=0.5) == []
-        assert time.monotonic() - t0 < 4
-    assert any(r.levelno == logging.WARNING and "nvidia-smi" in r.getMessage() for r in caplog.records)
+    # The hang was cut by the timeout, not waited out.
+    assert any(r.levelno == logging.WARNING and "did not answer within" in r.getMessage() for r in caplog.records)
 
 
 def test_no_gpus_runs_on_cpu_and_hides_every_gpu(tmp_path, monkeypatch):
@@ -352,10 +356,13 @@ def test_a_waiting_job_reports_the_holders_and_its_timeout_names_them(tmp_path, 
             t0 = time.monotonic()
             with pytest.raises(TimeoutError) as err:
                 acquire(1, ["0"], tmp_path, poll_seconds=0.05, timeout=2.2, report_every=1)
-            assert 2.2 <= time.monotonic() - t0 < 4
+            assert time.monotonic() - t0 >= 2.2  # it waited its timeout out
+        assert "after 2.2s" in str(err.value)
         assert f"pid={proc.pid}" in str(err.value) and "job=run/generate/3" in str(err.value)
         reports = [r for r in caplog.records if "job=run/generate/3" in r.getMessage()]
-        assert len(reports) >= 3  # at the start, then every second
+        # At the start, then each time a poll finds another second gone: at least once more before the
+        # timeout, however late a busy machine runs the polls.
+        assert len(reports) >= 2
         monkeypatch.setenv("GENJUDGE_LEASE_TIMEOUT", "0.5")
         with pytest.raises(TimeoutError, match="job=run/generate/3"):
             acquire(1, ["0"], tmp_path, poll_seconds=0.05)
@@ -377,10 +384,9 @@ def test_a_job_waiting_for_every_gpu_is_not_starved_by_one_gpu_jobs(tmp_path):
             assert p.stdout.readline().strip() == "started"
             churners.append(p)
         time.sleep(0.5)
-        t0 = time.monotonic()
-        lease = acquire(2, ["0", "1"], tmp_path, label="judge", poll_seconds=0.05, timeout=10, queue_after=0.5)
+        # Starved, it would wait for ever: the timeout (generous, so that a busy machine is no failure) says so.
+        lease = acquire(2, ["0", "1"], tmp_path, label="judge", poll_seconds=0.05, timeout=60, queue_after=0.5)
         assert lease.devices == ["0", "1"]
-        assert time.monotonic() - t0 < 5
         lease.release()
     finally:
         stop(*churners)

@@ -353,3 +353,25 @@ def test_an_interval_bound_rounded_past_its_value_still_draws():
     assert plots.png(plots.category_intervals(frame))[:4] == b"\x89PNG"
     rows = [{**row, "mode": "reference", "accuracy": {"value": 1.0, "ci95": [0.8, 1.0 - 1e-16], "n": 9}}]
     assert plots.png(plots.leaderboard(rows, ["accuracy"], lambda mode: True))[:4] == b"\x89PNG"
+
+
+def test_labels_holding_dollar_signs_are_drawn_as_text(tmp_path):
+    """`$...$` is matplotlib's mathtext: a category `$\\frac{1$` (or a price `$5 - $10`) crashed the report."""
+    rng = np.random.default_rng(1)
+    cfg = defaults(
+        run="dollars",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={g: {} for g in GENS},
+        datasets={"data": {}},
+        judge={"model": "j"},
+        judges={"scorer": {"mode": "score"}},
+    )
+    df = score_judgments(rng, n=12)
+    df["category"] = [["$\\frac{1$", "$5 - $10", "cost in $"][i % 3] for i in range(len(df))]
+    gen_metas, judge_metas = metas()
+    run, cells = summarise_experiment(resolve(cfg), cfg, {"scorer": df}, gen_metas, {"scorer": judge_metas["scorer"]})
+    page = Page(run.to_dict(), [Cell(k, s, d) for k, (s, d) in cells.items()], gen_metas, {}, {}, None)
+    view = write(page, tmp_path / "report.html", tmp_path / "plots")
+    assert "per_category" in [p.name for p in view.plots]
+    assert Image.open(tmp_path / "plots" / "per_category.png").size[0] > 100

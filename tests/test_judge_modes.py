@@ -159,3 +159,57 @@ def test_quantized_judges_load_and_judge_on_cpu(tmp_path, gens_path, random_judg
     assert m["quantization"] == quantization and m["computed_items"] == 6
     assert raw["judge_output"].notna().all()
     assert summary["judge"]["quantization"] == quantization
+
+
+def test_pairwise_skips_what_either_side_skipped_and_what_does_not_fit_the_judge(tmp_path):
+    """An answer the generator skipped, an opponent's answer it skipped, and a pair too long for the
+    judge's context (on_too_long: skip): each skipped in both orders, with its reason; with
+    on_too_long: fail the pair too long for the judge fails its cell alone."""
+    import json
+    import shutil
+
+    from genjudge.judging.modes.base import SKIPPED
+
+    model = tmp_path / "judge"
+    shutil.copytree(ROOT / "models" / "demo-judge", model)
+    cfg = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 350}))  # ~260 per pair
+    a = ITEMS.assign(skipped=[None, "too long for the generator (turn 1): x", None, None, None, None])
+    a.loc[5, "output"] = "The answer is 6, " + "which I checked twice over " * 40  # ~200 tokens more
+    b = ITEMS.assign(skipped=[None, None, "too long for the generator (turn 1): y", None, None, None])
+    a.to_parquet(tmp_path / "a.parquet")
+    b.to_parquet(tmp_path / "b.parquet")
+    s = spec(model, mode="pairwise", baseline="b", max_new_tokens=4)
+
+    def run(name, on_too_long):
+        meta = run_judge(
+            cells=[Cell("a", "d", "b")],
+            generations={("a", "d"): tmp_path / "a.parquet", ("b", "d"): tmp_path / "b.parquet"},
+            out_path=tmp_path / f"{name}.parquet",
+            meta_path=tmp_path / f"{name}.meta.json",
+            spec=s,
+            template_path=ROOT / "config" / "templates" / "pairwise.txt",
+            store_dir=tmp_path / "store",
+            run="t",
+            lease=Lease([], "none"),
+            log_stream=io.StringIO(),
+            on_too_long={"d": on_too_long},
+            log_path="logs/j.log",
+        )
+        return meta, pd.read_parquet(tmp_path / f"{name}.parquet")
+
+    meta, raw = run("skip", "skip")
+    gone = raw[raw["decided_by"] == SKIPPED].groupby("id")["skipped"].agg(list).to_dict()
+    assert set(gone) == {"q1", "q2", "q5"} and all(len(v) == 2 for v in gone.values())  # both orders
+    assert gone["q1"][0] == "too long for the generator (turn 1): x"
+    assert gone["q2"][0] == "the opponent's answer was skipped: too long for the generator (turn 1): y"
+    assert gone["q5"][0].startswith("too long for the judge: the prompt as sent is ")
+    assert meta.n_skipped == 6 and not meta.cell_errors and raw[raw["skipped"].isna()]["judge_output"].notna().all()
+    df = parse_judgments(a, raw[raw["generator"] == "a"], "pairwise")
+    assert df.set_index("id")["skipped"].notna().to_dict() == {f"q{i}": i in (1, 2, 5) for i in range(6)}
+    assert df[df["skipped"].notna()][["verdict", "unparsed_reason"]].isna().all().all()
+
+    meta, raw = run("fail", "fail")
+    (error,) = meta.cell_errors["a/d vs b"]
+    assert error["message"].startswith("cell a/d vs b: item 'q5': the prompt as sent is ")
+    assert error["log"] == "logs/j.log" and raw.empty

@@ -90,7 +90,29 @@ def test_a_hub_snapshot_uses_its_blob_names_and_fingerprints_as_its_copy(tmp_pat
     assert hub_blob_sha256(weights) is None  # a plain file
     index = DigestIndex(tmp_path / "digests", settle_seconds=0)
     assert fingerprint(str(snapshot), digests=index) == fingerprint(str(tmp_path / "copy"))
-    assert not (tmp_path / "digests").exists()  # nothing was hashed
+    # Nothing was hashed: the index holds only what the blob looked like when first seen.
+    blob = (snapshot / "model.safetensors").resolve()
+    (entry,) = entries(tmp_path / "digests")
+    assert os.readlink(entry) == f"{blob.name}:{blob.stat().st_size}:{blob.stat().st_mtime_ns}"
+
+
+def test_a_write_through_a_hub_snapshot_link_changes_the_fingerprint(tmp_path):
+    weights = checkpoint(tmp_path / "copy")
+    repo = tmp_path / "hub" / "models--org--m"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "snapshots" / "abc123").mkdir(parents=True)
+    for f in sorted((tmp_path / "copy").iterdir()):
+        digest = hashlib.sha256(f.read_bytes()).hexdigest()
+        shutil.copy(f, repo / "blobs" / digest)
+        os.symlink(f"../../blobs/{digest}", repo / "snapshots" / "abc123" / f.name)
+    snapshot = repo / "snapshots" / "abc123"
+    index = DigestIndex(tmp_path / "digests", settle_seconds=0)
+    before = fingerprint(str(snapshot), digests=index)
+    # The blob's name still says the old SHA-256; its byte count is the same, its mtime is not.
+    flip_middle_byte(snapshot / "model.safetensors", keep_mtime=False)
+    flip_middle_byte(weights, keep_mtime=False)
+    after = fingerprint(str(snapshot), digests=index)
+    assert after != before and after == fingerprint(str(tmp_path / "copy"))
 
 
 def _fingerprint_in_process(args):

@@ -108,6 +108,45 @@ def test_a_template_using_a_later_turn_is_refused_for_the_turns_before_it(tmp_pa
     wfconfig.check(cfg(tmp_path, dataset=multi_turn(tmp_path), judge=ok))
 
 
+def test_a_template_rule_that_never_applies_is_refused(tmp_path, caplog):
+    t = template(tmp_path, "arith.txt", (ROOT / "config/demo/judge_template.txt").read_text())
+    misspelt = {"a": {}, "b": {"templates": [{"categories": ["arithmetc"], "template": t}]}}
+    with pytest.raises(
+        InputError,
+        match=r"^judges\.b\.templates\[0\]: matches no item this judge grades \(categories \['arithmetc'\], turns "
+        r"\['any'\]; the items have the categories \['arithmetic', .*\] and one turn each\): 'arithmetc' \(did you "
+        r"mean 'arithmetic'\?\)",
+    ):
+        wfconfig.check(cfg(tmp_path, judges=misspelt))
+    single_turn = {"templates": [{"turns": [2], "template": t}]}
+    with pytest.raises(InputError, match=r"^judge\.templates\[0\]: matches no item .* one turn each\)$"):
+        wfconfig.check(cfg(tmp_path, judge=single_turn))
+    shadowed = {
+        "templates": [
+            {"categories": ["arithmetic", "geography"], "template": t},
+            {"categories": ["arithmetic"], "turns": [1], "template": t},
+        ]
+    }
+    with pytest.raises(InputError, match=r"^judge\.templates\[1\]: judge\.templates\[0\] matches every item it would"):
+        wfconfig.check(cfg(tmp_path, judge=shadowed))
+    wfconfig.check(cfg(tmp_path, judge={"templates": [{"categories": ["arithmetic"], "template": t}]}))
+    # A category the items lack, not a near miss of theirs (a subset of a benchmark): said, not refused.
+    with caplog.at_level("WARNING", logger="genjudge.config"):
+        wfconfig.check(cfg(tmp_path, judge={"templates": [{"categories": ["coding"], "template": t}]}))
+    assert any("judge.templates[0] matches no item" in r.getMessage() for r in caplog.records)
+
+
+def test_a_reversed_score_range_is_refused(tmp_path):
+    with pytest.raises(
+        InputError, match=r"^judge\.score_range: \[10, 1\] is \[low, high\] with low < high .* e\.g\. \[1, 10\]"
+    ):
+        wfconfig.check(cfg(tmp_path, judge={"mode": "score", "template": None, "score_range": [10, 1]}), data=False)
+    with pytest.raises(InputError, match=r"^judges\.s\.score_range: \[5, 5\]"):
+        wfconfig.check(
+            cfg(tmp_path, judges={"s": {"mode": "score", "template": None, "score_range": [5, 5]}}), data=False
+        )
+
+
 def test_a_pattern_error_of_one_judge_names_its_key(tmp_path):
     with pytest.raises(InputError, match=r"^judges\.b\.verdict_pattern: "):
         wfconfig.check(cfg(tmp_path, judges={"a": {}, "b": {"verdict_pattern": "VERDICT: ("}}), data=False)

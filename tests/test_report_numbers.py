@@ -242,3 +242,28 @@ def test_exact_match_is_shown_for_short_references_or_where_an_answer_is_extract
     df = judgments("a", ["7", "8", "6", "9"], reference=reference)
     run, _, md = summarise(df, ["a"], judge={"mode": "score"}, dataset={"path": "data.jsonl", "answer": answer})
     assert run.to_dict()["exact_match_shown"] is shown and "| normalised exact match | 100.0% [" in md
+
+
+# --- report.md shows text, never markup ---------------------------------------------------------
+
+
+def test_html_in_outputs_datasets_and_errors_is_text_in_report_md():
+    script = "<script>alert(1)</script>"
+    frame = '<iframe src="javascript:alert(2)"></iframe>'
+    a = judgments(
+        "a",
+        [C, W, None],
+        output=[script, "fine", "x"],
+        reference=[frame, "4", "4"],
+        prompt=["<img src=x onerror=alert(3)>", "q", "q"],
+        category=["<b>bold</b>", "c", "c"],
+        finish_reason=["length", "stop", "stop"],
+        judge_output=[script, "VERDICT: x", "<style>p{}</style>"],
+    )
+    a.loc[2, "unparsed_reason"] = "no match for <VERDICT>"
+    b = judgments("b", [C, C, C], id=["<q0>", "q1", "q2"])
+    for md in (summarise(a, ["a"])[2], summarise([a, b], ["a", "b"])[2]):
+        for tag in ("<script", "<iframe", "<img", "<b>", "<style", "<VERDICT>", "<q0>"):
+            assert tag not in md, tag
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md and '&lt;iframe src="javascript:' in md
+        assert "| &lt;b&gt;bold&lt;/b&gt; |" in md and "no match for &lt;VERDICT&gt;" in md

@@ -71,9 +71,10 @@ def test_columns_follow_the_judges_and_each_holds_its_mode_headline():
     # ranks within a column, 1 = best, ties share the mean rank
     assert [v[g]["gsm8k/ref"]["rank"] for g in "abc"] == [2.5, 1.0, 2.5]
     assert [v[g]["gsm8k/all"]["rank"] for g in "abc"] == [1.0, 2.0, 3.0]
-    assert v["a"]["mtbench/score"]["rank"] == 1.0 and v["b"]["mtbench/score"]["rank"] is None
+    # a is alone in mtbench/score (b failed, c is not graded): nobody to rank it against there
+    assert v["a"]["mtbench/score"]["rank"] is None and v["b"]["mtbench/score"]["rank"] is None
     mean = {r["generator"]: (r["mean_rank"], r["n_ranked"]) for r in t["rows"]}
-    assert mean == {"a": (1.5, 3), "b": (1.333, 3), "c": (2.5, 3)}  # rounded to 3 places
+    assert mean == {"a": (1.75, 2), "b": (1.333, 3), "c": (2.5, 3)}  # rounded to 3 places
     assert [r["generator"] for r in t["rows"]] == ["b", "a", "c"]  # by mean rank
 
 
@@ -87,7 +88,7 @@ def test_markdown_and_heat_map_show_values_intervals_ranks_and_failures():
     b = next(line for line in lines if line.startswith("| b |"))
     assert (
         b
-        == "| b | 90.0% [80.0, 100.0] (1) | -0.20 [-1.20, +0.80] (2) | failed | 70.0% [60.0, 80.0] (1) | 1.33 (of 3) |"
+        == "| b | 90.0% [80.0, 100.0] (1) | -0.20 [-1.20, +0.80] (2) | failed | 70.0% [60.0, 80.0] (1) | 1.33 (3 columns) |"
     )
     assert "| a | " in lines[3] and "| baseline |" in lines[3]
     assert plots.models_by_benchmarks(t) is not None
@@ -123,3 +124,35 @@ def test_a_report_gets_the_table_and_the_failed_cells_before_its_sections():
     # one generator in one column compares nothing: no table, the failures still
     one = {"columns": t["columns"][:1], "rows": t["rows"][:1]}
     assert "## Models × benchmarks" not in report_table.with_sections("# R\n\n## Headline", one, failed)
+
+
+def test_a_generator_alone_in_a_column_gets_no_rank_there():
+    """demo_study without `lenient`, and two judges grading only `plain`: plain is last in the one
+    column that compares it, so its mean rank is 3, not (3 + 1 + 1) / 3."""
+    cfg = wfconfig.validate(
+        {
+            "run": "t",
+            "dataset": {"path": "config/demo/questions.jsonl"},
+            "generator": {"model": "models/demo-generator"},
+            "judge": {"model": "models/demo-judge"},
+            "generators": {"demo": {}, "terse": {"max_new_tokens": 2}, "plain": {"use_chat_template": False}},
+            "judges": {"demo": {}, "j2": {"generators": ["plain"]}, "j3": {"generators": ["plain"]}},
+        }
+    )
+    exp = resolve(cfg)
+    board = [
+        row("demo", "questions", "demo", "reference", accuracy=rate(0.75)),
+        row("terse", "questions", "demo", "reference", accuracy=rate(0.659)),
+        row("plain", "questions", "demo", "reference", accuracy=rate(0.205)),
+        row("plain", "questions", "j2", "reference", accuracy=rate(0.3)),
+        row("plain", "questions", "j3", "reference", accuracy=rate(0.4)),
+    ]
+    t = report_table.build(exp, board, {}, [])
+    v = {r["generator"]: r["values"] for r in t["rows"]}
+    assert v["plain"]["questions/j2"]["value"] == 0.3 and v["plain"]["questions/j2"]["rank"] is None
+    assert v["plain"]["questions/j3"]["rank"] is None and v["plain"]["questions/demo"]["rank"] == 3.0
+    mean = {r["generator"]: (r["mean_rank"], r["n_ranked"]) for r in t["rows"]}
+    assert mean == {"demo": (1.0, 1), "terse": (2.0, 1), "plain": (3.0, 1)}
+    assert [r["generator"] for r in t["rows"]] == ["demo", "terse", "plain"]
+    plain = next(line for line in report_table.markdown(t) if line.startswith("| plain |"))
+    assert plain.endswith("| 30.0% [20.0, 40.0] | 40.0% [30.0, 50.0] | 3.00 (1 column) |"), plain

@@ -20,6 +20,7 @@ from genjudge.judging.sampling_stats import (
     reference_measures,
     reported_ks,
     score_measures,
+    vote_key,
 )
 from genjudge.judging.stats import wilson_bounds
 
@@ -95,6 +96,13 @@ def test_majority_vote_rules():
     assert majority_vote(["a", "a", "b"], ["incorrect", "correct", "correct"])[2] is False
     assert majority_vote(["a", "a", "b"], ["correct", "incorrect", "correct"])[2] is True
     assert majority_vote(["b", "a", "a"], ["correct", None, "correct"]) == ("a", 2 / 3, True)
+
+
+def test_three_samples_answering_the_choice_a_vote_for_it():
+    rows = [type("Row", (), {"output": "A", "answer_extracted": "A", "answer_reason": None})() for _ in range(3)]
+    votes = [vote_key(r) for r in rows]
+    assert votes == ["a", "a", "a"]
+    assert majority_vote(votes, ["correct"] * 3) == ("a", 1.0, True)
 
 
 def test_extracted_answers_vote_and_items_without_one_lose():

@@ -189,3 +189,22 @@ def test_planning_names_what_vllm_cannot_run(tmp_path, monkeypatch):
     monkeypatch.setattr("genjudge.models.vllm_support.installed", lambda: False)
     with pytest.raises(InputError, match=r"^generator\.engine: vllm is not installed .*make setup ENGINE=vllm"):
         check_spec(ok, "generator")
+
+
+def test_a_vllm_job_records_its_timings_and_calibrates_the_next_plan(tmp_path, greedy):
+    from genjudge.engine.devices import measure_cpu
+    from genjudge.planning.calibration import from_run
+
+    (_, hf_meta), (_, vl_meta) = greedy["transformers"], greedy["vllm"]
+    # What the transformers engine's meta has, the vLLM one has too: per chunk as one batch.
+    assert vl_meta.batches >= 2  # the two turns are two completions
+    assert vl_meta.n_prompt_tokens == hf_meta.n_prompt_tokens  # the same tokens sent
+    assert vl_meta.prefill_seconds > 0 and vl_meta.decode_seconds > 0 and vl_meta.decode_steps > 0
+    assert vl_meta.memory_plan["kv_bytes_per_token"] == hf_meta.memory_plan["kv_bytes_per_token"]
+    assert vl_meta.device["devices"] == hf_meta.device["devices"] and vl_meta.device["platform"] == "cpu"
+    run = tmp_path / "run"
+    (run / "generations" / "g" / "d").mkdir(parents=True)
+    vl_meta.update(generator="g", dataset="d")
+    vl_meta.write(run / "generations" / "g" / "d" / "0.meta.json")
+    cal = from_run(run, measure_cpu)  # `genjudge plan --calibrate` refused this run: no timings
+    assert cal is not None and cal.jobs == 1 and cal.for_model(GENERATOR, "generator") is not None

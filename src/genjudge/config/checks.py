@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from genjudge.config.experiment import entry_key
 from genjudge.config.validation import DEMO, load_plugins
 from genjudge.errors import InputError
 
@@ -32,13 +33,6 @@ def is_demo_model(name: str) -> bool:
 def builds_demo_model(name: str) -> bool:
     """models/demo-generator and models/demo-judge are built by rule demo_model when missing."""
     return is_demo_model(name) and os.path.normpath(name).split(os.sep)[1] in DEMO_MODELS
-
-
-def entry_key(config: dict, section: str, name: str, key: str) -> str:
-    """The config key a setting of one named entry was written under: `judges.b.template` when
-    the entry sets it, else `judge.template` (the section every entry starts from)."""
-    entry = (config.get(f"{section}s") or {}).get(name) or {}
-    return f"{section}s.{name}.{key}" if key in entry else f"{section}.{key}"
 
 
 def _rekey(message: str, config: dict, name: str) -> str:
@@ -183,6 +177,49 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
             raise InputError(_rekey(str(exc), config, name)) from None
 
 
+def _covers(a, b) -> bool:
+    """Whether rule `a` matches every item rule `b` matches (whatever the data)."""
+    cats = a.categories is None or (b.categories is not None and set(b.categories) <= set(a.categories))
+    return cats and (a.turns is None or (b.turns is not None and set(b.turns) <= set(a.turns)))
+
+
+def check_rules_apply(rules, key: str, exp, judge: str, conversations: dict) -> None:
+    """Every rule of `judge.templates` can choose the template of some item the judge grades. A rule
+    an earlier one covers, one naming turns beyond every item's, or one whose category is a near miss
+    of the items' (a typo) is refused: the items it was written for would silently get judge.template.
+    A rule matching nothing for another reason (the dataset is a subset without its categories) is
+    said in a warning."""
+    import difflib
+    import logging
+
+    seen = {
+        (category, turn)
+        for dataset in dict.fromkeys(c.dataset for c in exp.cells(judge))
+        for category, n in conversations[dataset]
+        for turn in range(1, n + 1)
+    }
+    categories = sorted({str(c) for c, _ in seen if c is not None})
+    most = max((t for _, t in seen), default=1)
+    for i, rule in enumerate(rules):
+        earlier = next((j for j in range(i) if _covers(rules[j], rule)), None)
+        if earlier is not None:
+            raise InputError(f"{key}[{i}]: {key}[{earlier}] matches every item it would: it never applies")
+        if any(rule.matches(c, t) for c, t in seen):
+            continue
+        what = (
+            f"matches no item this judge grades (categories {list(rule.categories or ['any'])}, turns "
+            f"{list(rule.turns or ['any'])}; the items have the categories {categories} and "
+            f"{'up to ' + str(most) + ' turns' if most > 1 else 'one turn each'})"
+        )
+        if rule.turns and min(rule.turns) > most:
+            raise InputError(f"{key}[{i}]: {what}")
+        near = {c: m[0] for c in rule.categories or () if (m := difflib.get_close_matches(c, categories, 1, 0.8))}
+        if near:
+            shown = ", ".join(f"{c!r} (did you mean {m!r}?)" for c, m in near.items())
+            raise InputError(f"{key}[{i}]: {what}: {shown}")
+        logging.getLogger("genjudge.config").warning("%s[%d] %s", key, i, what)
+
+
 def check_judge(config: dict, exp, name: str, section: dict, conversations: dict | None) -> None:
     """One judge's templates, pattern and settings. `conversations` maps each dataset to the
     (category, number of turns) of its items: every template is checked against the turns it
@@ -210,6 +247,13 @@ def check_judge(config: dict, exp, name: str, section: dict, conversations: dict
                     turns.setdefault(templates.path_for(category, turn), set()).add(turn)
         for path, seen in turns.items():
             check_turns(templates.texts[path], path, mode, seen, keys[path])
+        check_rules_apply(templates.rules, rules_key, exp, name, conversations)
+    lo, hi = spec.score_range
+    if mode.name == "score" and not lo < hi:
+        raise InputError(
+            f"{entry_key(config, 'judge', name, 'score_range')}: {spec.score_range} is [low, high] with low < high "
+            f"(every score would be outside it, so every verdict unparsed); e.g. [{min(lo, hi):g}, {max(lo, hi):g}]"
+        )
     if spec.verdict_pattern:
         try:
             mode.compile(spec.verdict_pattern)

@@ -188,24 +188,34 @@ def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) 
             resolved[str(name)] = merged
         parts[map_key] = resolved
     exp = Experiment(**parts)
-    _check_filters(exp)
+    _check_filters(exp, config)
     if check_pairs:
-        _check_pairs(exp)
+        _check_pairs(exp, config)
     _check_read(exp)
     return exp
 
 
-def _where(exp: Experiment, judge: str) -> str:
-    return f"judges.{judge}" if len(exp.judges) > 1 else "judge"
+def entry_key(config: dict, section: str, name: str, key: str) -> str:
+    """The config key a setting of one named entry was written under: `judges.b.template` when
+    the entry sets it, else `judge.template` (the section every entry starts from), whether the
+    run has one judge or several."""
+    entry = (config.get(f"{section}s") or {}).get(name) or {}
+    return f"{section}s.{name}.{key}" if key in entry else f"{section}.{key}"
 
 
-def _check_filters(exp: Experiment) -> None:
+def entry_where(config: dict, section: str, name: str) -> str:
+    """Where a setting the entry lacks belongs: `judges.b` when the config names its judges, else `judge`."""
+    return f"{section}s.{name}" if (config.get(f"{section}s") or {}).get(name) is not None else section
+
+
+def _check_filters(exp: Experiment, config: dict) -> None:
     """Each judge's `datasets` and `generators` name entries of the run; every entry is read by a judge."""
     for jname, j in exp.judges.items():
         for key, entries in (("datasets", exp.datasets), ("generators", exp.generators)):
             unknown = [n for n in j.get(key) or [] if n not in entries]
             if unknown:
-                raise InputError(f"{_where(exp, jname)}.{key}: {unknown} not among the {key} {list(entries)}")
+                where = entry_key(config, "judge", jname, key)
+                raise InputError(f"{where}: {unknown} not among the {key} {list(entries)}")
 
 
 def _check_read(exp: Experiment) -> None:
@@ -220,24 +230,25 @@ def _check_read(exp: Experiment) -> None:
             )
 
 
-def _check_pairs(exp: Experiment) -> None:
+def _check_pairs(exp: Experiment, config: dict) -> None:
     from genjudge.judging import modes
 
     for jname, j in exp.judges.items():
         if not modes.get(j["mode"]).needs_baseline:
             continue
         names = exp.judge_generators(jname)
-        where = _where(exp, jname)
         if j["pairs"] == "all":
             if len(names) < 2:
-                raise InputError(f"{where}.pairs: all needs at least two generators (have {names})")
+                where = entry_key(config, "judge", jname, "pairs")
+                raise InputError(f"{where}: all needs at least two generators (have {names})")
             continue
         base = j["baseline"]
         if not base:
             raise InputError(
-                f"{where}.baseline: pairwise mode needs a baseline: the name of one of the "
-                f"generators {list(exp.generators)}, or a generations parquet file"
+                f"{entry_where(config, 'judge', jname)}.baseline: pairwise mode needs a baseline: the name of one of "
+                f"the generators {list(exp.generators)}, or a generations parquet file"
             )
+        where = entry_key(config, "judge", jname, "baseline").rsplit(".", 1)[0]
         looks_like_file = "/" in base or base.endswith((".parquet", ".pq"))
         if base not in exp.generators and not looks_like_file:
             raise InputError(
@@ -252,7 +263,7 @@ def _check_pairs(exp: Experiment) -> None:
             raise InputError(
                 f"{where}.baseline: a baseline file holds one dataset's answers, and this judge grades "
                 f"{len(datasets)} datasets {datasets}: name a generator of the run "
-                f"as the baseline, or limit the judge to one dataset ({where}.datasets)"
+                f"as the baseline, or limit the judge to one dataset ({entry_where(config, 'judge', jname)}.datasets)"
             )
         if not Path(base).exists():
             raise InputError(f"{where}.baseline: {base!r} not found; run the baseline first")

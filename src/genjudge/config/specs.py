@@ -82,15 +82,29 @@ class ModelSpec(Spec):
         """What decides one item's result besides the model's files and the prompt as sent:
         the `item` fields in force, less the model's name and revision (its fingerprint stands for them)."""
         return {
-            k: getattr(self, k)
-            for k in self.fields_changing("item")
-            if k not in ("model", "revision") and k not in self.idle_fields() and not self._as_before(k)
+            **{
+                k: getattr(self, k)
+                for k in self.fields_changing("item")
+                if k not in ("model", "revision") and k not in self.idle_fields() and not self._as_before(k)
+            },
+            **self.context_params(),
         }
 
     def rerun_params(self) -> dict:
         return {
-            k: v for k, v in super().rerun_params().items() if k not in self.idle_fields() and not self._as_before(k)
+            **{
+                k: v
+                for k, v in super().rerun_params().items()
+                if k not in self.idle_fields() and not self._as_before(k)
+            },
+            **self.context_params(),
         }
+
+    def context_params(self) -> dict:
+        """vLLM's `max_model_len` where set: the engine stops a sequence at that length, so a result made
+        under it is no result of the model's full context (unset: as every result before it was)."""
+        limit = (self.vllm or {}).get("max_model_len") if self.engine == "vllm" else None
+        return {"vllm_max_model_len": int(limit)} if limit else {}
 
     def _as_before(self, name: str) -> bool:
         """A setting added later, at the value every result made before it existed had: left out of
@@ -162,6 +176,7 @@ class DatasetSpec(Spec):
     hf: dict = _job()  # Hugging Face datasets: config, split, revision, cache_dir
     answer: dict = _job()  # extraction methods before exact match: {reference, candidate}
     shards: int | None = _run()  # the shard count is in the rule's own params
+    on_too_long: str = _job()  # fail or skip an item that does not fit a model's context (in the jobs' params)
 
 
 def generator_spec(config: dict) -> GeneratorSpec:

@@ -336,12 +336,20 @@ def _as_text(value) -> str:
     return str(value)
 
 
-def _optional_text(obj, name):
+def _text_of(value, where: str, name: str) -> str:
+    """A scalar field's text; an object or an array is an error (its Python repr is no question)."""
+    plain = _plain(value)
+    if isinstance(plain, (dict, list)):
+        raise InputError(f"{where}: field {name!r} holds {_json_type(plain)}, not text")
+    return _as_text(value)
+
+
+def _optional_text(obj, name, where: str):
     """An optional field's text; absent, null and empty (CSV has no null) are None."""
     if not name:
         return None
     value = _lookup(obj, name)
-    if _is_null(value) or _as_text(value) == "":
+    if _is_null(value) or _text_of(value, where, name) == "":
         return None
     return _as_text(value)
 
@@ -387,7 +395,7 @@ def _turn_references(obj, name, n: int, where: str) -> list[str | None]:
             raise InputError(f"{where}: field {name!r} holds {len(value)} references for {n} turns")
         refs = [None if _is_null(v) or _as_text(v) == "" else _as_text(v) for v in value]
         return refs + [None] * (n - len(refs))
-    return [_optional_text(obj, name)] + [None] * (n - 1)
+    return [_optional_text(obj, name, where)] + [None] * (n - 1)
 
 
 def is_missing(value) -> bool:
@@ -416,10 +424,11 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
     prompt_fields = fields["prompt"] if isinstance(fields["prompt"], list) else [fields["prompt"]]
     items = []
     seen: dict[str, str] = {}
+    present: set = set()  # prompt fields some row has
     for pos, obj in rows:
         where = f"{source}, {pos}"
         parts = []
-        messages = turns = None
+        messages = turns = refs = None
         for name in prompt_fields:
             value = _lookup(obj, name)
             if value is _MISSING and len(prompt_fields) == 1:
@@ -439,15 +448,20 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
                     )
                 messages = found
                 value = [m for m in found if m["role"] == "user"][-1]["content"]
-            if not _is_null(value) and _as_text(value).strip():
+            if value is not _MISSING:
+                present.add(name)
+            if not _is_null(value) and _text_of(value, where, name).strip():
                 parts.append(_as_text(value))
         if not parts:
             what = "the last user message of " if messages else ""
             raise InputError(f"{where}: {what}the prompt field {' + '.join(map(repr, prompt_fields))} is empty")
         prompt = "\n\n".join(parts)
 
-        reference = turns[0]["reference"] if turns else _optional_text(obj, fields.get("reference"))
-        category = _optional_text(obj, fields.get("category"))
+        if refs is not None:  # a list of turns (one or more): each its reference, or turn 1's alone
+            reference = refs[0]
+        else:
+            reference = _optional_text(obj, fields.get("reference"), where)
+        category = _optional_text(obj, fields.get("category"), where)
 
         if fields.get("id"):
             value = _lookup(obj, fields["id"])
@@ -456,7 +470,7 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
                     f"{where}: missing required field {fields['id']!r} (the id); "
                     "set dataset.fields.id to null to derive ids from row content"
                 )
-            item_id = _as_text(value)
+            item_id = _text_of(value, where, fields["id"])
         else:
             # A chat item is its whole conversation: the same question after other few-shot turns differs.
             # A multi-turn item is all its turns.
@@ -477,6 +491,14 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
                 "messages": json.dumps(messages, ensure_ascii=False) if messages else None,
                 "turns": json.dumps(turns, ensure_ascii=False) if turns else None,
             }
+        )
+    absent = [n for n in prompt_fields if n not in present]
+    if absent:  # in no row at all: a misspelt name, not a field some rows leave out
+        first = rows[0][1]
+        have = sorted(first) if isinstance(first, dict) else []
+        raise InputError(
+            f"{source}: the prompt field(s) {absent} of dataset.fields.prompt {prompt_fields} are in no row "
+            f"(the first row's fields: {have})"
         )
     table = pd.DataFrame(items, columns=ITEM_COLUMNS)
     # None (not NaN) for an item without messages, so shard files write null.

@@ -101,6 +101,7 @@ class Completion:
     batch_choice: dict | None = None  # how batch_size was chosen (planning.batch_choice.Choice.meta)
     batch_search_seconds: float = 0.0  # batch_size auto's probes
     compile_seconds: float = 0.0  # compiling the decode step (compile), first call of each shape
+    too_long: dict = field(default_factory=dict)  # keep_going: position -> why its prompt does not fit (no result)
 
 
 class PromptSet:
@@ -146,11 +147,15 @@ class PromptSet:
         """The model (for engine vllm: the started engine), loaded on first use and kept for later
         completions (the turns of a conversation): (model, info, seconds this call spent loading)."""
         if self.model is None and self.spec.engine == "vllm":
+            from genjudge.engine.memory_plan import model_plan
             from genjudge.engine.vllm_engine import load_engine
 
             t0 = time.monotonic()
-            self.model, self.info = load_engine(self.spec, self.kind)
-            return self.model, self.info, time.monotonic() - t0
+            self.model, info = load_engine(self.spec, self.kind)
+            seconds = time.monotonic() - t0
+            # The model's numbers, for the time model's check of this job and `plan --calibrate`.
+            self.info = {**info, "memory_plan": model_plan(self.spec, self.kind)}
+            return self.model, self.info, seconds
         if self.model is None:
             from genjudge.engine.devices import torch_device_info
             from genjudge.engine.loading import load_causal_lm
@@ -194,10 +199,13 @@ def complete(
     scorer=None,
     conversations: list | None = None,
     samples: list[int] | None = None,
+    keep_going: bool = False,
 ) -> Completion:
     """Complete `texts` (or the chat `conversations` where given); `scorer(model, tok,
     add_special_tokens)` replaces generation (logprob judging). With sampling, `samples[i]` is
-    row i's sample index (default 0): its key and its generator's seed."""
+    row i's sample index (default 0): its key and its generator's seed. A prompt that does not fit
+    the model's context stops the job (InputError), or with `keep_going` is left out: its result is
+    None and `too_long` says why, for the caller to skip or fail what it belongs to."""
     prompts = pset.render(texts, conversations)
     sampling = pset.params.do_sample and scorer is None
     if sampling:
@@ -225,16 +233,28 @@ def complete(
     setup_seconds, load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, 0.0, None, {}, []
     timing, choice, compile_seconds = Timing(), None, 0.0
     pset.setup_seconds = 0.0
+    over: dict = {}
     if todo:
-        from genjudge.engine.context import check_context
+        from genjudge.engine.context import check_context, too_long
         from genjudge.engine.decoding import token_lengths
 
         todo_prompts = [prompts[i] for i in todo]
         lengths = token_lengths(pset.tok, todo_prompts, add_special_tokens=not pset.chat)
-        # Before the weights load: a prompt that cannot fit stops the job, naming the item.
+        # Before the weights load: a prompt that cannot fit stops the job, naming the item, or is left out.
         new_tokens = 1 if scorer is not None else pset.params.max_new_tokens  # logprob: one forward pass
-        check_context(pset.spec, lengths, [ids[i] for i in todo], desc, new_tokens)
-        longest = max(len(p) for p in prompts)  # characters: an upper bound on tokens
+        if not keep_going:
+            check_context(pset.spec, lengths, [ids[i] for i in todo], desc, new_tokens)
+        elif over_todo := too_long(pset.spec, lengths, new_tokens):
+            over = {keys[todo[j]]: why for j, why in over_todo.items()}
+            log.warning("%s: %d prompt(s) too long for the context, left out", desc, len(over))
+            kept = [j for j in range(len(todo)) if j not in over_todo]
+            todo, todo_prompts, lengths = (
+                [todo[j] for j in kept],
+                [todo_prompts[j] for j in kept],
+                [lengths[j] for j in kept],
+            )
+    if todo:
+        longest = max(len(p) for p in todo_prompts)  # characters: an upper bound on tokens
         model, info, seconds = pset.load(longest + pset.params.max_new_tokens)
         load_seconds += seconds
         gen = runner(pset, model, scorer, cache_tokens=max(lengths) + pset.params.max_new_tokens)
@@ -280,7 +300,7 @@ def complete(
         bar.close()
         for j, r in enumerate(new):
             done[keys[todo[j]]] = r
-    results = [done[k] for k in keys]
+    results = [done.get(k) for k in keys]
     return Completion(
         prompts,
         keys,
@@ -300,6 +320,7 @@ def complete(
         choice.meta() if choice is not None else None,
         choice.search_seconds if choice is not None else 0.0,
         compile_seconds,
+        {i: over[k] for i, k in enumerate(keys) if k in over},
     )
 
 

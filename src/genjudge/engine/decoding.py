@@ -141,6 +141,14 @@ class Timing:
             self.decode_seconds += max(0.0, m[-1] - m[1] - compile_seconds)
             self.decode_steps += max(0, len(m) - 3)  # prompt, first token, ..., end
 
+    def add_span(self, prompt_tokens: int, prefill_seconds: float, decode_seconds: float, steps: int) -> None:
+        """One batch timed by an engine that reports its own timestamps (vLLM)."""
+        self.batches += 1
+        self.prompt_tokens += prompt_tokens
+        self.prefill_seconds += max(0.0, prefill_seconds)
+        self.decode_seconds += max(0.0, decode_seconds)
+        self.decode_steps += max(0, steps)
+
     def merged(self, other: Timing) -> Timing:
         return Timing(
             self.batches + other.batches,

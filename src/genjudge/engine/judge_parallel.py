@@ -136,7 +136,7 @@ def check_vllm_layouts(config: dict, exp, inventory: list, on_slurm: bool) -> No
     """Stop while planning where vLLM could not start on a job's GPUs: pipeline stages that outnumber
     the model's layers (its heads do not split over the GPUs), or an explicit `judge.parallel: tensor`
     whose tensor-parallel size does not divide the heads. Each error names the key."""
-    from genjudge.config.checks import entry_key
+    from genjudge.config.experiment import entry_key
     from genjudge.config.specs import JudgeSpec
     from genjudge.errors import InputError
     from genjudge.models.vllm_support import local_config, pipeline_obstacle, tensor_obstacle

@@ -64,6 +64,25 @@ def job_plan(spec, batch_size, seq_len: int, role: str) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def model_plan(spec, role: str) -> dict:
+    """The model's numbers alone (what the time model reads), for the meta of a job whose engine
+    places the model itself (vLLM): no placement, which would not be the engine's; never fails the job."""
+    try:
+        config = load_config(spec.model, spec.revision)
+        model = empty_model(config)
+        precision = loaded_precision(spec, config)
+        weights = {p: weight_bytes(model, p, spec.bnb_4bit_use_double_quant) for p in PRECISIONS}
+        return {
+            "role": role,
+            "model": spec.model,
+            **model_numbers(config, model, precision),
+            "weights_bytes": weights,
+            "precision": precision,
+        }
+    except Exception as exc:  # noqa: BLE001 - numbers for the time model, never a reason to stop
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def load_config(name: str, revision: str | None = None):
     """The model's config from a local directory or the local Hugging Face cache; never downloads."""
     from transformers import AutoConfig

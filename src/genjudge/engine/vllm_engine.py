@@ -98,6 +98,8 @@ def engine_kwargs(spec, kind: str, n_devices: int, on_cpu: bool, config: dict) -
         # Every judge prompt starts with the same template, and a conversation's later turns with its
         # earlier ones: their KV blocks are computed once.
         "enable_prefix_caching": True,
+        # Each request's timestamps (scheduled, first token, last token): the job's prefill and decode seconds.
+        "disable_log_stats": False,
     }
     if v["max_model_len"]:
         kwargs["max_model_len"] = int(v["max_model_len"])
@@ -151,6 +153,7 @@ def load_engine(spec, kind: str, threads: int | None = None):
     log.info("vLLM %s engine: %s", version(), {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")})
     from vllm import LLM
 
+    from genjudge.engine.devices import torch_device_info
     from genjudge.models.modelref import fingerprint
 
     key = json.dumps([kwargs, fingerprint(spec.model, spec.revision)], sort_keys=True, default=str)
@@ -163,7 +166,9 @@ def load_engine(spec, kind: str, threads: int | None = None):
     settings = {k: kwargs.get(k) for k in ("dtype", "max_num_seqs", "gpu_memory_utilization", "kv_cache_memory_bytes")}
     info = {
         "engine": "vllm",
-        "device": {"platform": "cpu" if on_cpu else "cuda", "devices": n},
+        # torch's view of the devices (as the transformers engine records it: the time model reads
+        # their names and memory), with the platform and the engine's own count of workers.
+        "device": {**torch_device_info(), "platform": "cpu" if on_cpu else "cuda", "engine_devices": n},
         "engine_settings": {
             "vllm_version": version(),
             "tensor_parallel_size": kwargs["tensor_parallel_size"],
@@ -236,9 +241,12 @@ class VllmGenerator(_Tokens):
     """Same interface as decoding.Generator: generate one chunk of prompts (with one seed each when sampling)."""
 
     def __init__(self, llm, tokenizer, params, add_special_tokens: bool, gen_config):
+        from genjudge.engine.decoding import Timing
+
         super().__init__(llm, tokenizer, add_special_tokens)
         self.params = params
         self.stop_ids = eos_ids(gen_config, tokenizer)
+        self.timing = Timing(max_new_tokens=params.max_new_tokens)
         self.sampling = None
         if params.do_sample:
             from genjudge.engine.sampling import sampling_settings
@@ -265,6 +273,7 @@ class VllmGenerator(_Tokens):
         ids, requests = self.encode(prompts)
         params = [self._params(s) for s in (seeds if self.params.do_sample else [None] * len(prompts))]
         outs = self.llm.generate(requests, params, use_tqdm=False)
+        self._time(outs, sum(len(i) for i in ids))
         results = []
         for prompt_ids, out in zip(ids, outs):
             c = out.outputs[0]
@@ -279,6 +288,18 @@ class VllmGenerator(_Tokens):
                 }
             )
         return results
+
+    def _time(self, outs, prompt_tokens: int) -> None:
+        """The chunk as one batch, from the engine's timestamps (engine core, monotonic): prompts in
+        until every request's first token, then until its last; steps after the first token."""
+        stats = [o.metrics for o in outs if getattr(o, "metrics", None) is not None]
+        if not stats or len(stats) != len(outs):
+            return
+        start = min(m.scheduled_ts or m.queued_ts for m in stats)
+        first = max(m.first_token_ts for m in stats)
+        last = max(m.last_token_ts for m in stats)
+        steps = max(len(o.outputs[0].token_ids) for o in outs) - 1
+        self.timing.add_span(prompt_tokens, first - start, last - first, steps)
 
 
 class VllmLogprobScorer(_Tokens):

@@ -5,9 +5,10 @@ nothing was found; a failed extraction is never a guess. Methods:
 
 - `gsm8k`: the number after the last `####` (GSM8K's references end in `#### 72`);
 - `last_number`: the last number in the text, in any shape of `_TOKEN`: `1,000` (a comma before
-  three digits groups thousands), `12,50` (before one or two: a decimal comma), `-3/4`,
-  `2 1/2`, `1.5e3`, `1.5 × 10^3`, `$18` and `25%` (currency and per cent signs dropped);
-  config/README.md has the table of shapes;
+  three digits, after one to three digits not starting with 0, groups thousands), `12,50`,
+  `0,125` (any other single comma: a decimal comma), `1.234,50` and `1.234.567` (points
+  grouping thousands), `-3/4`, `2 1/2`, `1.5e3`, `1.5 × 10^3`, `$18` and `25%` (currency and
+  per cent signs dropped); config/README.md has the table of shapes;
 - `boxed`: the content of the last `\\boxed{...}`, nested braces included;
 - `choice`: a single letter A-E: the whole reply (`B`, `(B)`, `B.`), else the last
   "answer is B" / "Answer: (B)" (lower case where it cannot be a word: "answer is (b)",
@@ -66,18 +67,25 @@ _TOKEN = re.compile(
     r"(?:\s?%)?"
 )
 _PLAIN = re.compile(r"\d+(?:\.\d+)?|\.\d+")
-_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
-_DECIMAL_COMMA = re.compile(r"\d+,\d{1,2}")
+# A leading group of thousands is 1-3 digits and never starts with 0: `0,125` is a decimal.
+_THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
+# Points grouping thousands: before a decimal comma (1.234,50), or two groups and more (1.234.567).
+_POINT_THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:\.\d{3})+,\d+|[1-9]\d{0,2}(?:\.\d{3}){2,}")
+_DECIMAL_COMMA = re.compile(r"\d+,\d+")  # one comma that groups no thousands
 _MAX_EXPONENT = 400  # beyond any float; a bigger power is not read as a number
 
 
 def _run_value(run: str) -> Fraction | None:
     """The value of a run of digits, commas and points, or None when it is a list (`1,2,3`).
 
-    `1,000` and `1,234.50` group thousands (a comma before three digits); `12,50` and `3,5` have
-    a decimal comma (a single comma before one or two digits); `1000` and `3.14` are plain."""
+    `1,000` and `1,234.50` group thousands (commas before groups of three digits, after a
+    leading group of one to three digits not starting with 0); `1.234,50` and `1.234.567` group
+    them with points; `12,50`, `3,5`, `0,125` and `2,3456` have a decimal comma (any other single
+    comma); `1000` and `3.14` are plain."""
     if _PLAIN.fullmatch(run) or _THOUSANDS.fullmatch(run):
         return Fraction(run.replace(",", ""))
+    if _POINT_THOUSANDS.fullmatch(run):
+        return Fraction(run.replace(".", "").replace(",", "."))
     if _DECIMAL_COMMA.fullmatch(run):
         return Fraction(run.replace(",", "."))
     return None

@@ -68,6 +68,13 @@ def items_text(s) -> str:
     return str(s.n_items)
 
 
+SKIPPED_ROW = "skipped (too long for a model's context)"
+
+
+def skipped_text(n: int) -> str:
+    return f"{n} answer(s), left out of every count and measure (listed under 'Skipped items')"
+
+
 def truncated_text(n: int, share: float | None) -> str:
     return f"{n} ({pct(share)})"
 
@@ -90,6 +97,7 @@ def headline_rows(s) -> list[tuple[str, str]]:
             if s.n_reasoning_unfinished
             else []
         ),
+        *([(SKIPPED_ROW, skipped_text(s.n_skipped))] if s.n_skipped else []),
         *modes.get(s.mode).headline(flat),
         *validity_rows(s.validity),
         (

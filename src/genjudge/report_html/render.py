@@ -32,7 +32,12 @@ def render(view: PageView) -> str:
 
 def write(page: Page, html_path, plots_dir) -> PageView:
     """Render the page to `html_path` and its plots to `plots_dir/<name>.png`; the page's view model."""
-    view = page.view()
+    import matplotlib
+
+    # Labels are data (categories, ids, errors): `$...$` in one is text, not matplotlib's mathtext,
+    # which would fail to parse it and take the whole report down.
+    with matplotlib.rc_context({"text.parse_math": False}):
+        view = page.view()
     text = render(view)
     plots_dir = Path(plots_dir)
     plots_dir.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,9 @@
 """One generation job: a shard of items in, one output row per item, sample and turn out
-(`generator.n_samples`, default 1: rows are keyed by id + sample + turn)."""
+(`generator.n_samples`, default 1: rows are keyed by id + sample + turn).
+
+An item whose prompt does not fit the generator's context stops the job (`on_too_long: fail`), or
+(`skip`) gets rows without an answer whose `skipped` says why, from that turn on: the judges and
+the report leave them out and list them."""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ OUTPUT_COLUMNS = [
     "n_generated_tokens",
     "finish_reason",
     "key",
+    "skipped",  # why the item has no answer (too long for the context, on_too_long: skip); null otherwise
 ]
 
 
@@ -49,10 +54,11 @@ def run_generate(
     digests: DigestIndex | None = None,
     threads: int | None = None,
     cache_dir=None,
+    on_too_long: str = "fail",
 ) -> GenerateMeta:
     """Generate every item of one shard (resumed from the item store); `threads`: torch's threads for
     this job (Snakemake's `threads`), set before the model loads; `cache_dir`: where `batch_size: auto`
-    remembers its choices (none: it probes every time)."""
+    remembers its choices (none: it probes every time); `on_too_long`: the dataset's."""
     if threads is not None:
         from genjudge.engine.threads import set_threads
 
@@ -70,13 +76,19 @@ def run_generate(
     threads = [(i, s) for i in range(len(items)) for s in range(n)]
     rows, completions = [], []
     answers: dict = {t: [] for t in threads}
+    skipped: dict = {}  # (item, sample) -> why, from the turn that did not fit on
     # Turn k needs each item's answers to turns 1..k-1: the turns run in order, one completion
     # each (one model load), every (item, sample, turn) its own cached record.
     most = max((len(t) for t in turns), default=1)
     thinking = spec.reasoning
     shows = pset.chat and reasoning.template_shows(getattr(pset.tok, "chat_template", None), thinking)
     for k in range(1, most + 1):
-        idx = [(i, s) for i, s in threads if len(turns[i]) >= k]
+        for i, s in threads:
+            if (i, s) in skipped and len(turns[i]) >= k:  # a later turn of a skipped conversation
+                rows.append(_skipped_row(items["id"].iloc[i], s, k, skipped[(i, s)]))
+        idx = [(i, s) for i, s in threads if len(turns[i]) >= k and (i, s) not in skipped]
+        if not idx and k > 1:
+            continue
         questions = [[q["question"] for q in turns[i][:k]] for i, _ in idx]
         conversations = [
             chats[i] if k == 1 else history_messages(q, answers[(i, s)]) for (i, s), q in zip(idx, questions)
@@ -93,9 +105,14 @@ def run_generate(
             log_stream,
             conversations=conversations,
             samples=samples if spec.do_sample else None,
+            keep_going=on_too_long == "skip",
         )
         completions.append(c)
-        for (i, s), item_id, p, r, key in zip(idx, ids, c.prompts, c.results, c.keys):
+        for j, ((i, s), item_id, p, r, key) in enumerate(zip(idx, ids, c.prompts, c.results, c.keys)):
+            if j in c.too_long:
+                skipped[(i, s)] = f"too long for the generator (turn {k}): {c.too_long[j]}"
+                rows.append(_skipped_row(item_id, s, k, skipped[(i, s)], p))
+                continue
             part = reasoning.split(r["output"], thinking, shows, reasoning.prompt_opens(p, thinking))
             answers[(i, s)].append(part.answer)  # a later turn's history holds the answer, not the trace
             rows.append(
@@ -111,15 +128,21 @@ def run_generate(
                     "n_generated_tokens": int(r["n_generated_tokens"]),
                     "finish_reason": r["finish_reason"],
                     "key": key,
+                    "skipped": None,
                     "_order": (i, s, k),
                 }
             )
+    position = {item_id: i for i, item_id in enumerate(items["id"])}
+    for row in rows:
+        if "_order" not in row:
+            row["_order"] = (position[row["id"]], row["sample"], row["turn"])
     rows.sort(key=lambda row: row.pop("_order"))  # item order, then sample, then turn
     c = combined(completions)
     out = pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
     atomic.write_parquet(out_path, out)
     meta.update(
         n_items=len(out),  # rows: items x samples x turns
+        n_skipped=int(out["skipped"].notna().sum()),
         n_samples=n,
         n_generated_tokens=int(out["n_generated_tokens"].sum()),
         n_reasoning_tokens=reasoning_tokens(pset.tok, out["reasoning"]),
@@ -133,6 +156,22 @@ def reasoning_tokens(tok, traces) -> int:
     """Tokens of the reasoning traces, counted by the generator's tokenizer."""
     texts = [t for t in traces if isinstance(t, str) and t]
     return sum(len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]) if texts else 0
+
+
+def _skipped_row(item_id, sample: int, turn: int, why: str, prompt: str | None = None) -> dict:
+    """The row of an answer not generated: its item's prompt did not fit (now or at an earlier turn)."""
+    return {
+        "id": item_id,
+        "sample": sample,
+        "turn": turn,
+        "prompt_sent": prompt,
+        "output": None,
+        "n_prompt_tokens": 0,
+        "n_generated_tokens": 0,
+        "finish_reason": None,
+        "key": None,
+        "skipped": why if prompt is not None else f"an earlier turn was skipped: {why}",
+    }
 
 
 def write_failed_shard(out_path, meta_path, error: dict, **identity) -> GenerateMeta:

@@ -5,6 +5,11 @@ With `cascade`, items the mode's rule decides (exact matches) never reach the
 judge model. With `verdict: logprob` each request is one forward pass that
 scores the mode's labels after its marker. The item cache is keyed by the prompt
 as sent (which holds the answer): adding a generator judges only its answers.
+
+An answer the generator skipped (too long for its context, `on_too_long: skip`) is skipped here
+too (pairwise: where either side's is). A request too long for the judge's context is skipped
+where its dataset says `skip`, and otherwise fails its cell alone (`cell_errors` in the meta,
+naming the cell and the item): the judge's other cells are judged.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ import pandas as pd
 from genjudge.config.experiment import Cell, cell_generations
 from genjudge.config.specs import JudgeSpec
 from genjudge.data.conversation import with_history
-from genjudge.data.samples import with_sample
+from genjudge.data.samples import SampleView, with_sample
 from genjudge.data.sharding import shard_bounds
 from genjudge.engine.completion import PromptSet, complete, completion_meta
+from genjudge.engine.context import ADVICE
 from genjudge.judging import modes
+from genjudge.judging.modes.base import SKIPPED, JudgeRequest
 from genjudge.judging.modes.pairwise import answers_by_turn
 from genjudge.judging.template_rules import Templates
 from genjudge.models.modelref import DigestIndex
@@ -62,11 +69,14 @@ def run_judge(
     skipped: dict | None = None,
     digests: DigestIndex | None = None,
     cache_dir=None,
+    on_too_long: dict | None = None,
+    log_path: str | None = None,
 ) -> JudgeMeta:
     """`answers` maps a dataset to its extraction methods before exact match (for the cascade);
     `template_path` is the template of every item no rule of `spec.templates` chooses one for;
-    `skipped`: the cells left out because their answers failed (cell key -> errors), for the meta.
-    In a tensor-parallel group every rank runs this; only rank 0 writes."""
+    `skipped`: the cells left out because their answers failed (cell key -> errors), for the meta;
+    `on_too_long`: each dataset's setting (fail where it names none); `log_path`: the job's log, named
+    in a cell's error. In a tensor-parallel group every rank runs this; only rank 0 writes."""
     from genjudge.engine import tensor_parallel
 
     mode = modes.get(spec.mode)
@@ -87,10 +97,17 @@ def run_judge(
     )
     items = shard_slice(cell_items(cells, generations), shard, n_shards)
     templates = Templates(template_path, spec.templates, mode)
-    requests, owners = [], []
+    requests, owners, why = [], [], {}  # why: request index -> the reason it is skipped
     for i, part in items.groupby("cell", sort=True):
         cell = cells[i]
         opponent = answers_by_turn(generations[(cell.opponent, cell.dataset)]) if cell.opponent else None
+        gone = skipped_answers(part, generations[(cell.opponent, cell.dataset)] if cell.opponent else None)
+        for k, reason in gone.items():
+            for order in range(mode.requests_per_item):
+                why[len(requests)] = reason
+                requests.append(JudgeRequest(part.loc[k, "id"], order, SKIPPED, None, *_turn_sample(part, k)))
+                owners.append(cell)
+        part = part.drop(index=list(gone))
         turns = part["turn"] if "turn" in part else [1] * len(part)
         chosen = [templates.path_for(c, t) for c, t in zip(part["category"], turns)]
         for path in dict.fromkeys(chosen):  # each template's items in one call, in order of first use
@@ -119,10 +136,16 @@ def run_judge(
         f"judge {shard}" if n_shards > 1 else "judge",
         log_stream,
         scorer=scorer,
+        keep_going=True,
     )
-    results = dict(zip(to_judge, zip(c.prompts, c.results, c.keys)))
+    results = {j: x for j, x in zip(to_judge, zip(c.prompts, c.results, c.keys)) if x[1] is not None}
+    cell_errors = _too_long_for_the_judge(
+        {to_judge[p]: reason for p, reason in c.too_long.items()}, requests, owners, why, on_too_long, log_path, spec
+    )
     rows, per_cell, attributed = [], {}, set()
     for j, (r, cell) in enumerate(zip(requests, owners)):
+        if cell.key in cell_errors:  # failed alone: none of its rows, as for a cell whose answers failed
+            continue
         base = dict(
             generator=cell.generator,
             dataset=cell.dataset,
@@ -135,7 +158,9 @@ def run_judge(
         )
         counts = per_cell.setdefault(cell.key, {"requests": 0, "resumed": 0, "computed": 0})
         counts["requests"] += 1
-        if j in results:
+        if j in why:  # skipped, every request of its item (a pairwise order the judge answered too)
+            rows.append(JudgeRecord(**{**base, "decided_by": SKIPPED}, skipped=why[j]))
+        elif j in results:
             prompt, res, key = results[j]
             rows.append(
                 JudgeRecord(
@@ -166,9 +191,73 @@ def run_judge(
         template_hash=templates.digest(),
         model_loads=1 if c.computed else 0,
         cells=per_cell,
+        cell_errors=cell_errors,
+        n_skipped=sum(r.decided_by == SKIPPED for r in rows),
         **completion_meta(c, "judge_seconds"),
     )
     return meta.finish(meta_path)
+
+
+def _turn_sample(part: pd.DataFrame, k) -> tuple[int, int]:
+    turn = int(part.loc[k, "turn"]) if "turn" in part else 1
+    return turn, int(part.loc[k, "sample"]) if "sample" in part else 0
+
+
+def skipped_answers(part: pd.DataFrame, opponent_path=None) -> dict:
+    """{row index: why} of the cell's answers not to judge: the generator skipped them, or (pairwise)
+    the opponent skipped its side of the pair."""
+    out = {}
+    if "skipped" in part:
+        out = {k: str(v) for k, v in part["skipped"].items() if isinstance(v, str)}
+    if opponent_path is not None:
+        import pyarrow.parquet as pq
+
+        names = pq.read_schema(opponent_path).names
+        if "skipped" in names:
+            cols = [c for c in ("id", "turn", "sample", "skipped") if c in names]
+            theirs = with_sample(pd.read_parquet(opponent_path, columns=cols))
+            theirs = theirs if "turn" in theirs else theirs.assign(turn=1)
+            reasons = {
+                (i, int(t), int(s)): v
+                for i, t, s, v in zip(theirs["id"], theirs["turn"], theirs["sample"], theirs["skipped"])
+                if isinstance(v, str)
+            }
+            for k in part.index:
+                if k not in out:
+                    turn, sample = _turn_sample(part, k)
+                    if (v := SampleView(reasons, sample).get((part.loc[k, "id"], turn))) is not None:
+                        out[k] = f"the opponent's answer was skipped: {v}"
+    return out
+
+
+def _too_long_for_the_judge(over: dict, requests, owners, why: dict, on_too_long, log_path, spec) -> dict:
+    """The requests too long for the judge's context (`over`: request index -> why): skipped with
+    the rest of their item's requests where the dataset says skip (into `why`); otherwise the cell
+    fails, with an error naming it and the item. Returns {cell key: [error]}."""
+    import time
+
+    errors: dict = {}
+    of_item: dict = {}  # (cell, id, turn, sample) -> its requests (pairwise: both orders)
+    for k, (r, owner) in enumerate(zip(requests, owners)):
+        of_item.setdefault((owner, r.id, r.turn, r.sample), []).append(k)
+    for j, reason in over.items():
+        r, cell = requests[j], owners[j]
+        if (on_too_long or {}).get(cell.dataset) == "skip":
+            for k in of_item[(cell, r.id, r.turn, r.sample)]:
+                why[k] = f"too long for the judge: {reason}"
+            continue
+        if cell.key in errors:
+            continue
+        where = f"item {r.id!r}" + (f", turn {r.turn}" if r.turn > 1 else "")
+        errors[cell.key] = [
+            {
+                "type": "InputError",
+                "message": f"cell {cell.key}: {where}: {reason}. {ADVICE}",
+                "log": str(log_path or ""),
+                "at": round(time.time(), 3),
+            }
+        ]
+    return errors
 
 
 def write_failed_judge(out_path, meta_path, error: dict, **identity) -> JudgeMeta:

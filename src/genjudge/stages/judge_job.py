@@ -28,9 +28,11 @@ def run_judge_job(
     threads: int,
     lease,
     log_stream,
+    log_path: str | None = None,
 ) -> None:
     """Judge slice `shard` of `n_shards` of every cell `judge` grades, on the `n_gpus` GPUs of `lease`
-    (the job's `gpu` resource)."""
+    (the job's `gpu` resource). A cell that failed alone (an item too long for the judge) is recorded
+    as the job's failures are (genjudge.store.failures), so that the next run judges it again."""
     from genjudge.engine.judge_parallel import job_choice
     from genjudge.engine.threads import set_threads
     from genjudge.stages.judge import run_judge
@@ -58,6 +60,8 @@ def run_judge_job(
         skipped={cell.key: errors for cell, errors in skipped.items()},
         digests=digest_index(config["cache_dir"]),
         cache_dir=config["cache_dir"],
+        on_too_long={d: exp.datasets[d]["on_too_long"] for d in exp.datasets},
+        log_path=log_path,
     )
     n = int(n_gpus)
     choice, why = job_choice(spec, n)
@@ -71,3 +75,29 @@ def run_judge_job(
     else:
         parallel = "replicas" if spec.parallel in ("replicas", "auto") and n_shards > spec.shards else "device_map"
         run_judge(**job, lease=lease, log_stream=log_stream, parallel=parallel)
+    record_cell_errors(results, f"{judge}/{shard}-of-{n_shards}", meta_path)
+
+
+def record_cell_errors(results: str, job: str, meta_path) -> None:
+    """Append the errors of the cells that failed alone to the job's failure history, and say so."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from genjudge.store.records import JudgeMeta
+
+    errors = JudgeMeta.read(meta_path).cell_errors
+    if not errors:
+        return
+    history = failures.history_path(results, "judge", job)
+    Path(history).parent.mkdir(parents=True, exist_ok=True)
+    with open(history, "a", encoding="utf-8") as fh:
+        for cell, errs in errors.items():
+            for e in errs:
+                fh.write(json.dumps({"cell": cell, **e}) + "\n")
+                log.error("cell %s failed, the others are judged: %s", cell, e["message"])
+                first = e["message"].splitlines()[0]
+                print(
+                    f"error: judge {job}, cell {cell} failed (recorded; the other cells go on): {first}",
+                    file=sys.__stderr__,
+                )

@@ -25,6 +25,7 @@ RAW_NEEDED = [
     "judge_output",
     "p_correct",
     "judge_finish_reason",
+    "skipped",
 ]
 
 
@@ -49,7 +50,27 @@ def parse_judgments(
     df["answer_extracted"] = [c.candidate for c in checks]
     df["reference_extracted"] = [c.reference for c in checks]
     df["answer_reason"] = [c.reason for c in checks]
-    return modes.get(mode).parse(df, raw, pattern, options)
+    df = modes.get(mode).parse(df, raw, pattern, options)
+    return with_skipped(df, raw)
+
+
+def with_skipped(df: pd.DataFrame, raw: pd.DataFrame) -> pd.DataFrame:
+    """`skipped`: why an answer was neither generated nor judged (too long for a context, on_too_long:
+    skip), from the generation or the judge's record; such a row has no verdict and no unparsed reason:
+    the report leaves it out of every count and lists it."""
+    why = df["skipped"] if "skipped" in df else pd.Series(None, index=df.index, dtype=object)
+    if "skipped" in raw and raw["skipped"].notna().any():
+        from genjudge.judging.modes.base import orders
+
+        judged = orders(raw, df, 0)["skipped"].to_numpy()
+        why = why.where(why.notna(), pd.Series(judged, index=df.index))
+    df["skipped"] = why.astype(object).where(why.notna(), None)
+    gone = df["skipped"].notna()
+    if gone.any():
+        for col in ("verdict", "unparsed_reason", "unparsed_detail", "exact_match"):
+            if col in df:
+                df[col] = df[col].astype(object).where(~gone, None)
+    return df
 
 
 def without_judge_reasoning(raw: pd.DataFrame, settings: dict | None) -> pd.DataFrame:

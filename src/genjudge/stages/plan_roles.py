@@ -235,7 +235,7 @@ def _with_answers(reqs: list, answers: float | None) -> list:
 
 def check_max_model_len(config: dict, role: str, name: str, spec, tokens: int, new: int) -> None:
     """vLLM's `max_model_len` below the longest prompt plus its answer: every such request would fail."""
-    from genjudge.config.checks import entry_key
+    from genjudge.config.experiment import entry_key
     from genjudge.errors import InputError
 
     cap = spec.vllm.get("max_model_len") if spec.engine == "vllm" else None
@@ -298,9 +298,7 @@ def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, 
         f"  jobs: {n_jobs} x {n} GPU(s) each (generator {name}); requests per job (item, turn, sample): "
         f"{per_job_txt}; prompt: {tokens} tokens ({how})"
     )
-    e.lines.append(f"  batch: {batch} ({batch_how})")
-    if compile_why:
-        e.lines.append(f"  decoding: {'compiled' if engine.compiled else 'eager'} ({compile_why})")
+    e.lines += _batch_lines(batch, batch_how, engine, compile_why)
     e.lines.append(host_memory_line(p, "generate"))
     e.lines += _time_lines(e, device, layout, e.calibration)
     if e.times:
@@ -386,9 +384,7 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
             f"  recommendation: set judge.gpu_memory: {gpus[0].total_bytes / GIB:.0f}GiB and judge.parallel: auto "
             f"chooses {known.parallel} ({known.jobs} job(s) of {known.gpus_per_job} GPU(s)): {known.reason}"
         )
-    e.lines.append(f"  batch: {batch} ({batch_how})")
-    if compile_why:
-        e.lines.append(f"  decoding: {'compiled' if engine.compiled else 'eager'} ({compile_why})")
+    e.lines += _batch_lines(batch, batch_how, engine, compile_why)
     w = p["weights_bytes"].get(p["precision"], p["weights_bytes"]["bfloat16"])
     k = len(job_gpus)
     if k > 1 and lay.parallel != "replicas" and w <= job_gpus[0].total_bytes * 0.95 and not unknown_size:
@@ -416,6 +412,13 @@ def parallel_reason(spec, lay, p: dict) -> str:
     return (
         f"one vLLM engine over {lay.gpus_per_job} GPUs per job: tensor_parallel_size {tp}, pipeline_parallel_size {pp}"
     )
+
+
+def _batch_lines(batch: int, how: str, engine, compile_why: str) -> list[str]:
+    out = [f"  batch: {batch} ({how})"]
+    if compile_why:
+        out.append(f"  decoding: {'compiled' if engine.compiled else 'eager'} ({compile_why})")
+    return out
 
 
 def _time_dict(t) -> dict:

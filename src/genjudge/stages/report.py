@@ -14,6 +14,7 @@ from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.reasoning import UNCLOSED
+from genjudge.judging.tables import md_text
 from genjudge.stages import controlled
 from genjudge.stages.report_table import Study
 from genjudge.store import atomic
@@ -228,7 +229,7 @@ def _category_table(s: RunSummary) -> list[str]:
     out = [f"| category | items | judged | unparsed | {head} | exact match |", "|---|---|---|---|---|---|"]
     for cat, c in s.per_category.items():
         em = pct(c["exact_match"]["value"]) if s.exact_match_shown else "-"
-        out.append(f"| {cat} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} | {em} |")
+        out.append(f"| {md_text(cat)} | {c['n_items']} | {c['n_judged']} | {c['n_unparsed']} | {cell(c)} | {em} |")
     return out
 
 
@@ -249,9 +250,33 @@ def category_frame(s: RunSummary) -> pd.DataFrame:
 
 
 def _cell(text, width=80) -> str:
+    """One line of text from outputs or datasets for a table cell: cut to `width`, never markup."""
     text = "" if text is None else str(text)
-    text = " ".join(text.split()).replace("|", "\\|")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    text = " ".join(text.split())
+    return md_text(text if len(text) <= width else text[: width - 1] + "…")
+
+
+def skipped_markdown(s: RunSummary) -> list[str]:
+    """The answers left out as too long for a context (dataset.on_too_long: skip), every one up to
+    SKIPPED_SHOWN."""
+    if not s.skipped_items:
+        return []
+    several = any(e["turn"] != 1 or e["sample"] != 0 for e in s.skipped_items)
+    out = [
+        "## Skipped items",
+        "",
+        f"{s.n_skipped} answer(s) did not fit a model's context and were skipped (dataset.on_too_long: skip): "
+        "they are left out of every count, rate and interval of this report.",
+        "",
+        "| id | turn, sample | why |" if several else "| id | why |",
+        "|---|---|---|" if several else "|---|---|",
+    ]
+    for e in s.skipped_items[:SKIPPED_SHOWN]:
+        where = [f"{e['turn']}, {e['sample']}"] if several else []
+        out.append("| " + " | ".join([_cell(e["id"], 40), *where, _cell(e["reason"], 300)]) + " |")
+    if s.n_skipped > SKIPPED_SHOWN:
+        out.append(f"\n... and {s.n_skipped - SKIPPED_SHOWN} more: summary.json's skipped_items lists every one.")
+    return [*out, ""]
 
 
 def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str:
@@ -267,7 +292,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     for w in s.placement_warnings:
         out += [f"> **Warning:** {w}", ""]
     out += ["## Headline", "", "| measure | value |", "|---|---|"]
-    out += [f"| {k} | {v} |" for k, v in headline_rows(s)]
+    out += [f"| {md_text(k)} | {md_text(v)} |" for k, v in headline_rows(s)]
     out += ["", intervals_note(s.n_answers != s.n_items), ""]
     out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells)]
     out += controlled.markdown(s.across_cells)
@@ -277,7 +302,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     if s.unparsed_reasons:
         out += ["## Unparsed verdicts", "", "| reason | count | examples |", "|---|---|---|"]
         for r, k in s.unparsed_reasons.items():
-            shown = "; ".join(f"{e['id']}: {_cell(e['detail'], 60)}" for e in s.unparsed_examples.get(r, []))
+            shown = "; ".join(f"{_cell(e['id'])}: {_cell(e['detail'], 60)}" for e in s.unparsed_examples.get(r, []))
             out.append(f"| {_cell(r, 200)} | {k} | {shown} |")
         out.append("")
     if s.truncated_examples:
@@ -305,6 +330,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
             f"generator.chat_template_kwargs. Reasoning traces held {s.n_reasoning_tokens} tokens in all.",
             "",
         ]
+    out += skipped_markdown(s)
     out += ["## Examples", ""]
     groups = [(v, df[df["verdict"] == v]) for v in sorted(df["verdict"].dropna().unique())]
     groups.append(("unparsed", df[df["verdict"].isna()]))
@@ -373,12 +399,40 @@ def leaderboard_row(s: RunSummary, generator: str, dataset: str, judge: str, opp
     }
 
 
+SKIPPED_SHOWN = 50  # skipped answers listed in report.md per cell (summary.json lists every one)
+
+
+def split_skipped(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the judgments the report counts, the answers skipped as too long for a context)."""
+    if "skipped" not in df:
+        return df, df.iloc[0:0]
+    gone = df["skipped"].notna()
+    return df[~gone].reset_index(drop=True), df[gone].reset_index(drop=True)
+
+
+def skipped_list(df: pd.DataFrame) -> list[dict]:
+    """The skipped answers of one cell: {id, turn, sample, reason}, in the judgments' order."""
+    turns = df["turn"] if "turn" in df else [1] * len(df)
+    samples = df["sample"] if "sample" in df else [0] * len(df)
+    return [
+        {"id": str(i), "turn": int(t), "sample": int(s), "reason": str(r)}
+        for i, t, s, r in zip(df["id"], turns, samples, df["skipped"])
+    ]
+
+
 def summarise_experiment(
-    exp, config: dict, judgments: dict, gen_metas: list[GenerateMeta], judge_metas: dict
+    exp,
+    config: dict,
+    judgments: dict,
+    gen_metas: list[GenerateMeta],
+    judge_metas: dict,
+    skipped: dict | None = None,
 ) -> tuple[RunSummary, dict]:
     """One summary per cell and the run's: the cell's own when there is one, else totals and a leaderboard.
+    `skipped`: judge -> the answers left out as too long (`split_skipped`), counted and listed per cell.
     Returns (run summary, {cell key: (summary, judgments frame)})."""
     cells = {}
+    skipped = skipped or {}
     for judge, df_j in judgments.items():
         for cell in exp.cells(judge):
             df = of_cell(df_j, cell).reset_index(drop=True)
@@ -393,6 +447,10 @@ def summarise_experiment(
             own = judge_metas[judge].cells.get(cell.key)
             if own:  # this cell's share of the judge's work, not the whole job's
                 s.judge.update(resumed_items=own["resumed"], computed_items=own["computed"])
+            gone = skipped.get(judge)
+            if gone is not None and len(gone):
+                s.skipped_items = skipped_list(of_cell(gone, cell))
+                s.n_skipped = len(s.skipped_items)
             s.leaderboard = [leaderboard_row(s, cell.generator, cell.dataset, judge, cell.opponent)]
             key = f"{cell.key} | {judge}" if len(exp.judges) > 1 else cell.key
             cells[key] = (s, df)
@@ -430,6 +488,12 @@ def summarise_experiment(
         n_reasoning_unfinished=(n_think := sum(s.n_reasoning_unfinished for s in summaries)),
         reasoning_unfinished_rate=n_think / n if n else None,
         n_reasoning_tokens=sum(m.n_reasoning_tokens for m in gen_metas),
+        n_skipped=sum(s.n_skipped for s in summaries),
+        skipped_items=[
+            {"cell": key, "judge": s.leaderboard[0]["judge"], **e}
+            for key, (s, _) in cells.items()
+            for e in s.skipped_items
+        ],
         leaderboard=[row for s in summaries for row in s.leaderboard],
         paired=paired.paired_table(exp, cells),
         cells={k: s.to_dict() for k, (s, _) in cells.items()},
@@ -560,6 +624,12 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
         intervals_note(any(r.get("n_answers", r["n_items"]) != r["n_items"] for r in run.leaderboard)),
         "",
     ]
+    if run.n_skipped:
+        out += [
+            f"{run.n_skipped} answer(s) did not fit a model's context and were skipped (dataset.on_too_long: skip): "
+            "left out of every count and measure, listed under each cell's 'Skipped items'.",
+            "",
+        ]
     out += strengths_markdown(run.across_cells)
     out += controlled.markdown(run.across_cells)
     out += paired.markdown(run.paired)
@@ -615,6 +685,25 @@ def time_model_markdown(check: dict) -> list[str]:
     ]
 
 
+def summary_of(config: dict, judgments: dict, gen_metas: list, judge_metas: dict):
+    """summary.json's figures from the judgments frames (as read from judgments/<judge>.parquet) and
+    the jobs' metas, without the time model and provenance: (run summary, cells, study). Failed cells
+    are set apart; skipped answers are counted and listed, and left out of every measure."""
+    from genjudge.config.experiment import resolve
+    from genjudge.stages.validity import summarise_validity
+
+    study = Study.of(resolve(config), config, gen_metas, judge_metas)  # failed cells set apart
+    exp = study.exp
+    parts = {j: split_skipped(df) for j, df in judgments.items() if j in exp.judges}
+    judgments = {j: kept for j, (kept, _) in parts.items()}
+    run, cells = summarise_experiment(
+        exp, config, judgments, study.gen_metas, study.judge_metas, {j: gone for j, (_, gone) in parts.items()}
+    )
+    run.validity = summarise_validity(exp, study.config, judgments)
+    study.add_to(run)
+    return run, cells, study
+
+
 def run_report(
     config: dict,
     judgments_paths: dict,
@@ -632,19 +721,17 @@ def run_report(
     """`attempts`: the run's recorded failed attempts (genjudge.store.failures.attempts_of), for the page's
     timeline; those of generators, datasets and judges no longer in the config are left out."""
     from genjudge.config.experiment import resolve
-    from genjudge.stages.validity import summarise_validity, with_validity
+    from genjudge.stages.validity import with_validity
 
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
     full = resolve(config)
-    study = Study.of(full, config, gen_metas, judge_metas)  # failed cells set apart
-    exp, gen_metas, judge_metas = study.exp, study.gen_metas, study.judge_metas
-    judgments = {j: read_judgments(p) for j, p in judgments_paths.items() if j in exp.judges}
-    run, cells = summarise_experiment(exp, config, judgments, gen_metas, judge_metas)
-    run.validity = summarise_validity(exp, study.config, judgments)
+    run, cells, study = summary_of(
+        config, {j: read_judgments(p) for j, p in judgments_paths.items()}, gen_metas, judge_metas
+    )
+    gen_metas, judge_metas, exp = study.gen_metas, study.judge_metas, study.exp
     run.time_model = time_model_check(config, gen_metas, judge_metas)
     atomic.write_json(provenance_path, provenance(config, exp, gen_metas, judge_metas, workflow_dir))
-    study.add_to(run)
     run.write(summary_path)
     n_examples = int(config["report"]["n_examples"])
     if len(cells) == 1:

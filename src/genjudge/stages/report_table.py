@@ -4,7 +4,10 @@ One row per generator, one column per (dataset, judge): the judge's headline mea
 dataset with its 95% interval (reference: accuracy; score: mean score; pairwise against a baseline:
 win rate; pairwise `pairs: all`: Bradley-Terry strength; a plugin mode: the first measure of its
 leaderboard row), the generator's rank in the column (1 = best, higher values better; ties share
-the mean of their ranks), and each generator's mean rank over the columns it has a value in.
+the mean of their ranks), and each generator's mean rank over the columns it has a rank in. A
+column ranks its generators only where two or more have a value: a generator alone in a column
+(the only one a judge grades, or the others failed) compares with nobody there, and a free rank 1
+would lift its mean rank.
 
 `summary.json` gets it as `table`:
 
@@ -75,9 +78,11 @@ def build(exp, leaderboard: list[dict], across_cells: dict, failed: list[dict]) 
         for col in columns:
             values[col["key"]] = _value(exp, g, col, leaderboard, across_cells, failed_at)
         rows.append({"generator": g, "values": values})
-    for col in columns:  # ranks within each column, 1 = best
+    for col in columns:  # ranks within each column, 1 = best; none where fewer than two compare
         have = {r["generator"]: r["values"][col["key"]]["value"] for r in rows}
         have = {g: v for g, v in have.items() if v is not None}
+        if len(have) < 2:
+            have = {}
         ranks = pd.Series(have, dtype=float).rank(ascending=False, method="average")
         for r in rows:
             r["values"][col["key"]]["rank"] = float(ranks[r["generator"]]) if r["generator"] in ranks else None

@@ -7,16 +7,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from genjudge.config.experiment import entry_key
 from genjudge.judging import agreement, bias, modes
 from genjudge.judging import labels as human
 from genjudge.judging.headline import corr_text, differing_text, kappa_text
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.panels import panel_judgments, panel_summary, resolve_panels
 from genjudge.stages import corrected
-
-
-def _where(exp, judge: str) -> str:
-    return f"judges.{judge}.labels" if len(exp.judges) > 1 else "judge.labels"
 
 
 def _ids_by_dataset(df: pd.DataFrame) -> dict:
@@ -80,8 +77,8 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
         entry = {"mode": mode.name, "bias": bias.diagnostics(df, mode)}
         lab = section.get("labels") or {}
         if lab.get("path"):
-            entry["human"] = label_agreement(df, lab, mode, _where(exp, judge))
-            entry["corrected"] = corrected.corrected_figures(df, lab, mode, _where(exp, judge))
+            entry["human"] = label_agreement(df, lab, mode, entry_key(config, "judge", judge, "labels"))
+            entry["corrected"] = corrected.corrected_figures(df, lab, mode, entry_key(config, "judge", judge, "labels"))
         out["judges"][judge] = entry
     for name, panel in resolve_panels(config, exp).items():
         pdf = panel_judgments(panel, judgments)

@@ -132,8 +132,9 @@ def skipped_cells(cells, failed: dict) -> dict:
 
 
 def failed_cells(exp, gen_metas, judge_metas: dict) -> list[dict]:
-    """One row per (judge, cell) not judged, with what failed: the judge's job (`stage: judge`) or
-    the generation of its answers (`stage: generate`, the failed shards' errors)."""
+    """One row per (judge, cell) not judged, with what failed first: the generation of its answers
+    (`stage: generate`, the failed shards' errors; the judge never saw them, whatever became of it),
+    else the judge's job, or the judge on that cell alone (`stage: judge`)."""
     by_pair: dict = {}
     for e in shard_errors(gen_metas):
         by_pair.setdefault((e["generator"], e["dataset"]), []).append(e)
@@ -141,11 +142,12 @@ def failed_cells(exp, gen_metas, judge_metas: dict) -> list[dict]:
     for judge in exp.judges:
         meta = judge_metas.get(judge)
         for cell in exp.cells(judge):
-            if meta is not None and meta.error:
+            stage = "generate"
+            errors = [e for g in (cell.generator, cell.opponent) if g for e in by_pair.get((g, cell.dataset), [])]
+            if not errors and meta is not None and meta.error:
                 stage, errors = "judge", [{"judge": judge, **e} for m in meta.jobs() if (e := m.error)] or [meta.error]
-            else:
-                stage = "generate"
-                errors = [e for g in (cell.generator, cell.opponent) if g for e in by_pair.get((g, cell.dataset), [])]
+            elif not errors and meta is not None and meta.cell_errors.get(cell.key):
+                stage, errors = "judge", [{"judge": judge, **e} for e in meta.cell_errors[cell.key]]
             if errors:
                 rows.append(
                     {

@@ -168,6 +168,7 @@ class GenerateMeta(JobMeta):
     dataset: str | None = None
     shard: int = 0
     n_samples: int = 1  # n_items counts rows: items x samples
+    n_skipped: int = 0  # rows without an answer: too long for the context (dataset.on_too_long: skip)
     n_generated_tokens: int = 0
     n_reasoning_tokens: int = 0  # of the reasoning traces (generator.reasoning), by the generator's tokenizer
     n_reasoning_unfinished: int = 0  # rows whose trace never closed: no answer ("reasoning not finished")
@@ -193,6 +194,8 @@ class JudgeMeta(JobMeta):
     cells: dict = field(default_factory=dict)  # "generator/dataset[ vs opponent]" -> {n_items, resumed, computed}
     shards: list | None = None  # the judge-shard metas, in a merged meta of several shards
     skipped_cells: dict = field(default_factory=dict)  # cell key -> the errors of its failed generation jobs
+    cell_errors: dict = field(default_factory=dict)  # cell key -> errors of that cell alone (an item too long)
+    n_skipped: int = 0  # requests not made: too long for a context (dataset.on_too_long: skip)
 
     @classmethod
     def from_dict(cls, data: dict, where="record"):
@@ -238,6 +241,8 @@ class JudgeMeta(JobMeta):
             **_sum_timing(metas),
             cells=_sum_cells(metas),
             skipped_cells=first.skipped_cells,
+            cell_errors=_joined_errors(metas),
+            n_skipped=sum(m.n_skipped for m in metas),
             error=next((m.error for m in metas if m.error), None),  # one failed shard fails the judge
             started_at=min(m.started_at for m in metas),
             finished_at=max(m.finished_at for m in metas),
@@ -255,6 +260,15 @@ def _sum_timing(metas: list[JobMeta]) -> dict:
         out[name] = sum(values) if values else None
     tokens = [m.max_new_tokens for m in metas if m.max_new_tokens is not None]
     out["max_new_tokens"] = max(tokens) if tokens else None
+    return out
+
+
+def _joined_errors(metas) -> dict:
+    """Each cell's errors over the shards that met one."""
+    out: dict = {}
+    for m in metas:
+        for cell, errors in m.cell_errors.items():
+            out.setdefault(cell, []).extend(errors)
     return out
 
 
@@ -287,6 +301,7 @@ class JudgeRecord:
     judge_finish_reason: str | None = None
     judge_key: str | None = None
     sample: int = 0  # the answer's sample index (generator.n_samples); files without it hold sample 0
+    skipped: str | None = None  # decided_by "skipped": why (too long for the generator's or the judge's context)
 
 
 RAW_COLUMNS = [f.name for f in fields(JudgeRecord)]
@@ -334,6 +349,8 @@ class RunSummary(_Record):
     unparsed_rate: float | None = None  # of the answers
     unparsed_reasons: dict = field(default_factory=dict)  # cause -> answers
     unparsed_examples: dict = field(default_factory=dict)  # cause -> [{id, detail}, ...] (how texts ended)
+    n_skipped: int = 0  # answers left out: too long for a model's context (dataset.on_too_long: skip)
+    skipped_items: list = field(default_factory=list)  # each of them: {[cell, judge,] id, turn, sample, reason}
     n_truncated: int = 0  # answers the generator cut at max_new_tokens (finish_reason "length")
     truncated_rate: float | None = None  # of the answers
     truncated_examples: list = field(default_factory=list)  # {id[, turn, sample], output_end}

@@ -39,6 +39,7 @@ class JudgeRequest:
 
 
 NO_REFERENCE = "no reference"
+SKIPPED = "skipped"  # not asked: too long for a model's context (dataset.on_too_long: skip); not counted
 
 
 def row_history(row) -> list[dict]:
@@ -232,7 +233,7 @@ class JudgeMode:
 
 
 # Requests no judge saw, by their decided_by, and the reason their verdict is missing.
-UNJUDGED = {NO_REFERENCE: NO_REFERENCE, NOT_FINISHED: REASONING_UNFINISHED}
+UNJUDGED = {NO_REFERENCE: NO_REFERENCE, NOT_FINISHED: REASONING_UNFINISHED, SKIPPED: None}  # SKIPPED: not counted
 TRUNCATED = "truncated: the judge reached max_new_tokens before its verdict (raise judge.max_new_tokens)"
 JUDGE_THINKING = "judge reasoning"  # the finish reason the parse stage gives a judge's unclosed trace
 
