@@ -155,8 +155,11 @@ def settings(params, keys, *, name):
 
 
 # Every setting that may decide a generation or judge job's rerun (GENERATORS' and JUDGES' rerun_params).
-GENERATE_KEYS = [*GeneratorSpec.fields_changing("item", "job"), "model_fingerprint", "failed_attempts"]
-JUDGE_KEYS = [*JudgeSpec.fields_changing("item", "job"), "model_fingerprint", "cells", "answers", "failed_attempts"]
+# Settings outside the specs' fields: vLLM's max_model_len where set (ModelSpec.rerun_params) and the
+# datasets' on_too_long where not `fail`.
+EXTRA_KEYS = ["vllm_max_model_len", "on_too_long", "model_fingerprint", "failed_attempts"]
+GENERATE_KEYS = [*GeneratorSpec.fields_changing("item", "job"), *EXTRA_KEYS]
+JUDGE_KEYS = [*JudgeSpec.fields_changing("item", "job"), *EXTRA_KEYS, "cells", "answers"]
 
 
 def too_long_params(judge):

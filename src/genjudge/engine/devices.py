@@ -156,7 +156,7 @@ def cpu_step_overhead(threads: int = 1, repeats: int = 5, steps: int = 16) -> tu
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, StoppingCriteriaList
 
-    from genjudge.engine.decoding import StepClock
+    from genjudge.engine.clock import StepClock
 
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))
