@@ -198,7 +198,9 @@ def test_the_report_sets_the_time_model_against_each_job_and_a_plan_calibrates_f
     ).stdout
     assert f"calibrated from results/demo ({SHARDS + 1} finished jobs)" in out, out  # and the judge
     assert re.search(
-        r"generator models/demo-generator: load [\d.]+ s per job, prefill x[\d.]+ of the model, decode x", out
-    )
+        r"generator models/demo-generator: start-up [\d.]+ s per job, load [\d.]+ s per job, "
+        r"prefill x[\d.]+ of the model, decode x",
+        out,
+    ), out
     assert re.search(r"decode (weights|\(compute bound\)): .* x [\d.]+ \(calibrated\)", out), out
     assert f"load: measured per job (results/demo, {SHARDS} job(s) on this CPU" in out
