@@ -5,6 +5,7 @@ Llama-3.1-8B and -70B, datasets of the same shape and size; nothing is downloade
 import json
 import math
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -384,3 +385,37 @@ def test_the_check_against_a_run_says_when_fixed_costs_dominate_and_the_ratios_m
     real = calibration.summary([job(45.0, 600.0, 5.0, 200.0)])
     assert real["fixed_share"]["compute"] == pytest.approx(0.333, abs=1e-3)
     assert calibration.fixed_costs_text(real) is None
+
+
+def test_this_cpu_is_measured_once_per_machine_and_read_back_without_torch(tmp_path):
+    """The report and every plan on a machine use the same CPU figures: the first measurement is kept
+    under the machine cache, and a later process reads it without importing torch or transformers;
+    another thread count is another measurement."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "GENJUDGE_MACHINE_CACHE": str(tmp_path)}
+    probe = (
+        "import json, sys\n"
+        "from genjudge.engine.devices import measure_cpu\n"
+        "d = measure_cpu(int(sys.argv[1]))\n"
+        "print(json.dumps([d.name, d.bandwidth, d.flops, list(d.step_overhead), 'torch' in sys.modules]))\n"
+    )
+
+    def measured(threads):
+        out = subprocess.run([sys.executable, "-c", probe, str(threads)], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.splitlines()[-1])
+
+    first = measured(1)
+    assert first[-1] is True and first[1] > 0 and first[2] > 0 and min(first[3]) >= 0
+    stored = list((tmp_path / "cpu").glob("*.json"))
+    assert len(stored) == 1 and json.loads(stored[0].read_text())["key"]["threads"] == 1
+    again = measured(1)
+    assert again[:-1] == first[:-1] and again[-1] is False  # read back, torch never imported
+    # A stored file whose key does not match this machine is measured over, not trusted.
+    data = json.loads(stored[0].read_text())
+    data["key"]["host"] = "another-machine"
+    data["device"]["bandwidth"] = 1.0
+    stored[0].write_text(json.dumps(data))
+    assert measured(1)[1] != 1.0

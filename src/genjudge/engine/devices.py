@@ -3,8 +3,11 @@ CPU measured as the time model sees a device (`measure_cpu`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from genjudge.planning.time_model import FLOPS_EFFICIENCY, Device
 
@@ -104,13 +107,86 @@ def cpu_matmul_flops(threads: int, size: int = 1024, repeats: int = 5) -> float:
     return 2 * size**3 / statistics.median(times)
 
 
+def machine_cache_dir() -> Path:
+    """Where figures that belong to this machine, not to a run, are kept: $GENJUDGE_MACHINE_CACHE, else
+    $XDG_CACHE_HOME/genjudge, else ~/.cache/genjudge."""
+    explicit = os.environ.get("GENJUDGE_MACHINE_CACHE")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "genjudge"
+
+
+def cpu_identity(threads: int, size_mb: int, repeats: int) -> dict:
+    """What a CPU measurement depends on: the host, its processor and cores, the thread count and the
+    library versions that run the step (read from the installed metadata; nothing is imported)."""
+    import platform
+    import socket
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    model = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "host": socket.gethostname(),
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "threads": threads,
+        "size_mb": size_mb,
+        "repeats": repeats,
+        "torch": installed("torch"),
+        "transformers": installed("transformers"),
+        "version": 1,
+    }
+
+
 @lru_cache(maxsize=8)
-def measure_cpu(threads: int = 1, size_mb: int = 256, repeats: int = 5) -> Device:
-    """This machine's CPU as a job with `threads` torch threads sees it, measured once per process:
-    memory bandwidth as the bytes a large array copy reads per second (numpy, one thread; decoding
-    reads its weights, it writes little) and the FLOP/s of an fp32 matmul in torch with `threads`
-    threads (what runs the model); medians of `repeats`."""
-    import os
+def measure_cpu(threads: int = 1, size_mb: int = 256, repeats: int = 5, remember: bool = True) -> Device:
+    """This machine's CPU as a job with `threads` torch threads sees it: memory bandwidth as the bytes a
+    large array copy reads per second (numpy, one thread; decoding reads its weights, it writes little),
+    the FLOP/s of an fp32 matmul in torch with `threads` threads (what runs the model) and the host
+    time of an eager decoding step; medians of `repeats`.
+
+    Measured once per machine (about 10 CPU-seconds, most of it importing torch and transformers) and
+    remembered under machine_cache_dir()/cpu/, keyed by cpu_identity(): every later plan and report on
+    this machine reads the same figures. `remember=False` measures afresh and stores nothing."""
+    import json
+
+    from genjudge.store import atomic
+    from genjudge.store.item_store import item_key
+
+    key = cpu_identity(threads, size_mb, repeats)
+    path = machine_cache_dir() / "cpu" / f"{item_key(**key)[:32]}.json"
+    if remember:
+        try:
+            stored = json.loads(path.read_text())
+            if stored.get("key") == key:
+                fields = stored["device"]
+                fields["step_overhead"] = tuple(fields["step_overhead"])
+                return Device(**fields)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    device = _measure_cpu(threads, size_mb, repeats)
+    if remember:
+        try:
+            atomic.write_json(path, {"key": key, "device": dataclasses.asdict(device)})
+        except OSError:  # a read-only home: measured again next time
+            pass
+    return device
+
+
+def _measure_cpu(threads: int, size_mb: int, repeats: int) -> Device:
+    import datetime
     import statistics
     import time
 
@@ -137,9 +213,9 @@ def measure_cpu(threads: int = 1, size_mb: int = 256, repeats: int = 5) -> Devic
         bandwidth,
         flops,
         "cpu",
-        f"measured: bytes a {size_mb} MB array copy reads per second, a {m}x{m} fp32 matmul on {threads} "
-        f"thread(s), an eager decoding step of 1- and 3-layer Llamas (host time: {fixed * 1e3:.2f} ms + "
-        f"{per_layer * 1e3:.2f} ms a layer); medians of {repeats}",
+        f"measured {datetime.date.today().isoformat()}: bytes a {size_mb} MB array copy reads per second, "
+        f"a {m}x{m} fp32 matmul on {threads} thread(s), an eager decoding step of 1- and 3-layer Llamas "
+        f"(host time: {fixed * 1e3:.2f} ms + {per_layer * 1e3:.2f} ms a layer); medians of {repeats}",
         1.0,
         FLOPS_EFFICIENCY,
         step_overhead=(fixed, per_layer),
