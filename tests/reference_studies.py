@@ -203,8 +203,12 @@ def check_study(study: dict, tmp: Path) -> dict:
                 labels[j] = lab.astype({"turn": int})
         judges_cfg[j] = section
     # The maps' entries are validated when the experiment is resolved, as the workflow's are.
+    base = base_config()
     cfg = {
-        **base_config(),
+        **base,
+        # The controlled comparisons' bootstrap refits a GLM per resample; this reference does not
+        # recompute them (tests/test_controlled.py checks them against statsmodels), so none is drawn.
+        "report": {**base["report"], "bootstrap": 0},
         "generators": {g: {} for g in shape["_generators"]},
         "datasets": {d: {"answer": dict(v.get("answer") or {})} for d, v in shape["_datasets"].items()},
         "judges": judges_cfg,

@@ -174,3 +174,21 @@ def test_the_markdown_shows_raw_beside_controlled_with_each_coefficient():
     md = "\n".join(controlled.markdown(across))
     assert "| j | d | fancy |" in md and "| judge | dataset | length | headers | lists | bold |" in md
     assert "Chatbot Arena" in md
+
+
+def test_report_bootstrap_sets_the_resamples_and_zero_keeps_the_point_estimates():
+    """report.bootstrap: the intervals come from that many resamples of items (seeded: the same twice);
+    0 gives the same point estimates and coefficients without intervals."""
+    df = planted("verbose", seed=1, p_longer=0.75)
+    full = controlled.controlled(exp_of(), {"j": df}, n_boot=50)["j"]["length_controlled"]["d"]["verbose"]
+    again = controlled.controlled(exp_of(), {"j": df}, n_boot=50)["j"]["length_controlled"]["d"]["verbose"]
+    bare = controlled.controlled(exp_of(), {"j": df}, n_boot=0)["j"]["length_controlled"]["d"]["verbose"]
+    assert full["ci95"] == again["ci95"] and full["ci95"][0] < full["value"] < full["ci95"][1]
+    assert bare["ci95"] is None and bare["value"] == full["value"] and bare["coefficients"] == full["coefficients"]
+    arena_full = controlled.controlled(exp_of("all"), {"j": arena()}, n_boot=20)["j"]["style_controlled"]["d"]
+    arena_bare = controlled.controlled(exp_of("all"), {"j": arena()}, n_boot=0)["j"]["style_controlled"]["d"]
+    assert arena_full["coefficients"]["length"]["ci95"] is not None
+    assert arena_bare["coefficients"]["length"]["ci95"] is None
+    assert arena_bare["strengths"] == {
+        p: {**v, **{k: None for k in v if k.endswith("ci95")}} for p, v in arena_full["strengths"].items()
+    }

@@ -107,8 +107,15 @@ def test_the_plan_names_the_gpu_its_constants_were_measured_on(study):
 
 def test_plan_and_job_choose_the_same_batch_on_the_tiny_model(workflow):
     """batch_size auto: the plan prints the batch the job then runs (one function decides both); on a
-    CPU a fixed 16, at most the job's requests (11 items a shard of the demo)."""
-    cfg = workflow.write_config(shards=4, generator={"batch_size": "auto"}, judge={"batch_size": "auto"})
+    CPU a fixed 16, at most the job's requests: 11 items in the generation job, 11 answers to judge."""
+    rows = (workflow.path / "config" / "demo" / "questions.jsonl").read_text().splitlines()[:11]
+    (workflow.path / "config" / "demo" / "eleven.jsonl").write_text("\n".join(rows) + "\n")
+    cfg = workflow.write_config(
+        shards=1,
+        dataset={"path": "config/demo/eleven.jsonl"},
+        generator={"batch_size": "auto"},
+        judge={"batch_size": "auto"},
+    )
     plan = subprocess.run(
         [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(cfg), "--directory", str(workflow.path)],
         capture_output=True,
@@ -117,11 +124,13 @@ def test_plan_and_job_choose_the_same_batch_on_the_tiny_model(workflow):
         check=True,
     ).stdout
     planned = {m[1]: int(m[2]) for m in re.finditer(r"^(generator|judge): .*?\n(?:.*\n)*?  batch: (\d+)", plan, re.M)}
-    workflow.run("--cores", "2", "--configfile", cfg)
+    judged = workflow.results() / "judge" / "demo-judge" / "raw.meta.json"
+    workflow.run(str(judged.relative_to(workflow.path)), "--cores", "2", "--configfile", cfg)
     gen = workflow.metas()
-    judge = json.loads((workflow.results() / "judge" / "demo-judge" / "raw.meta.json").read_text())
-    assert {m["batch_size"] for m in gen} == {planned["generator"]} == {11}
-    assert judge["batch_size"] == planned["judge"] == 16  # 44 answers in one judge job
+    judge = json.loads(judged.read_text())
+    assert len(gen) == 1 and gen[0]["n_items"] == 11
+    assert gen[0]["batch_size"] == planned["generator"] == 11
+    assert judge["batch_size"] == planned["judge"] == 11
     assert {m["batch_choice"]["decided_by"] for m in [*gen, judge]} == {"cpu"}
     assert all(m["batch_search_seconds"] == 0 for m in [*gen, judge])
 

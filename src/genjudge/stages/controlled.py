@@ -38,7 +38,7 @@ def _outcomes(df: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def length_controlled(pairs: pd.DataFrame, seed: int = 0) -> dict:
+def length_controlled(pairs: pd.DataFrame, seed: int = 0, n_boot: int = length_control.N_BOOT) -> dict:
     """{dataset: {generator: LC result}} over the pairs against the baseline."""
     out: dict = {}
     for dataset, d in pairs.groupby("dataset", sort=True):
@@ -47,20 +47,21 @@ def length_controlled(pairs: pd.DataFrame, seed: int = 0) -> dict:
             frame = g[["item", "y", "delta"]].copy()
             if len(gamma):
                 frame["difficulty"] = g["key"].map(gamma).fillna(float(gamma.mean())).to_numpy()
-            r = length_control.lc_win_rate(frame, seed=seed)
+            r = length_control.lc_win_rate(frame, n_boot=n_boot, seed=seed)
             opponents = g["opponent"].dropna().unique()
             r["baseline"] = str(opponents[0]) if len(opponents) else None
             out.setdefault(str(dataset), {})[str(gen)] = r
     return out
 
 
-def style_controlled(pairs: pd.DataFrame, seed: int = 0) -> dict:
+def style_controlled(pairs: pd.DataFrame, seed: int = 0, n_boot: int = style_control.N_BOOT) -> dict:
     """{dataset: style-controlled strengths} over the pairs of generators of the run."""
     games = pairs[pairs["opponent"].notna()]
     out = {}
     for dataset, d in games.groupby("dataset", sort=True):
         r = style_control.style_controlled(
             d.rename(columns={"generator": "a", "opponent": "b"})[["item", "a", "b", "y", "a_text", "b_text"]],
+            n_boot=n_boot,
             seed=seed,
         )
         if r:
@@ -68,8 +69,9 @@ def style_controlled(pairs: pd.DataFrame, seed: int = 0) -> dict:
     return out
 
 
-def controlled(exp, judgments: dict, seed: int = 0) -> dict:
-    """{judge: {length_controlled, style_controlled}} for the pairwise judges that have them."""
+def controlled(exp, judgments: dict, seed: int = 0, n_boot: int = length_control.N_BOOT) -> dict:
+    """{judge: {length_controlled, style_controlled}} for the pairwise judges that have them; `n_boot`
+    resamples of items for their intervals (config report.bootstrap; 0: point estimates alone)."""
     from genjudge.stages.validity import with_baseline_answers
 
     out = {}
@@ -80,9 +82,9 @@ def controlled(exp, judgments: dict, seed: int = 0) -> dict:
         pairs = _outcomes(with_baseline_answers(df, section))
         entry = {}
         if section["pairs"] == "baseline" and len(pairs):
-            entry["length_controlled"] = length_controlled(pairs, seed)
+            entry["length_controlled"] = length_controlled(pairs, seed, n_boot)
         if len(pairs) and pairs["opponent"].notna().any():
-            sc = style_controlled(pairs, seed)
+            sc = style_controlled(pairs, seed, n_boot)
             if sc:
                 entry["style_controlled"] = sc
         if entry:

@@ -455,7 +455,8 @@ def summarise_experiment(
             key = f"{cell.key} | {judge}" if len(exp.judges) > 1 else cell.key
             cells[key] = (s, df)
     across = {j: m for j, df_j in judgments.items() if (m := modes.get(exp.judges[j]["mode"]).across_cells(df_j))}
-    for j, m in controlled.controlled(exp, judgments).items():  # length- and style-controlled pairwise results
+    n_boot = int(config.get("report", {}).get("bootstrap", controlled.length_control.N_BOOT))
+    for j, m in controlled.controlled(exp, judgments, n_boot=n_boot).items():  # length- and style-controlled
         across.setdefault(j, {}).update(m)
     if len(cells) == 1:
         only = next(iter(cells.values()))[0]
