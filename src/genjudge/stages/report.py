@@ -455,7 +455,7 @@ def summarise_experiment(
             key = f"{cell.key} | {judge}" if len(exp.judges) > 1 else cell.key
             cells[key] = (s, df)
     across = {j: m for j, df_j in judgments.items() if (m := modes.get(exp.judges[j]["mode"]).across_cells(df_j))}
-    n_boot = int(config.get("report", {}).get("bootstrap", controlled.length_control.N_BOOT))
+    n_boot = int(config["report"]["bootstrap"])
     for j, m in controlled.controlled(exp, judgments, n_boot=n_boot).items():  # length- and style-controlled
         across.setdefault(j, {}).update(m)
     if len(cells) == 1:
