@@ -76,7 +76,9 @@ def test_a_file_changed_just_now_is_not_recorded(tmp_path):
     assert not entries(tmp_path / "digests")
 
 
-def test_a_hub_snapshot_uses_its_blob_names_and_fingerprints_as_its_copy(tmp_path):
+def hub_snapshot(tmp_path):
+    """A checkpoint (tmp_path/copy) and the same files as a hub cache's snapshot of links to blobs named
+    by their SHA-256: (the copy's weights, the snapshot directory)."""
     weights = checkpoint(tmp_path / "copy")
     repo = tmp_path / "hub" / "models--org--m"
     (repo / "blobs").mkdir(parents=True)
@@ -85,7 +87,11 @@ def test_a_hub_snapshot_uses_its_blob_names_and_fingerprints_as_its_copy(tmp_pat
         digest = hashlib.sha256(f.read_bytes()).hexdigest()
         shutil.copy(f, repo / "blobs" / digest)
         os.symlink(f"../../blobs/{digest}", repo / "snapshots" / "abc123" / f.name)
-    snapshot = repo / "snapshots" / "abc123"
+    return weights, repo / "snapshots" / "abc123"
+
+
+def test_a_hub_snapshot_uses_its_blob_names_and_fingerprints_as_its_copy(tmp_path):
+    weights, snapshot = hub_snapshot(tmp_path)
     assert hub_blob_sha256(snapshot / "model.safetensors") == hashlib.sha256(weights.read_bytes()).hexdigest()
     assert hub_blob_sha256(weights) is None  # a plain file
     index = DigestIndex(tmp_path / "digests", settle_seconds=0)
@@ -97,15 +103,7 @@ def test_a_hub_snapshot_uses_its_blob_names_and_fingerprints_as_its_copy(tmp_pat
 
 
 def test_a_write_through_a_hub_snapshot_link_changes_the_fingerprint(tmp_path):
-    weights = checkpoint(tmp_path / "copy")
-    repo = tmp_path / "hub" / "models--org--m"
-    (repo / "blobs").mkdir(parents=True)
-    (repo / "snapshots" / "abc123").mkdir(parents=True)
-    for f in sorted((tmp_path / "copy").iterdir()):
-        digest = hashlib.sha256(f.read_bytes()).hexdigest()
-        shutil.copy(f, repo / "blobs" / digest)
-        os.symlink(f"../../blobs/{digest}", repo / "snapshots" / "abc123" / f.name)
-    snapshot = repo / "snapshots" / "abc123"
+    weights, snapshot = hub_snapshot(tmp_path)
     index = DigestIndex(tmp_path / "digests", settle_seconds=0)
     before = fingerprint(str(snapshot), digests=index)
     # The blob's name still says the old SHA-256; its byte count is the same, its mtime is not.
