@@ -21,10 +21,10 @@ from genjudge.cluster.judge_layout import Layout, ModelFacts
 def model_facts(spec, model=None) -> ModelFacts:
     """The judge model's facts, from `model` (on the meta device) or its config.json; InputError
     where the config cannot be read here (never downloads)."""
-    from genjudge.engine.memory_plan import empty_model, load_config, weight_bytes
+    from genjudge.engine.memory_plan import meta_model, weight_bytes
 
     if model is None:
-        model = empty_model(load_config(spec.model, spec.revision))
+        model = meta_model(spec.model, spec.revision)
     config = model.config
     heads = getattr(config, "num_attention_heads", None)
     return ModelFacts(

@@ -4,6 +4,7 @@ accelerate would build, computed from config.json alone (empty weights, no downl
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -69,7 +70,7 @@ def model_plan(spec, role: str) -> dict:
     places the model itself (vLLM): no placement, which would not be the engine's; never fails the job."""
     try:
         config = load_config(spec.model, spec.revision)
-        model = empty_model(config)
+        model = meta_model(spec.model, spec.revision)
         precision = loaded_precision(spec, config)
         weights = {p: weight_bytes(model, p, spec.bnb_4bit_use_double_quant) for p in PRECISIONS}
         return {
@@ -83,8 +84,37 @@ def model_plan(spec, role: str) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def _config_version(name: str):
+    """What a local config.json is now (path, mtime, size): a cache key that changes with the file."""
+    path = Path(os.path.expanduser(name))
+    path = path / "config.json" if path.is_dir() else path
+    try:
+        st = path.stat()
+    except OSError:
+        return None  # a hub id: its snapshot is named by the revision
+    return str(path.resolve()), st.st_mtime_ns, st.st_size
+
+
 def load_config(name: str, revision: str | None = None):
-    """The model's config from a local directory or the local Hugging Face cache; never downloads."""
+    """The model's config from a local directory or the local Hugging Face cache; never downloads.
+    Read once per version of the file in a process (callers only read it)."""
+    return _load_config(name, revision, _config_version(name))
+
+
+def meta_model(name: str, revision: str | None = None):
+    """`empty_model(load_config(name, revision))`, built once per version of the config in a process
+    (callers only read it): a plan weighs many options of one model, and building a 70B on the meta
+    device takes about a CPU-second."""
+    return _meta_model(name, revision, _config_version(name))
+
+
+@functools.lru_cache(maxsize=16)
+def _meta_model(name: str, revision: str | None, version):
+    return empty_model(_load_config(name, revision, version))
+
+
+@functools.lru_cache(maxsize=16)
+def _load_config(name: str, revision: str | None, version):
     from transformers import AutoConfig
 
     path = Path(os.path.expanduser(name))
@@ -112,14 +142,17 @@ def _from_json(path: Path):
 
 
 def empty_model(config):
-    """The model on the meta device: shapes without memory."""
+    """The model on the meta device: shapes without memory. `config` is left as it was (transformers
+    sets the dtype it builds in on the config it is given: the checkpoint's own would read float32)."""
+    import copy
+
     import torch
     from accelerate import init_empty_weights
     from transformers import AutoModelForCausalLM
 
     # fp32 shapes: accelerate sizes a parameter at min(target dtype, its own dtype).
     with init_empty_weights():
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(copy.deepcopy(config), dtype=torch.float32)
     model.tie_weights()  # tied input/output embeddings are one tensor, counted once
     return model
 
@@ -269,7 +302,7 @@ def plan(spec, gpus: list[Gpu], batch_size: int, seq_len: int, role: str, model=
     logging.getLogger("accelerate").setLevel(logging.ERROR)
     logging.getLogger("accelerate.utils.modeling").setLevel(logging.ERROR)
     config = load_config(spec.model, spec.revision)
-    model = model if model is not None else empty_model(config)
+    model = model if model is not None else meta_model(spec.model, spec.revision)
     precision = loaded_precision(spec, config)
     numbers = model_numbers(config, model, precision)
     weights = {p: weight_bytes(model, p, spec.bnb_4bit_use_double_quant) for p in PRECISIONS}
