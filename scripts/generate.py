@@ -6,11 +6,13 @@ import os
 
 from genjudge.cluster import job_resources
 from genjudge.cluster.gpu_lease import acquire, resolve_inventory
+from genjudge.engine import collector
 from genjudge.store import failures
 from genjudge.store.job_log import job_log
 
 
 def main():
+    collector.pause()  # until the model is loaded (genjudge.engine.collector)
     sm = snakemake  # noqa: F821 - injected by Snakemake
     cfg, w = sm.config, sm.wildcards
     job = f"{w.generator}/{w.dataset}/{w.shard}"

@@ -2,7 +2,10 @@
 
 from pathlib import Path
 
-from genjudge.stages.plan import make_plan, write_plan
+from genjudge.engine import collector
+
+collector.pause()  # a short job that is mostly start-up (genjudge.engine.collector)
+from genjudge.stages.plan import make_plan, write_plan  # noqa: E402
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 lines, plans = make_plan(sm.config)

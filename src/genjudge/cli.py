@@ -105,6 +105,9 @@ def _inventory_arg(value: str):
 
 
 def cmd_plan(args) -> int:
+    from genjudge.engine import collector
+
+    collector.pause()  # a short command that is mostly start-up: imports and models on the meta device
     from genjudge import config as wfconfig
     from genjudge.errors import InputError
     from genjudge.stages.plan import make_plan, write_plan

@@ -147,9 +147,11 @@ class PromptSet:
         """The model (for engine vllm: the started engine), loaded on first use and kept for later
         completions (the turns of a conversation): (model, info, seconds this call spent loading)."""
         if self.model is None and self.spec.engine == "vllm":
+            from genjudge.engine import collector
             from genjudge.engine.memory_plan import model_plan
             from genjudge.engine.vllm_engine import load_engine
 
+            collector.resume()  # before vLLM starts its engine process: a forked one inherits a paused collector
             t0 = time.monotonic()
             self.model, info = load_engine(self.spec, self.kind)
             seconds = time.monotonic() - t0
@@ -157,6 +159,7 @@ class PromptSet:
             self.info = {**info, "memory_plan": model_plan(self.spec, self.kind)}
             return self.model, self.info, seconds
         if self.model is None:
+            from genjudge.engine import collector
             from genjudge.engine.devices import torch_device_info
             from genjudge.engine.loading import load_causal_lm
             from genjudge.engine.memory_plan import job_plan, refuse_quantized_offload, render
@@ -166,6 +169,7 @@ class PromptSet:
             log.info("memory plan:\n%s", render(mplan) if "error" not in mplan else mplan["error"])
             refuse_quantized_offload(mplan)
             self.model, placement = load_causal_lm(self.spec)
+            collector.resume()
             self.info = {
                 "engine": "transformers",
                 "placement": placement,

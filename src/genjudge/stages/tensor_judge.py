@@ -74,6 +74,9 @@ def launch(*, n: int, plugins_config: dict, threads: int, log_stream, lease, **j
 
 def main(path: str) -> int:
     """One rank of the group."""
+    from genjudge.engine import collector
+
+    collector.pause()  # until the model is loaded (genjudge.engine.collector)
     from genjudge.config import load_plugins
     from genjudge.engine import tensor_parallel
     from genjudge.engine.threads import set_threads
