@@ -18,6 +18,16 @@ the better the judge predicts the labels. This is the closed form of ppi-python'
 package is not a dependency (it pulls numba and a download helper, and silences every warning of
 the process on import).
 
+The interval is a normal approximation, valid as the labels grow. With few labels it is too narrow:
+in simulation (human rate 0.6, a judge biased towards "correct") it covered the human rate in 76% of
+studies at 10 labels and 92% at 30; at a human rate of 0.95 in 30% at 10 labels and 92% at 200, and
+it has zero width where the labelled answers show no variation at all. The report therefore uses the
+small-sample form (variances over n - 1 and Student's t on n - 1 degrees of freedom: asymptotically
+the same) and gives PPI++ only where a rate's labels hold at least MIN_EACH of each value and the
+labelled residuals Y - lambda * f vary; elsewhere it says why and the labels-only interval stands.
+Over the simulated settings of tests/test_ppi.py that rule keeps the reported interval's coverage at
+93% or more from 10 to 200 labels.
+
 Assumptions, said in the report: the labelled answers are a uniform random sample of the cell's
 answers (a labelled subset chosen by category, difficulty or the judge's verdict breaks the
 guarantee, and the report warns when the labels cover the categories unevenly); the answers are
@@ -34,10 +44,15 @@ import numpy as np
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.stats import Z95
 
+MIN_EACH = 5  # a rate's labels: at least this many of each value for the normal interval
+MIN_MEAN = 10  # a mean score's labels: at least this many
 
-def ppi_mean(y, f, f_unlabelled, z: float = Z95) -> dict:
+
+def ppi_mean(y, f, f_unlabelled, z: float = Z95, small_sample: bool = False) -> dict:
     """PPI++ estimate of the mean of the labels `y` (judge `f` on the same answers) helped by the judge
-    on `f_unlabelled`. Arrays of shape (..., n) and (..., N): {value, ci95 (lo, hi arrays), se, lambda}."""
+    on `f_unlabelled`. Arrays of shape (..., n) and (..., N): {value, ci95 (lo, hi arrays), se, lambda}.
+    `small_sample`: variances over n - 1 (N - 1) and Student's t quantile on n - 1 degrees of freedom
+    for the 95% interval instead of `z` (ppi-python's form is the default)."""
     y, f, fu = (np.asarray(a, float) for a in (y, f, f_unlabelled))
     n, big_n = y.shape[-1], fu.shape[-1]
     yc = y - y.mean(axis=-1, keepdims=True)
@@ -50,8 +65,35 @@ def ppi_mean(y, f, f_unlabelled, z: float = Z95) -> dict:
     lam = np.clip(lam, 0.0, 1.0)
     lam_ = lam[..., None]
     value = (lam_ * fu).mean(axis=-1) + (y - lam_ * f).mean(axis=-1)
-    se = np.sqrt(lam**2 * fu.var(axis=-1) / big_n + (y - lam_ * f).var(axis=-1) / n)
+    ddof = 1 if small_sample else 0
+    se = np.sqrt(
+        lam**2 * fu.var(axis=-1, ddof=ddof if big_n > 1 else 0) / big_n + (y - lam_ * f).var(axis=-1, ddof=ddof) / n
+    )
+    if small_sample:
+        from scipy.stats import t
+
+        z = float(t.ppf(0.975, n - 1))
     return {"value": value, "ci95": (value - z * se, value + z * se), "se": se, "lambda": lam}
+
+
+def not_estimable(y, f, f_unlabelled, rate: bool) -> str | None:
+    """Why the normal interval of PPI++ would not hold for these labels, or None."""
+    y, fu = np.asarray(y, float), np.asarray(f_unlabelled, float)
+    if len(fu) < 1:
+        return "no answer was graded by the judge alone: the labels are the whole cell"
+    if rate:
+        ones = int(round(float(y.sum())))
+        if min(ones, len(y) - ones) < MIN_EACH:
+            return (
+                f"{ones} of the {len(y)} labels are positive: PPI's normal interval needs at least {MIN_EACH} of each "
+                "value (label more answers)"
+            )
+    elif len(y) < MIN_MEAN:
+        return f"{len(y)} labelled answers: PPI's normal interval needs at least {MIN_MEAN} (label more answers)"
+    lam = float(ppi_mean(y, f, fu)["lambda"])
+    if np.var(y - lam * np.asarray(f, float)) == 0:
+        return "the labelled answers show no variation left to estimate (label minus lambda x judge is constant)"
+    return None
 
 
 def labels_only(y, z: float = Z95, rate: bool = True) -> dict:
@@ -73,11 +115,12 @@ def corrected(y, f, f_unlabelled, rate: bool = True) -> dict:
         "judge": labels_only(np.concatenate([f, fu]), rate=rate),
         "agreement": float(np.mean(y == f)) if rate and len(y) else None,
     }
-    if len(y) < 2 or len(fu) < 1:
+    why = not_estimable(y, f, fu, rate) if len(y) else "no labelled answer has a parsed verdict"
+    if why:
         out["ppi"] = None
-        out["why_not"] = "PPI needs at least 2 labelled answers and 1 the judge alone graded"
+        out["why_not"] = why
         return out
-    p = ppi_mean(y, f, fu)
+    p = ppi_mean(y, f, fu, small_sample=True)
     lo, hi = float(p["ci95"][0]), float(p["ci95"][1])
     if rate:  # a rate lies in [0, 1]
         lo, hi = max(0.0, lo), min(1.0, hi)
@@ -90,7 +133,8 @@ def corrected(y, f, f_unlabelled, rate: bool = True) -> dict:
 NOTE = (
     "PPI++ (Angelopoulos, Duchi and Zrnic 2023): the human-labelled {measure} estimated from the labels and the "
     "judge's verdicts on every answer, theta = lambda * mean(judge, unlabelled) + mean(label - lambda * judge, "
-    "labelled) with the power-tuned lambda in [0, 1]; 95% normal interval. Unbiased for the labels' figure when the "
+    "labelled) with the power-tuned lambda in [0, 1]; 95% interval with Student's t on n - 1 degrees of freedom, given where a "
+    f"rate's labels hold at least {MIN_EACH} of each value (a mean's at least {MIN_MEAN}). Unbiased for the labels' figure when the "
     "labelled answers are a uniform random sample of the cell's answers; answers are taken as independent. Judge: its "
     "own figure over every parsed answer; labels only: the labelled answers alone (Wilson interval for rates)."
 )

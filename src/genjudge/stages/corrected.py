@@ -14,7 +14,8 @@ from genjudge.judging import ppi
 from genjudge.judging.tables import markdown_table
 
 SHOWN_IDS = 20  # labelled ids listed per cell (all are counted)
-UNEVEN_P = 0.01  # a chi-square test of the labelled share by category below this warns
+SHOWN_CATEGORIES = 8  # categories named in a warning (all are counted)
+UNEVEN_P = 0.01  # a warning's test (categories missed, labelled share by category) below this warns
 
 
 def target(mode) -> tuple[str, bool, callable]:
@@ -38,6 +39,15 @@ def refusal(df: pd.DataFrame, labels: pd.DataFrame, joined: pd.DataFrame) -> str
             f"the labels do not say whose answers they grade (map labels.fields.generator) and this judge grades "
             f"{len(gens)} generators ({', '.join(gens)}): a label of another generator's answer corrects nothing"
         )
+    if "dataset" not in labels and df["dataset"].nunique() > 1:
+        in_several = df[df["id"].astype(str).isin(set(labels["id"]))].groupby("id")["dataset"].nunique()
+        shared = sorted(map(str, in_several[in_several > 1].index))
+        if shared:
+            return (
+                f"the labels do not say which dataset they grade (map labels.fields.dataset) and {len(shared)} labelled "
+                f"id(s) occur in several of this judge's datasets (e.g. {', '.join(map(repr, shared[:3]))}): a label "
+                "of one dataset's answer corrects nothing in another"
+            )
     opponents = df.groupby("generator")["opponent"].nunique()
     if "opponent" not in labels and df["opponent"].notna().any() and (opponents > 1).any():
         return "the labels do not say which pair they grade (map labels.fields.opponent) and generators meet several"
@@ -50,9 +60,24 @@ def refusal(df: pd.DataFrame, labels: pd.DataFrame, joined: pd.DataFrame) -> str
     return None
 
 
+def _named(cats: list[str]) -> str:
+    return ", ".join(cats[:SHOWN_CATEGORIES]) + (
+        f" and {len(cats) - SHOWN_CATEGORIES} more" if len(cats) > SHOWN_CATEGORIES else ""
+    )
+
+
+def chance_of_missing(sizes, n: int, k: int, draws: int = 4000) -> float:
+    """The chance that a uniform random sample of `n` of the answers (categories of `sizes` answers)
+    leaves out `k` or more categories entirely: multivariate hypergeometric draws, a fixed seed."""
+    rng = np.random.default_rng(0)
+    counts = rng.multivariate_hypergeometric(np.asarray(sizes, np.int64), n, size=draws)
+    return float(np.mean((counts == 0).sum(axis=1) >= k))
+
+
 def sampling_warnings(cell: pd.DataFrame, labelled: pd.Series) -> list[str]:
     """Signs that the labelled answers are not a uniform random sample of the cell's: categories left
-    out, or a labelled share that differs by category."""
+    out where a random sample of as many answers would almost surely have met them, or a labelled share
+    that differs by category."""
     cats = cell["category"].fillna("(none)").astype(str) if "category" in cell else pd.Series("(none)", cell.index)
     every = sorted(cats.unique())
     if len(every) < 2 or not labelled.any():
@@ -60,11 +85,16 @@ def sampling_warnings(cell: pd.DataFrame, labelled: pd.Series) -> list[str]:
     seen = sorted(cats[labelled].unique())
     if len(seen) < len(every):
         missing = [c for c in every if c not in seen]
-        return [
-            f"the labels cover only {len(seen)} of the {len(every)} categories ({', '.join(seen)}; none of "
-            f"{', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}): not a random sample of the answers, "
-            "so the corrected figure holds for the labelled categories at best"
-        ]
+        n_labelled = int(labelled.sum())
+        p = chance_of_missing(cats.value_counts().to_numpy(), n_labelled, len(missing))
+        if p < UNEVEN_P:
+            return [
+                f"the labels cover only {len(seen)} of the {len(every)} categories ({_named(seen)}; none of "
+                f"{_named(missing)}): a random sample of {n_labelled} of the {len(cats)} answers leaves out "
+                f"{len(missing)} or more categories with chance {p:.2g}, so the labels look chosen; the corrected "
+                "figure holds for the labelled categories at best"
+            ]
+        return []
     from scipy.stats import chi2_contingency
 
     table = pd.crosstab(cats, labelled)
