@@ -54,19 +54,35 @@ PLANTED = {
 
 
 @pytest.mark.parametrize(
-    "text, opened, expected",
+    "text, opened, shows, expected",
     [
-        ("<think>plan</think> 42", False, reasoning.Split("42", "plan", reasoning.CLOSED)),
-        ("  <think>\nplan\n</think>\n\n42", False, reasoning.Split("42", "plan", reasoning.CLOSED)),
-        ("plan</think>42", True, reasoning.Split("42", "plan", reasoning.CLOSED)),
-        ("plan</think>42", False, reasoning.Split("42", "plan", reasoning.CLOSED)),  # R1: only the close shows
-        ("<think>still thinking", False, reasoning.Split("", "still thinking", reasoning.UNCLOSED)),
-        ("still thinking", True, reasoning.Split("", "still thinking", reasoning.UNCLOSED)),
-        ("42", False, reasoning.Split("42", None, reasoning.ABSENT)),
+        ("<think>plan</think> 42", False, False, reasoning.Split("42", "plan", reasoning.CLOSED)),
+        ("  <think>\nplan\n</think>\n\n42", False, False, reasoning.Split("42", "plan", reasoning.CLOSED)),
+        ("plan</think>42", True, False, reasoning.Split("42", "plan", reasoning.CLOSED)),
+        # R1's template strips earlier traces on "</think>": it shows the markers, and only the close shows here
+        ("plan</think>42", False, True, reasoning.Split("42", "plan", reasoning.CLOSED)),
+        ("<think>still thinking", False, False, reasoning.Split("", "still thinking", reasoning.UNCLOSED)),
+        ("still thinking", True, False, reasoning.Split("", "still thinking", reasoning.UNCLOSED)),
+        ("42", False, False, reasoning.Split("42", None, reasoning.ABSENT)),
+        ("<think></think>42", False, False, reasoning.Split("42", "", reasoning.CLOSED)),
+        # a second trace after a first is trace too: the answer follows the last close marker
+        (
+            "<think>a</think>mid<think>b</think> final",
+            False,
+            False,
+            reasoning.Split("final", "a</think>mid<think>b", reasoning.CLOSED),
+        ),
+        # a model whose template and prompt show no trace, writing about the tag: its text, whole
+        (
+            "The tag </think> closes a block.",
+            False,
+            False,
+            reasoning.Split("The tag </think> closes a block.", None, reasoning.ABSENT),
+        ),
     ],
 )
-def test_a_trace_is_split_from_the_answer(text, opened, expected):
-    assert reasoning.split(text, THINK, opened=opened) == expected
+def test_a_trace_is_split_from_the_answer(text, opened, shows, expected):
+    assert reasoning.split(text, THINK, template_shows_markers=shows, opened=opened) == expected
 
 
 def test_strip_false_keeps_the_text_and_auto_needs_a_marker_somewhere():
@@ -225,6 +241,7 @@ def test_the_judge_sees_only_answers_and_never_an_unfinished_one(judged):
     by_id = df.set_index("id")
     assert by_id.loc["q0", "exact_match"]  # extraction and exact match saw "5", not the trace
     assert (by_id.loc[["q1", "q2", "q3"], "unparsed_reason"] == reasoning.REASONING_UNFINISHED).all()
+    assert by_id.loc[["q1", "q2", "q3"], "exact_match"].isna().all()  # no answer: left out, never wrong
 
 
 def test_the_report_counts_unfinished_reasoning_on_its_own_line(judged):
@@ -263,3 +280,28 @@ def test_a_judge_verdict_is_read_after_the_judges_own_trace():
     plain = parse_judgments(gens, raw, "reference", options={"reasoning": {**THINK, "strip": False}})
     assert plain.set_index("id").loc["b", "verdict"] == "correct"
     assert TRUNCATED != reasoning.JUDGE_REASONING_UNFINISHED
+
+
+def test_a_judge_whose_prompt_opens_its_trace_and_runs_out_of_tokens_is_unparsed_not_read_from_the_trace():
+    gens = pd.DataFrame({"id": ["a", "b"], "prompt": ["q"] * 2, "reference": ["r"] * 2, "output": ["x"] * 2})
+    raw = pd.DataFrame(
+        {
+            "id": ["a", "b"],
+            "order": [0, 0],
+            "decided_by": ["judge"] * 2,
+            "judge_prompt": ["Grade it.<|assistant|>\n<think>\n"] * 2,
+            "judge_output": [
+                "It says x. VERDICT: CORRECT? Let me check again whether",  # cut while thinking
+                "It says x, which is wrong.</think>VERDICT: INCORRECT",
+            ],
+            "p_correct": [None] * 2,
+            "judge_finish_reason": ["length", "stop"],
+        }
+    )
+    for strip in ("auto", True):
+        df = parse_judgments(gens, raw, "reference", options={"reasoning": {**THINK, "strip": strip}})
+        by_id = df.set_index("id")
+        assert pd.isna(by_id.loc["a", "verdict"]), strip
+        assert by_id.loc["a", "unparsed_reason"] == reasoning.JUDGE_REASONING_UNFINISHED
+        assert by_id.loc["b", "verdict"] == "incorrect"
+        assert "judge_prompt" not in df

@@ -6,9 +6,11 @@ max_new_tokens, or stopped, while thinking) leaves no answer: the answer is empt
 `reasoning_state` is `unclosed` ("reasoning not finished"), and it is never judged.
 
 Settings (`generator.reasoning`, `judge.reasoning`): `strip` is `auto` (on when the chat template
-or the text shows the markers), true or false; `open` and `close` are the markers. A chat template
-may open the trace in the prompt itself (DeepSeek-R1 appends `<think>` to the generation prompt):
-the text then starts inside the trace and shows only the close marker.
+mentions the markers, the prompt opens a trace or the text starts with the open marker), true or
+false; `open` and `close` are the markers. A chat template may open the trace in the prompt itself
+(DeepSeek-R1 appends `<think>` to the generation prompt): the text then starts inside the trace and
+shows only the close marker. The answer is the text after the last close marker (as Qwen3's chat
+template keeps it in a conversation's history): a second trace after a first is trace too.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def template_shows(template, settings: dict) -> bool:
 
 def prompt_opens(prompt: str | None, settings: dict) -> bool:
     """Whether the prompt as sent ends inside an open trace (its last marker is an open one)."""
-    if not prompt:
+    if not isinstance(prompt, str) or not prompt:  # none sent (decided without the judge): NaN in a frame
         return False
     at_open, at_close = prompt.rfind(settings["open"]), prompt.rfind(settings["close"])
     return at_open >= 0 and at_open > at_close and not prompt[at_open + len(settings["open"]) :].strip()
@@ -49,28 +51,30 @@ def prompt_opens(prompt: str | None, settings: dict) -> bool:
 
 def split(text: str | None, settings: dict, template_shows_markers: bool = False, opened: bool = False) -> Split:
     """The answer and the trace of one output. `opened`: the prompt ended inside an open trace;
-    `template_shows_markers`: the chat template mentions the markers (for `strip: auto`)."""
+    `template_shows_markers`: the chat template mentions the markers (for `strip: auto`). Under
+    `auto`, a close marker in the text of a model whose template and prompt show no trace is text
+    (a non-reasoning model writing about the tag), not the end of a trace."""
     text = "" if text is None else str(text)
     strip, open_, close = settings["strip"], settings["open"], settings["close"]
     body = text.lstrip()
     starts_open = body.startswith(open_)
-    shows = starts_open or close in text
-    if strip is False or (strip == "auto" and not (template_shows_markers or opened or shows)):
+    if strip is False or (strip == "auto" and not (template_shows_markers or opened or starts_open)):
         return Split(text, None, ABSENT)
     if starts_open:
         body = body[len(open_) :]
     elif not opened and close not in text:
         return Split(text, None, ABSENT)  # no trace: the whole text is the answer
-    at = body.find(close)
+    at = body.rfind(close)
     if at < 0:
         return Split("", body.strip(), UNCLOSED)
     return Split(body[at + len(close) :].strip(), body[:at].strip(), CLOSED)
 
 
-def judge_text(text: str | None, settings: dict) -> tuple[str | None, bool]:
-    """A judge's output with its own trace stripped (judged on the text only: a judge's prompt is not
-    read back at parse time) and whether the trace was left unclosed."""
+def judge_text(text: str | None, settings: dict, prompt: str | None = None) -> tuple[str | None, bool]:
+    """A judge's output with its own trace stripped and whether the trace was left unclosed. `prompt`:
+    the judge's prompt as sent, where the raw records hold it (a template that opens the trace in the
+    prompt leaves an output that starts inside it, and shows no marker at all if it never closed)."""
     if text is None:
         return None, False
-    s = split(text, settings)
+    s = split(text, settings, opened=prompt_opens(prompt, settings))
     return (s.answer if s.state != ABSENT else text), s.state == UNCLOSED

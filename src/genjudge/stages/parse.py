@@ -23,6 +23,7 @@ RAW_NEEDED = [
     "order",
     "decided_by",
     "judge_output",
+    "judge_prompt",
     "p_correct",
     "judge_finish_reason",
     "skipped",
@@ -44,9 +45,12 @@ def parse_judgments(
     `answer` is the dataset's extraction before exact match; `options["reasoning"]` the judge's
     reasoning settings (its trace is stripped before the verdict is read)."""
     df = gens.copy()
-    raw = without_judge_reasoning(raw, (options or {}).get("reasoning"))
+    raw = without_judge_reasoning(raw, (options or {}).get("reasoning")).drop(columns=["judge_prompt"], errors="ignore")
     checks = [check_answer(c, r, answer) for c, r in zip(df["output"], df["reference"])]
     df["exact_match"] = [c.match for c in checks]
+    if "reasoning_state" in df:  # no answer to match: left out of exact match as of judging, never wrong
+        unclosed = (df["reasoning_state"] == reasoning.UNCLOSED).to_numpy()
+        df["exact_match"] = df["exact_match"].astype(object).where(~unclosed, None)
     df["answer_extracted"] = [c.candidate for c in checks]
     df["reference_extracted"] = [c.reference for c in checks]
     df["answer_reason"] = [c.reason for c in checks]
@@ -78,7 +82,8 @@ def without_judge_reasoning(raw: pd.DataFrame, settings: dict | None) -> pd.Data
     and the finish reason that says so (its verdict is unparsed with that reason)."""
     if not settings or "judge_output" not in raw or raw.empty:
         return raw
-    split = [reasoning.judge_text(t, settings) for t in raw["judge_output"]]
+    prompts = raw["judge_prompt"] if "judge_prompt" in raw else pd.Series(None, index=raw.index)
+    split = [reasoning.judge_text(t, settings, p) for t, p in zip(raw["judge_output"], prompts)]
     finish = raw["judge_finish_reason"] if "judge_finish_reason" in raw else pd.Series(None, index=raw.index)
     return raw.assign(
         judge_output=[t for t, _ in split],
