@@ -192,3 +192,72 @@ def test_report_bootstrap_sets_the_resamples_and_zero_keeps_the_point_estimates(
     assert arena_bare["strengths"] == {
         p: {**v, **{k: None for k in v if k.endswith("ci95")}} for p, v in arena_full["strengths"].items()
     }
+
+
+def test_an_outside_baseline_files_answers_meet_each_row_by_turn_and_sample(tmp_path):
+    """A pairwise judge against a baseline file (not a generator): the length diagnostics and the
+    length control read the answer each judge request met, turn by turn, not the id's last row."""
+    from genjudge.stages.validity import with_baseline_answers
+
+    base = tmp_path / "base.parquet"
+    pd.DataFrame(
+        {
+            "id": ["a", "a", "b"],
+            "turn": [1, 2, 1],
+            "output": ["short one", "a much longer second-turn answer " * 10, "b answer"],
+        }
+    ).to_parquet(base)
+    df = pd.DataFrame(
+        {
+            "id": ["a", "a", "a", "b"],
+            "turn": [1, 2, 1, 1],
+            "sample": [0, 0, 1, 0],
+            "verdict": ["win", "loss", "tie", "win"],
+            "output": ["x", "y", "z", "w"],
+        }
+    )
+    got = with_baseline_answers(df, {"baseline": str(base)})["opponent_output"].tolist()
+    # sample 1 meets the baseline's only sample of that turn
+    assert got == ["short one", "a much longer second-turn answer " * 10, "short one", "b answer"]
+
+
+def test_a_generator_that_loses_every_pair_is_fitted_with_the_ridge_and_said_so():
+    """Quasi-separation: 'tiny' loses all its pairs. statsmodels does not warn of it, and the plain fit
+    gives strengths of +8 and -16 with tight intervals; the ridge keeps them finite and the table says so."""
+    df = arena()
+    tiny = [
+        {**r, "generator": g, "opponent": "tiny", "verdict": "win", "output": "x" * 80, "opponent_output": "y" * 80}
+        for r in df.head(40).to_dict("records")
+        for g in ("fancy", "solid")
+    ]
+    games = pd.concat([df, pd.DataFrame(tiny)], ignore_index=True)
+    r = controlled.controlled(exp_of("all"), {"j": games}, n_boot=0)["j"]["style_controlled"]["d"]
+    assert r["penalised"]
+    s = r["strengths"]
+    assert min(s, key=lambda p: s[p]["controlled"]) == "tiny"
+    assert all(abs(v["raw"]) < 8 and abs(v["controlled"]) < 8 for v in s.values())
+    md = "\n".join(controlled.markdown({"j": {"style_controlled": {"d": r}}}))
+    assert "(ridge)" in md and "won or lost every one of its pairs" in md
+    # Without such a player, no ridge.
+    assert not controlled.controlled(exp_of("all"), {"j": df}, n_boot=0)["j"]["style_controlled"]["d"]["penalised"]
+
+
+def test_style_control_with_one_outcome_throughout_says_it_is_not_estimable():
+    df = arena().assign(verdict="tie")
+    r = controlled.controlled(exp_of("all"), {"j": df}, n_boot=0)["j"]["style_controlled"]["d"]
+    assert r["not_estimable"] == "every judged pair had the same outcome"
+    md = "\n".join(controlled.markdown({"j": {"style_controlled": {"d": r}}}))
+    assert "| j | d | – | not estimable: every judged pair had the same outcome (450 pairs) |" in md
+
+
+def test_a_constant_instruction_difficulty_is_no_term_and_leaves_the_fit_as_alone():
+    """The other generators lost every item: their difficulty is the same everywhere, the model term
+    again; it is left out, so the coefficients are those of the generator alone, not an arbitrary split."""
+    alone = planted("verbose", seed=1, p_longer=0.75)
+    others = [planted(g, seed=i, p_longer=0.5).assign(verdict="loss") for i, g in enumerate(("weak", "weaker"), 7)]
+    lc = controlled.controlled(exp_of(), {"j": pd.concat([alone, *others], ignore_index=True)}, n_boot=0)
+    with_others = lc["j"]["length_controlled"]["d"]["verbose"]
+    by_itself = controlled.controlled(exp_of(), {"j": alone}, n_boot=0)["j"]["length_controlled"]["d"]["verbose"]
+    assert "instruction" not in with_others["coefficients"] and not with_others["penalised"]
+    assert with_others["value"] == pytest.approx(by_itself["value"])
+    assert with_others["coefficients"] == pytest.approx(by_itself["coefficients"])

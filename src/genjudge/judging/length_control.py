@@ -38,22 +38,26 @@ PREFERENCE = {"win": 1.0, "tie": 0.5, "loss": 0.0}
 COLUMNS = ("model", "length", "instruction")  # the GLM's terms, in this order
 
 
-def logit_fit(y, X) -> tuple[np.ndarray, bool]:
+def logit_fit(y, X, separated: bool = False) -> tuple[np.ndarray, bool]:
     """Coefficients of a logistic GLM of the preferences `y` (in [0, 1]) on the columns of `X` (an
-    array; no intercept added), and whether the ridge fallback was needed (separation)."""
+    array; no intercept added), and whether the ridge fallback was needed (separation). `separated`:
+    the caller knows the data are separated (statsmodels warns only of complete separation; under
+    quasi-separation the fit drifts to large but finite coefficients with small standard errors)."""
     from statsmodels.genmod import families
     from statsmodels.genmod.generalized_linear_model import GLM
     from statsmodels.tools.sm_exceptions import PerfectSeparationWarning
 
     model = GLM(np.asarray(y, float), np.asarray(X, float), family=families.Binomial())
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", PerfectSeparationWarning)
-        try:
-            params = np.asarray(model.fit().params)
-            if np.all(np.isfinite(params)) and np.max(np.abs(params)) < 30:
-                return params, False
-        except (PerfectSeparationWarning, np.linalg.LinAlgError, ValueError):
-            pass
+    if not separated:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # statsmodels' other warnings (convergence, domain) would print per fit
+            warnings.simplefilter("error", PerfectSeparationWarning)
+            try:
+                params = np.asarray(model.fit().params)
+                if np.all(np.isfinite(params)) and np.max(np.abs(params)) < 30:
+                    return params, False
+            except (PerfectSeparationWarning, np.linalg.LinAlgError, ValueError):
+                pass
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return np.asarray(model.fit_regularized(alpha=RIDGE, L1_wt=0.0).params), True
@@ -72,7 +76,8 @@ def design(delta, difficulty=None) -> tuple[np.ndarray, list[str]]:
     if sd > 0:
         cols.append(np.tanh(delta / sd))
         names.append("length")
-    if difficulty is not None:
+    if difficulty is not None and np.ptp(np.asarray(difficulty, float)) > 0:
+        # a constant difficulty (the other generators did alike on every item) is the model term again
         cols.append(np.asarray(difficulty, float))
         names.append("instruction")
     return np.column_stack(cols), names

@@ -80,23 +80,37 @@ def _normalised(diff: np.ndarray) -> tuple[np.ndarray, list[str]]:
     return diff[:, keep] / sd[keep], [FEATURES[i] for i in keep]
 
 
+def separated(a, b, y, n_players: int) -> bool:
+    """Whether some player won every one of its games, or lost every one (no ties): its strength has no
+    finite maximum likelihood, and statsmodels does not warn of such quasi-separation."""
+    own = np.concatenate([y, 1.0 - y])  # each game from both players' sides
+    who = np.concatenate([a, b])
+    for p in range(n_players):
+        mine = own[who == p]
+        if len(mine) and (np.all(mine == 1.0) or np.all(mine == 0.0)):
+            return True
+    return False
+
+
 def fit(a, b, y, diff, players: list[str], controlled: bool) -> tuple[dict, dict, bool]:
     """(strengths centred at 0, style coefficients, penalised) of one sample of games: players' indices
     `a` and `b`, `y` a's preference, `diff` the features' raw differences (games x FEATURES)."""
     z, names = _normalised(diff) if controlled else (None, [])
-    params, penalised = logit_fit(y, _design(a, b, len(players), z))
+    params, penalised = logit_fit(y, _design(a, b, len(players), z), separated(a, b, y, len(players)))
     k = len(players) - 1
     beta = np.concatenate([[0.0], params[:k]])
     beta -= beta.mean()
     return dict(zip(players, map(float, beta))), dict(zip(names, map(float, params[k:]))), penalised
 
 
-def style_controlled(games: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -> dict | None:
+def style_controlled(games: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """`games`: item, a, b, y (a's preference: 1, 0.5, 0), a_text, b_text. Raw and style-controlled
-    strengths with bootstrap intervals over items, and each style coefficient (with its interval)."""
+    strengths with bootstrap intervals over items, and each style coefficient (with its interval); where
+    nothing can be estimated, {not_estimable: why, n_games, n_items}."""
     players = sorted(set(games["a"]) | set(games["b"]))
     if len(players) < 2 or games["y"].nunique() < 2:
-        return None
+        why = "one generator only" if len(players) < 2 else "every judged pair had the same outcome"
+        return {"not_estimable": why, "n_games": len(games), "n_items": int(games["item"].nunique())}
     index = {p: i for i, p in enumerate(players)}
     a, b = games["a"].map(index).to_numpy(), games["b"].map(index).to_numpy()
     y = games["y"].to_numpy(float)
@@ -145,7 +159,8 @@ NOTE = (
     "orientations of every pair. "
     "Strengths on the log-odds scale, centred at 0; raw: the same fit without the covariates. A style coefficient is "
     "the change in log-odds of winning per standard deviation of that difference (positive: the judge prefers more "
-    "of it). Ties count half; 95% intervals: seeded bootstrap over items."
+    "of it). Ties count half; 95% intervals: seeded bootstrap over items. (ridge): a generator won or lost every "
+    "one of its pairs, so its strength has no finite estimate; a weak ridge penalty keeps it finite."
 )
 
 
@@ -159,14 +174,20 @@ def table_rows(sc: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for judge, by_ds in sc.items():
         for dataset, r in by_ds.items():
+            if r.get("not_estimable"):
+                rows.append(
+                    [judge, dataset, "–", f"not estimable: {r['not_estimable']} ({r['n_games']} pairs)", "", ""]
+                )
+                continue
+            ridge = " (ridge)" if r.get("penalised") else ""
             for p, v in sorted(r["strengths"].items(), key=lambda kv: -kv[1]["controlled"]):
                 rows.append(
                     [
                         judge,
                         dataset,
                         p,
-                        f"{v['raw']:+.2f}{_interval(v['raw_ci95'])}",
-                        f"{v['controlled']:+.2f}{_interval(v['controlled_ci95'])}",
+                        f"{v['raw']:+.2f}{_interval(v['raw_ci95'])}{ridge}",
+                        f"{v['controlled']:+.2f}{_interval(v['controlled_ci95'])}{ridge}",
                         f"{v['controlled'] - v['raw']:+.2f}",
                     ]
                 )
@@ -178,6 +199,8 @@ def coefficient_rows(sc: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for judge, by_ds in sc.items():
         for dataset, r in by_ds.items():
+            if r.get("not_estimable"):
+                continue
             c = r["coefficients"]
             rows.append(
                 [

@@ -13,6 +13,7 @@ from genjudge.judging import labels as human
 from genjudge.judging.headline import corr_text, differing_text, kappa_text
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.panels import panel_judgments, panel_summary, resolve_panels
+from genjudge.judging.tables import md_line, md_text
 from genjudge.stages import corrected
 
 
@@ -54,12 +55,20 @@ def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
 
 
 def with_baseline_answers(df: pd.DataFrame, judge: dict) -> pd.DataFrame:
-    """Pairwise against an outside baseline file: its answers for the length diagnostics."""
+    """Pairwise against an outside baseline file: its answers for the length diagnostics, each row
+    meeting the answer its judge request met (the same turn; sample s the baseline's sample s, or its
+    only one; None where the baseline's trace never closed)."""
+    from genjudge.data.samples import SampleView
+    from genjudge.judging.modes.pairwise import answers_by_turn
+
     base = judge.get("baseline")
     if "opponent_output" in df or not base or not Path(base).is_file():
         return df
-    other = pd.read_parquet(base, columns=["id", "output"])
-    return df.assign(opponent_output=df["id"].map(dict(zip(other["id"], other["output"]))))
+    answers = answers_by_turn(base)
+    turns = df["turn"].astype(int) if "turn" in df else [1] * len(df)
+    samples = df["sample"].astype(int) if "sample" in df else [0] * len(df)
+    theirs = [SampleView(answers, s).get((i, t)) for i, t, s in zip(df["id"], turns, samples)]
+    return df.assign(opponent_output=theirs)
 
 
 def summarise_validity(exp, config: dict, judgments: dict) -> dict:
@@ -92,8 +101,8 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
 
 def _confusion(c: dict) -> list[str]:
     cols = sorted({j for r in c.values() for j in r})
-    out = ["| human \\ judge | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    out += [f"| {h} | " + " | ".join(str(r.get(j, 0)) for j in cols) + " |" for h, r in c.items()]
+    out = ["| human \\ judge | " + " | ".join(map(md_text, cols)) + " |", "|---|" + "---|" * len(cols)]
+    out += [f"| {md_text(h)} | " + " | ".join(str(r.get(j, 0)) for j in cols) + " |" for h, r in c.items()]
     return out
 
 
@@ -101,7 +110,7 @@ def render(v: dict) -> list[str]:
     """Markdown lines of the section."""
     out = ["## Can I trust the judge?", ""]
     for w in v.get("self_preference", []):
-        out += [f"> **Self-preference warning:** {w}.", ""]
+        out += [f"> **Self-preference warning:** {md_line(w)}.", ""]
     labelled = [
         (k, n, e["human"])
         for k, es in (("judge", v["judges"]), ("panel", v["panels"]))
@@ -118,7 +127,7 @@ def render(v: dict) -> list[str]:
         for k, n, h in labelled:
             c = h.get("correlation")
             out.append(
-                f"| {k} {n} | {h['n_labelled']} of {h['n_items']} ({pct(h['n_labelled'] / h['n_items'])}) | "
+                f"| {k} {md_text(n)} | {h['n_labelled']} of {h['n_items']} ({pct(h['n_labelled'] / h['n_items'])}) | "
                 f"{h['n_judged']} | {h['n_unparsed']} | {rate_text(h['agreement'])} | "
                 f"{kappa_text(h, 'cohen_kappa') if 'cohen_kappa' in h else '-'} | "
                 f"{corr_text(c, 'spearman') if c else '-'} | {corr_text(c, 'pearson') if c else '-'} |"
@@ -131,13 +140,13 @@ def render(v: dict) -> list[str]:
         ]
         for k, n, h in labelled:
             if h.get("labels_on_differing_answers"):
-                out += [f"> **Warning:** {differing_text(k, n, h)}", ""]
+                out += [f"> **Warning:** {md_line(differing_text(k, n, h))}", ""]
         out += corrected.markdown({n: e["corrected"] for n, e in v["judges"].items() if e.get("corrected")})
         for k, n, h in labelled:
             if not h["confusion"]:
                 continue
             out += [
-                f"Confusion matrix, {k} {n} (rows: human labels, columns: verdicts):",
+                f"Confusion matrix, {k} {md_text(n)} (rows: human labels, columns: verdicts):",
                 "",
                 *_confusion(h["confusion"]),
                 "",
@@ -153,7 +162,7 @@ def render(v: dict) -> list[str]:
                 "|---|---|---|---|",
             ]
             out += [
-                f"| {n} | {rate_text(b['flip_rate'])} | {rate_text(b['first_position_win_rate'])} | "
+                f"| {md_text(n)} | {rate_text(b['flip_rate'])} | {rate_text(b['first_position_win_rate'])} | "
                 f"{rate_text(b['prefer_longer']) if 'prefer_longer' in b else 'n/a'} |"
                 for n, b in pw
             ]
@@ -167,7 +176,7 @@ def render(v: dict) -> list[str]:
         if single:
             out += ["| judge | Pearson (verdict, length) | Spearman | n |", "|---|---|---|---|"]
             out += [
-                f"| {n} | {corr_text(b['length_correlation'], 'pearson')} | {corr_text(b['length_correlation'], 'spearman')} "
+                f"| {md_text(n)} | {corr_text(b['length_correlation'], 'pearson')} | {corr_text(b['length_correlation'], 'spearman')} "
                 f"| {b['length_correlation']['n']} |"
                 for n, b in single
             ]
@@ -178,19 +187,23 @@ def render(v: dict) -> list[str]:
         for name, p in v["panels"].items():
             ij = p["inter_judge"]
             measures = ", ".join(
-                f"{k} {rate_text(m) if m.get('kind') != 'mean' else _mean(m)}" for k, m in p["measures"].items()
+                f"{md_text(k)} {rate_text(m) if m.get('kind') != 'mean' else _mean(m)}"
+                for k, m in p["measures"].items()
             )
             per_item = ", ".join(f"{k} judges: {c}" for k, c in p["parsed_votes_per_item"].items())
             out += [
-                f"**{name}** ({p['rule']} of {', '.join(p['judges'])}; mode {p['mode']}): {measures or 'n/a'}.",
+                f"**{md_text(name)}** ({md_text(p['rule'])} of {md_text(', '.join(p['judges']))}; "
+                f"mode {md_text(p['mode'])}): {measures or 'n/a'}.",
                 "",
                 f"- items: {p['n_items']}; decided: {p['n_decided']}; no majority: {p['no_majority']}"
-                + f" (counted as {p['no_majority_is']})"
+                + f" (counted as {md_text(p['no_majority_is'])})"
                 + f"; no judge parsed: {p['none_parsed']}",
                 f"- judges parsed per item: {per_item}",
                 f"- Fleiss' kappa {kappa_text(ij, 'fleiss_kappa')} over the {ij['n_all_parsed']} items every judge parsed; "
                 "Cohen's kappa "
-                + ", ".join(f"{pair} {kappa_text(x, 'cohen_kappa')} (n {x['n']})" for pair, x in ij["pairs"].items()),
+                + ", ".join(
+                    f"{md_text(pair)} {kappa_text(x, 'cohen_kappa')} (n {x['n']})" for pair, x in ij["pairs"].items()
+                ),
                 "",
             ]
         out += ["An unparsed vote is never a vote; a panel's majority is a strict majority of the parsed votes.", ""]
