@@ -153,7 +153,7 @@ class PromptSet:
 
             collector.resume()  # before vLLM starts its engine process: a forked one inherits a paused collector
             t0 = time.monotonic()
-            self.model, info = load_engine(self.spec, self.kind)
+            self.model, info = load_engine(self.spec, self.kind, model_fingerprint=self.fp)
             seconds = time.monotonic() - t0
             # The model's numbers, for the time model's check of this job and `plan --calibrate`.
             self.info = {**info, "memory_plan": model_plan(self.spec, self.kind)}

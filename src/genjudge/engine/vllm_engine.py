@@ -134,8 +134,10 @@ def _cpu_environment(threads: int, workers: int) -> None:
 _STARTED: dict = {}
 
 
-def load_engine(spec, kind: str, threads: int | None = None):
-    """Start the engine for `spec` on this job's devices: (llm, info for the job's meta)."""
+def load_engine(spec, kind: str, threads: int | None = None, model_fingerprint: str | None = None):
+    """Start the engine for `spec` on this job's devices: (llm, info for the job's meta).
+    `model_fingerprint`: the job's own (taken with the run's digest index, so large files are not
+    read again); an engine is started once per settings and fingerprint in a process."""
     import torch
 
     if not installed():
@@ -156,7 +158,8 @@ def load_engine(spec, kind: str, threads: int | None = None):
     from genjudge.engine.devices import torch_device_info
     from genjudge.models.modelref import fingerprint
 
-    key = json.dumps([kwargs, fingerprint(spec.model, spec.revision)], sort_keys=True, default=str)
+    fp = model_fingerprint or fingerprint(spec.model, spec.revision)
+    key = json.dumps([kwargs, fp], sort_keys=True, default=str)
     if key not in _STARTED:
         try:
             _STARTED[key] = LLM(**kwargs)

@@ -9,9 +9,9 @@ once per version of the file and kept in a `DigestIndex` (by path, size, mtime,
 ctime, inode and device: any write, even one that restores the mtime, changes the
 ctime), or read off its name when the file is a link into a Hugging Face hub
 cache's `blobs/`, where large (LFS) files are stored under their SHA-256. The name is trusted
-while the blob keeps the byte count and mtime it had when the index first saw it: a write
-through the snapshot's link (rare, but it changes the bytes and not the name) makes the file
-enter by its bytes.
+while the blob keeps the byte count, mtime, ctime and inode it had when the index first saw it: a
+write through the snapshot's link (rare, but it changes the bytes and not the name), even one that
+restores the mtime (`cp -p`, `rsync -t`), makes the file enter by its bytes.
 """
 
 from __future__ import annotations
@@ -171,14 +171,14 @@ class DigestIndex:
 
     def blob_sha256(self, path: Path) -> str | None:
         """For a snapshot's link to a hub blob: the blob's SHA-256, its name while it keeps the byte
-        count and mtime it had when first seen here, its bytes' once it changed; None for other files.
-        Without a directory nothing was seen before: the name is taken."""
+        count, mtime, ctime and inode it had when first seen here, its bytes' once it changed; None for
+        other files. Without a directory nothing was seen before: the name is taken."""
         name = hub_blob_sha256(path)
         if name is None or self.directory is None:
             return name
         target = path.resolve()
         st = os.stat(target)
-        seen = f"{name}:{st.st_size}:{st.st_mtime_ns}"
+        seen = f"{name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}"
         key = hashlib.sha256(json.dumps(["hub blob", str(target)]).encode()).hexdigest()
         try:
             first = os.readlink(self._entry(key))
