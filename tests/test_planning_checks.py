@@ -113,9 +113,8 @@ def test_a_template_rule_that_never_applies_is_refused(tmp_path, caplog):
     misspelt = {"a": {}, "b": {"templates": [{"categories": ["arithmetc"], "template": t}]}}
     with pytest.raises(
         InputError,
-        match=r"^judges\.b\.templates\[0\]: matches no item this judge grades \(categories \['arithmetc'\], turns "
-        r"\['any'\]; the items have the categories \['arithmetic', .*\] and one turn each\): 'arithmetc' \(did you "
-        r"mean 'arithmetic'\?\)",
+        match=r"^judges\.b\.templates\[0\]\.categories: 'arithmetc' \(did you mean 'arithmetic'\?\): no item this "
+        r"judge grades has it as its category \(the items' categories: \['arithmetic', .*\]",
     ):
         wfconfig.check(cfg(tmp_path, judges=misspelt))
     single_turn = {"templates": [{"turns": [2], "template": t}]}
@@ -123,7 +122,7 @@ def test_a_template_rule_that_never_applies_is_refused(tmp_path, caplog):
         wfconfig.check(cfg(tmp_path, judge=single_turn))
     shadowed = {
         "templates": [
-            {"categories": ["arithmetic", "geography"], "template": t},
+            {"categories": ["arithmetic", "capitals"], "template": t},
             {"categories": ["arithmetic"], "turns": [1], "template": t},
         ]
     }
@@ -133,6 +132,31 @@ def test_a_template_rule_that_never_applies_is_refused(tmp_path, caplog):
     # A category the items lack, not a near miss of theirs (a subset of a benchmark): said, not refused.
     with caplog.at_level("WARNING", logger="genjudge.config"):
         wfconfig.check(cfg(tmp_path, judge={"templates": [{"categories": ["coding"], "template": t}]}))
+    assert any("judge.templates[0] matches no item" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    # ... also beside a category they have (the rule applies to those; 'coding' is said).
+    with caplog.at_level("WARNING", logger="genjudge.config"):
+        wfconfig.check(cfg(tmp_path, judge={"templates": [{"categories": ["arithmetic", "coding"], "template": t}]}))
+    assert any("judge.templates[0].categories: ['coding'] match no item" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    # A rule every judge inherits (judge.templates), matching the items of another judge only: said, not refused.
+    only_arith = tmp_path / "arith.jsonl"
+    only_arith.write_text(
+        "".join(
+            line + "\n"
+            for line in (ROOT / "config/demo/questions.jsonl").read_text().splitlines()
+            if '"arithmetic"' in line
+        )
+    )
+    demo = str(ROOT / "config/demo/questions.jsonl")
+    shared = cfg(
+        tmp_path,
+        judge={"templates": [{"categories": ["capitals"], "template": t}]},
+        datasets={"all": {"path": demo}, "arith": {"path": str(only_arith)}},
+        judges={"a": {"datasets": ["all"]}, "b": {"datasets": ["arith"]}},
+    )
+    with caplog.at_level("WARNING", logger="genjudge.config"):
+        wfconfig.check(shared)
     assert any("judge.templates[0] matches no item" in r.getMessage() for r in caplog.records)
 
 

@@ -72,7 +72,8 @@ def check_references(config: dict, exp, with_reference: dict) -> None:
                 continue
             field = exp.datasets[dataset]["fields"].get("reference")
             where = f"datasets.{dataset}" if config.get("datasets") else "dataset"
-            why = f"no item has a value in its field {field!r}" if field else "dataset.fields.reference is null"
+            key = entry_key(config, "dataset", dataset, "fields.reference")
+            why = f"no item has a value in its field {field!r} ({key})" if field else f"{key} is null"
             raise InputError(
                 f"{where}: judge mode {section['mode']!r} grades against a reference answer, and {why} "
                 f"({exp.datasets[dataset]['path']}); set {where}.fields.reference to the field holding the "
@@ -121,37 +122,49 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
             try:
                 check_method(section["answer"][side])
             except ValueError as exc:
-                where = f"datasets.{name}" if config.get("datasets") else "dataset"
-                raise InputError(f"{where}.answer.{side}: {exc}") from None
+                raise InputError(f"{entry_key(config, 'dataset', name, f'answer.{side}')}: {exc}") from None
     for name, section in exp.generators.items():
         if section["n_samples"] > 1 and not section["do_sample"]:
-            where = f"generators.{name}" if config.get("generators") else "generator"
+            where = entry_key(config, "generator", name, "n_samples")
+            # do_sample belongs beside n_samples, unless the entry itself turns it off
+            fix = entry_key(config, "generator", name, "do_sample")
+            if fix == "generator.do_sample":
+                fix = f"{where.rsplit('.', 1)[0]}.do_sample"
             raise InputError(
-                f"{where}.n_samples = {section['n_samples']} needs {where.split('.')[0]}.do_sample: true "
-                "(greedy samples would all be the same text)"
+                f"{where} = {section['n_samples']} needs {fix}: true (greedy samples would all be the same text)"
             )
     from genjudge.judging.labels import check_config_labels
     from genjudge.judging.panels import resolve_panels
 
     resolve_panels(config, exp)
     if data:
-        n_items, ids, with_reference, conversations = {}, {}, {}, {}
+        n_items, ids, with_reference, conversations, turns, no_category = {}, {}, {}, {}, {}, {}
         for name, section in exp.datasets.items():
             ds = DatasetSpec.from_config(section)
-            items = load_items(ds.path, ds.fields, ds.format, ds.hf)
+            keys = {
+                f: entry_key(config, "dataset", name, f"fields.{f}") for f in ("id", "prompt", "reference", "category")
+            }
+            report: dict = {}
+            items = load_items(ds.path, ds.fields, ds.format, ds.hf, keys=keys, report=report)
             ids[name] = set(items["id"])
+            turns[name] = dict(zip(items["id"], n_turns(items)))
             conversations[name] = set(zip((None if is_missing(c) else c for c in items["category"]), n_turns(items)))
             n_items[name], with_reference[name] = len(items), any_reference(items)
+            if "category" in report["in_no_row"]:
+                no_category[name] = (
+                    f"{keys['category']}: the field {report['in_no_row']['category']!r} is in no row of {ds.path} "
+                    f"(the first row's fields: {report['first_row_fields']})"
+                )
             shard_bounds(n_items[name], exp.shards(name, config))
         check_references(config, exp, with_reference)
         for name, section in exp.judges.items():
             graded = sum(n_items[c.dataset] * exp.generators[c.generator]["n_samples"] for c in exp.cells(name))
             if section["shards"] > graded:
-                where = f"judges.{name}" if config.get("judges") else "judge"
                 raise InputError(
-                    f"{where}.shards = {section['shards']} is more than the {graded} answers it "
-                    f"grades; use shards <= {graded}"
+                    f"{entry_key(config, 'judge', name, 'shards')} = {section['shards']} is more than the {graded} "
+                    f"answers judge {name!r} grades; use shards <= {graded}"
                 )
+            check_baseline_file(config, exp, name, turns)
         check_config_labels(config, exp, ids)
     from genjudge.config.specs import GeneratorSpec, JudgeSpec
     from genjudge.models.vllm_support import check_spec as check_vllm
@@ -172,9 +185,60 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
                 )
     for name, section in exp.judges.items():
         try:
-            check_judge(config, exp, name, section, conversations if data else None)
+            check_judge(config, exp, name, section, conversations if data else None, no_category if data else None)
         except InputError as exc:
             raise InputError(_rekey(str(exc), config, name)) from None
+
+
+def check_baseline_file(config: dict, exp, name: str, turns: dict) -> None:
+    """A pairwise judge's outside baseline file (`judge.baseline` naming a generations parquet, not
+    a generator) holds an answer for every (id, turn) of the dataset it grades: checked while
+    planning, reading only the file's id, turn and sample columns, rather than when the judge job
+    meets the first missing id after every generation has run. `turns` maps each dataset to its
+    items' number of turns by id."""
+    from genjudge.judging import modes
+
+    section = exp.judges[name]
+    if not modes.get(section["mode"]).needs_baseline or section["pairs"] != "baseline":
+        return
+    path = section["baseline"]
+    if not path or path in exp.generators:
+        return
+    import pyarrow.parquet as pq
+
+    key = entry_key(config, "judge", name, "baseline")
+    try:
+        names = pq.read_schema(path).names
+        table = pq.read_table(path, columns=[c for c in ("id", "turn", "sample") if c in names])
+    except Exception as exc:  # pyarrow raises several types for a missing, damaged or foreign file
+        raise InputError(
+            f"{key}: {path} is not a readable Parquet file ({type(exc).__name__}: {exc}); the baseline is a "
+            "generations file (results/<run>/generations/<generator>/<dataset>.parquet, or one `genjudge "
+            "baseline` writes from a file of answers)"
+        ) from None
+    if "id" not in names:
+        raise InputError(f"{key}: {path} has no column 'id' (its columns: {names}); it is no generations file")
+    n = table.num_rows
+    id_col = table.column("id").to_pylist()
+    turn_col = table.column("turn").to_pylist() if "turn" in names else [1] * n
+    sample_col = table.column("sample").to_pylist() if "sample" in names else [0] * n
+    # The judge pairs each answer with the baseline's sample 0 (genjudge.data.samples.SampleView).
+    have = {(i, int(t)) for i, t, s in zip(id_col, turn_col, sample_col) if t is not None and s in (0, None)}
+    for dataset in dict.fromkeys(c.dataset for c in exp.cells(name)):
+        wanted = [(i, t) for i, k in turns[dataset].items() for t in range(1, k + 1)]
+        missing = [w for w in wanted if w not in have]
+        if missing:
+            shown = [i if t == 1 else (i, t) for i, t in missing[:5]]
+            whose = "turn(s)" if any(t > 1 for _, t in missing) else "id(s)"
+            id_type = table.schema.field("id").type
+            typed = (
+                "" if str(id_type) in ("string", "large_string") else f" (its ids are {id_type}, the items' are text)"
+            )
+            raise InputError(
+                f"{key}: {path} has no answer for {len(missing)} {whose} of the dataset "
+                f"{exp.datasets[dataset]['path']}, e.g. {shown}{typed}; the baseline needs an answer for every item "
+                "(and turn) the judge grades"
+            )
 
 
 def _covers(a, b) -> bool:
@@ -183,13 +247,36 @@ def _covers(a, b) -> bool:
     return cats and (a.turns is None or (b.turns is not None and set(b.turns) <= set(a.turns)))
 
 
-def check_rules_apply(rules, key: str, exp, judge: str, conversations: dict) -> None:
-    """Every rule of `judge.templates` can choose the template of some item the judge grades. A rule
-    an earlier one covers, one naming turns beyond every item's, or one whose category is a near miss
-    of the items' (a typo) is refused: the items it was written for would silently get judge.template.
-    A rule matching nothing for another reason (the dataset is a subset without its categories) is
-    said in a warning."""
+def _category_hint(category: str, known) -> str:
+    """` (did you mean 'math'?)` for a category that differs from one of `known` in case alone or by
+    a typo (compared case-insensitively; the categories themselves are matched exactly)."""
     import difflib
+
+    lowered: dict = {}
+    for c in sorted(known):
+        lowered.setdefault(c.lower(), c)
+    if category.lower() in lowered:
+        return f" (did you mean {lowered[category.lower()]!r}? the case differs)"
+    near = difflib.get_close_matches(category.lower(), list(lowered), 1, 0.75)
+    return f" (did you mean {lowered[near[0]]!r}?)" if near else ""
+
+
+def _judged_categories(exp, judges, conversations: dict) -> list[str]:
+    datasets = dict.fromkeys(c.dataset for j in judges for c in exp.cells(j))
+    return sorted({str(cat) for d in datasets for cat, _ in conversations[d] if cat is not None})
+
+
+def check_rules_apply(
+    rules, key: str, exp, judge: str, conversations: dict, config: dict | None = None, no_category: dict | None = None
+) -> None:
+    """Every rule of `judge.templates` can choose the template of some item the judge grades. A rule
+    an earlier one covers, or one naming turns beyond every item's, is refused; so is each category
+    of a rule that is a near miss of the graded items' categories (a typo, or another case: categories
+    match exactly), with a did-you-mean, and a `dataset.fields.category` that is in no row of a
+    dataset the judge grades (`no_category`: dataset -> the error) while a rule chooses by category:
+    the items a rule was written for would silently get judge.template. A category unlike any of
+    the items' (a subset of a benchmark without it), or a rule the judges sharing it
+    (`judge.templates`, inherited) use elsewhere, is said in a warning."""
     import logging
 
     seen = {
@@ -200,10 +287,39 @@ def check_rules_apply(rules, key: str, exp, judge: str, conversations: dict) -> 
     }
     categories = sorted({str(c) for c, _ in seen if c is not None})
     most = max((t for _, t in seen), default=1)
+    # The judges whose items a list of rules was written for: this judge's own list, or every judge inheriting it.
+    sharing = [j for j in exp.judges if config is None or entry_key(config, "judge", j, "templates") == key] or [judge]
+    known = _judged_categories(exp, sharing, conversations)
     for i, rule in enumerate(rules):
         earlier = next((j for j in range(i) if _covers(rules[j], rule)), None)
         if earlier is not None:
             raise InputError(f"{key}[{i}]: {key}[{earlier}] matches every item it would: it never applies")
+        if rule.categories:
+            for dataset in dict.fromkeys(c.dataset for c in exp.cells(judge)):
+                if (no_category or {}).get(dataset):
+                    raise InputError(
+                        f"{no_category[dataset]}, and {key}[{i}].categories chooses templates by category: "
+                        "name the field holding the items' categories (null for a dataset without them)"
+                    )
+            unknown = [c for c in rule.categories if c not in known]
+            # A near miss of a category the items have (a typo, another case) is refused; one unlike any
+            # (a subset of a benchmark without it) is said below, in a warning.
+            typos = [c for c in unknown if _category_hint(c, known)]
+            if typos:
+                shown = ", ".join(f"{c!r}{_category_hint(c, known)}" for c in typos)
+                whose = "this judge grades" if len(sharing) == 1 else f"the judges {sharing} grade"
+                raise InputError(
+                    f"{key}[{i}].categories: {shown}: no item {whose} has {'it' if len(typos) == 1 else 'them'} "
+                    f"as its category (the items' categories: {known}; categories match exactly, case included)"
+                )
+            if unknown and any(rule.matches(c, t) for c, t in seen):
+                logging.getLogger("genjudge.config").warning(
+                    "%s[%d].categories: %s match no item this judge grades (the items' categories: %s)",
+                    key,
+                    i,
+                    unknown,
+                    known,
+                )
         if any(rule.matches(c, t) for c, t in seen):
             continue
         what = (
@@ -213,17 +329,16 @@ def check_rules_apply(rules, key: str, exp, judge: str, conversations: dict) -> 
         )
         if rule.turns and min(rule.turns) > most:
             raise InputError(f"{key}[{i}]: {what}")
-        near = {c: m[0] for c in rule.categories or () if (m := difflib.get_close_matches(c, categories, 1, 0.8))}
-        if near:
-            shown = ", ".join(f"{c!r} (did you mean {m!r}?)" for c, m in near.items())
-            raise InputError(f"{key}[{i}]: {what}: {shown}")
         logging.getLogger("genjudge.config").warning("%s[%d] %s", key, i, what)
 
 
-def check_judge(config: dict, exp, name: str, section: dict, conversations: dict | None) -> None:
+def check_judge(
+    config: dict, exp, name: str, section: dict, conversations: dict | None, no_category: dict | None = None
+) -> None:
     """One judge's templates, pattern and settings. `conversations` maps each dataset to the
     (category, number of turns) of its items: every template is checked against the turns it
-    will be used for; None (the datasets not read): each template on its own."""
+    will be used for; None (the datasets not read): each template on its own. `no_category` maps a
+    dataset whose `fields.category` is in no row to the error saying so (check_rules_apply)."""
     from genjudge.config.specs import JudgeSpec
     from genjudge.judging import modes
     from genjudge.judging.template_rules import Templates
@@ -247,7 +362,7 @@ def check_judge(config: dict, exp, name: str, section: dict, conversations: dict
                     turns.setdefault(templates.path_for(category, turn), set()).add(turn)
         for path, seen in turns.items():
             check_turns(templates.texts[path], path, mode, seen, keys[path])
-        check_rules_apply(templates.rules, rules_key, exp, name, conversations)
+        check_rules_apply(templates.rules, rules_key, exp, name, conversations, config, no_category)
     lo, hi = spec.score_range
     if mode.name == "score" and not lo < hi:
         raise InputError(

@@ -198,9 +198,14 @@ def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) 
 def entry_key(config: dict, section: str, name: str, key: str) -> str:
     """The config key a setting of one named entry was written under: `judges.b.template` when
     the entry sets it, else `judge.template` (the section every entry starts from), whether the
-    run has one judge or several."""
+    run has one judge or several. A dotted key (`answer.reference`, `fields.prompt`) is looked up
+    level by level: `datasets.d.answer.reference` only when the entry writes that nested key."""
     entry = (config.get(f"{section}s") or {}).get(name) or {}
-    return f"{section}s.{name}.{key}" if key in entry else f"{section}.{key}"
+    for part in key.split("."):
+        if not isinstance(entry, dict) or part not in entry:
+            return f"{section}.{key}"
+        entry = entry[part]
+    return f"{section}s.{name}.{key}"
 
 
 def entry_where(config: dict, section: str, name: str) -> str:

@@ -393,7 +393,11 @@ def _turn_references(obj, name, n: int, where: str) -> list[str | None]:
     if isinstance(value, list):
         if len(value) > n:
             raise InputError(f"{where}: field {name!r} holds {len(value)} references for {n} turns")
-        refs = [None if _is_null(v) or _as_text(v) == "" else _as_text(v) for v in value]
+        refs = []
+        for k, v in enumerate(value, start=1):
+            if isinstance(v, (dict, list)):  # its Python repr is no reference answer
+                raise InputError(f"{where}: field {name!r}, turn {k} holds {_json_type(v)}, not text")
+            refs.append(None if _is_null(v) or _as_text(v) == "" else _as_text(v))
         return refs + [None] * (n - len(refs))
     return [_optional_text(obj, name, where)] + [None] * (n - 1)
 
@@ -408,24 +412,43 @@ def stable_id(prompt: str, reference: str | None) -> str:
     return digest[:16]
 
 
-def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | None = None) -> pd.DataFrame:
+def load_items(
+    path,
+    fields: dict | None = None,
+    fmt: str = "auto",
+    hf: dict | None = None,
+    keys: dict | None = None,
+    report: dict | None = None,
+) -> pd.DataFrame:
     """Read and validate a dataset; raise InputError naming file, line/item/row and field.
 
     `fields` is the config's `dataset.fields` (the schema fills in its defaults); a key left out
     is not used. `hf` is `dataset.hf` (config, split, revision, cache_dir) for Hugging Face datasets.
+    `keys` names the config key of each field (`prompt` -> `datasets.g.fields.prompt`) as the user
+    wrote it, for errors; by default `dataset.fields.<field>`.
+
+    `report`, when given, is filled in: `in_no_row` maps each optional field (`reference`,
+    `category`) whose configured name is in no row at all to that name (a misspelt name, or a
+    dataset without it), `first_row_fields` lists the first row's fields, for the caller's errors.
     """
     fields = dict(fields or {})
+    keys = {k: (keys or {}).get(k, f"dataset.fields.{k}") for k in ("id", "prompt", "reference", "category")}
     source, rows = read_rows(path, fmt, hf)
     if not rows:
         raise InputError(f"{source}: the dataset is empty")
     if not fields.get("prompt"):
-        raise InputError("dataset.fields.prompt: not set; it names the field holding the prompt")
+        raise InputError(f"{keys['prompt']}: not set; it names the field holding the prompt")
 
     prompt_fields = fields["prompt"] if isinstance(fields["prompt"], list) else [fields["prompt"]]
     items = []
     seen: dict[str, str] = {}
     present: set = set()  # prompt fields some row has
+    optional = {k: fields[k] for k in ("reference", "category") if fields.get(k)}
+    seen_optional: set = set()  # optional fields some row has
     for pos, obj in rows:
+        for k, name in optional.items():
+            if k not in seen_optional and _lookup(obj, name) is not _MISSING:
+                seen_optional.add(k)
         where = f"{source}, {pos}"
         parts = []
         messages = turns = refs = None
@@ -444,7 +467,7 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
                 if len(prompt_fields) > 1:
                     raise InputError(
                         f"{where}: field {name!r} holds chat messages, which cannot be joined "
-                        f"with other prompt fields; set dataset.fields.prompt to {name!r} alone"
+                        f"with other prompt fields; set {keys['prompt']} to {name!r} alone"
                     )
                 messages = found
                 value = [m for m in found if m["role"] == "user"][-1]["content"]
@@ -468,7 +491,7 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
             if _is_null(value) or _as_text(value).strip() == "":
                 raise InputError(
                     f"{where}: missing required field {fields['id']!r} (the id); "
-                    "set dataset.fields.id to null to derive ids from row content"
+                    f"set {keys['id']} to null to derive ids from row content"
                 )
             item_id = _text_of(value, where, fields["id"])
         else:
@@ -497,11 +520,15 @@ def load_items(path, fields: dict | None = None, fmt: str = "auto", hf: dict | N
         first = rows[0][1]
         have = sorted(first) if isinstance(first, dict) else []
         raise InputError(
-            f"{source}: the prompt field(s) {absent} of dataset.fields.prompt {prompt_fields} are in no row "
+            f"{source}: the prompt field(s) {absent} of {keys['prompt']} {prompt_fields} are in no row "
             f"(the first row's fields: {have})"
         )
     table = pd.DataFrame(items, columns=ITEM_COLUMNS)
     # None (not NaN) for an item without messages, so shard files write null.
     table["messages"] = pd.Series([item["messages"] for item in items], dtype=object)
     table["turns"] = pd.Series([item["turns"] for item in items], dtype=object)
+    if report is not None:
+        first = rows[0][1]
+        report["in_no_row"] = {k: name for k, name in optional.items() if k not in seen_optional}
+        report["first_row_fields"] = sorted(first) if isinstance(first, dict) else []
     return table
