@@ -4,7 +4,7 @@ stages.report_table) and the failed cells (`failed_cells`)."""
 
 from __future__ import annotations
 
-import html
+import re
 
 from genjudge.judging.headline import value_text
 
@@ -70,10 +70,59 @@ def failed_rows(failed: list[dict], width: int = 240) -> tuple[list[str], list[l
     return ["cell", "judge", "failed job", "error", "log"], rows
 
 
+# Markdown's active characters in text from outputs, datasets, errors and the config, and what each becomes:
+# a backslash escape where CommonMark and Python-Markdown (mkdocs) both take it, a character reference where
+# one of them would show the backslash (`~`, `$`; `<`, `>` and `&` as HTML entities). `]` only before `(`
+# or `[` (the brackets of an interval, `[0.1, 0.3]`, stay as they are: no link starts without `](`), `!`
+# only before `[`, a run of `_` only where it is not inside a word (`mean_score` stays).
+_ACTIVE = re.compile(r"[\\`*#{}|]|[&<>~$]|\](?=\(|\s?\[)|!(?=\[)|_+")
+_ENTITY = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "~": "&#126;", "$": "&#36;"}
+# What starts a block at the beginning of a line (besides `#`, `>`, `*`, `|` and backticks, escaped anywhere):
+# a list item (`-`, `+`, `1.`, `1)`), a setext underline or thematic break (`=`, `-`), a link reference
+# definition (`[`).
+_LINE_START = re.compile(r"^(?:[-+=\[]|\d{1,9}(?=[.)](?: |$)))")
+
+
+def _escaped(m: re.Match) -> str:
+    c, s = m.group(), m.string
+    if c in _ENTITY:
+        return _ENTITY[c]
+    if c[0] == "_":
+        inside = m.start() > 0 and m.end() < len(s) and s[m.start() - 1].isalnum() and s[m.end()].isalnum()
+        return c if inside else "\\_" * len(c)
+    return "\\" + c
+
+
 def md_text(text) -> str:
-    """Text from outputs, datasets or errors as markdown shows it, never as markup: `<`, `>` and `&`
-    as entities (Markdown viewers render raw HTML: a model's `<script>` would run), `|` escaped."""
-    return html.escape(str(text), quote=False).replace("|", "\\|")
+    """Text from outputs, datasets, errors or the config as markdown shows it, never as markup: on one line
+    (whitespace and line breaks as one space: a line break could start a heading or end a table row),
+    with every character markdown would act on escaped (`_ACTIVE`), so that a model's `<script>`, a
+    `[link](javascript:...)`, an `![image](http://...)`, `*emphasis*` or a `|` ending a table cell show as
+    the characters they are."""
+    return _ACTIVE.sub(_escaped, " ".join(str(text).split()))
+
+
+def md_line(text) -> str:
+    """`md_text` for running text, where it may begin a line: a list marker, `=`/`-` underline or `[`
+    definition at its start is escaped too."""
+    out = md_text(text)
+    m = _LINE_START.match(out)
+    if not m:
+        return out
+    if m.group() == "=":
+        return "&#61;" + out[1:]
+    if m.group().isdigit():
+        return m.group() + "\\" + out[m.end() :]
+    return "\\" + out
+
+
+def md_code(text) -> str:
+    """Text from the config or data as an inline code span (a model name, the run's name), on one line:
+    delimited by a run of backticks longer than any inside it, so that none ends the span early."""
+    text = " ".join(str(text).split())
+    ticks = "`" * (max((len(r) for r in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> list[str]:

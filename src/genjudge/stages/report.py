@@ -14,7 +14,7 @@ from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.reasoning import UNCLOSED
-from genjudge.judging.tables import md_text
+from genjudge.judging.tables import markdown_table, md_code, md_line, md_text
 from genjudge.stages import controlled
 from genjudge.stages.report_table import Study
 from genjudge.store import atomic
@@ -281,16 +281,16 @@ def skipped_markdown(s: RunSummary) -> list[str]:
 
 def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str:
     j = s.judge
-    out = [f"# Report: run `{s.run}`", ""]
+    out = [f"# Report: run {md_code(s.run)}", ""]
     out += [
-        f"- Generator: `{s.generator['model']}`",
-        f"- Judge: `{j['model']}` "
-        f"(mode {j['mode']}, verdict {j['verdict']}, quantization {j['quantization']}, "
-        f"GPUs {j['cuda_visible_devices'] or 'none (CPU)'})",
+        f"- Generator: {md_code(s.generator['model'])}",
+        f"- Judge: {md_code(j['model'])} "
+        f"(mode {md_text(j['mode'])}, verdict {md_text(j['verdict'])}, quantization {md_text(j['quantization'])}, "
+        f"GPUs {md_text(j['cuda_visible_devices'] or 'none (CPU)')})",
         "",
     ]
     for w in s.placement_warnings:
-        out += [f"> **Warning:** {w}", ""]
+        out += [f"> **Warning:** {md_line(w)}", ""]
     out += ["## Headline", "", "| measure | value |", "|---|---|"]
     out += [f"| {md_text(k)} | {md_text(v)} |" for k, v in headline_rows(s)]
     out += ["", intervals_note(s.n_answers != s.n_items), ""]
@@ -337,7 +337,12 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     for name, g in groups:
         if not len(g):
             continue
-        out += [f"### {name}", "", "| id | question | reference | answer | judge said |", "|---|---|---|---|---|"]
+        out += [
+            f"### {md_line(name)}",
+            "",
+            "| id | question | reference | answer | judge said |",
+            "|---|---|---|---|---|",
+        ]
         for row in g.head(n_examples).itertuples():
             out.append(
                 f"| {_cell(row.id, 20)} | {_cell(row.prompt, 50)} | {_cell(row.reference, 30)} | "
@@ -354,7 +359,8 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     ]
     for m in s.shards:
         out.append(
-            f"| {m['shard']} | {m['n_items']} | {m['cuda_visible_devices'] or 'CPU'} | {m['hostname']} | "
+            f"| {md_text(m['shard'])} | {m['n_items']} | {md_text(m['cuda_visible_devices'] or 'CPU')} | "
+            f"{md_text(m['hostname'])} | "
             f"{m['load_seconds']:.1f} | {m['generate_seconds']:.1f} | {m['tokens_per_second'] or '-'} | "
             f"{m['resumed_items']} | {m['computed_items']} |"
         )
@@ -362,7 +368,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         "",
         f"Judge: load {j['load_seconds']} s, judging {j['judge_seconds']} s, "
         f"resumed {j['resumed_items']}, computed {j['computed_items']}; parameters per device: "
-        f"{json.dumps(j['placement'])}",
+        f"{md_text(json.dumps(j['placement']))}",
         "",
     ]
     return "\n".join(out)
@@ -574,7 +580,7 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
         "truncated",
         "exact match",
     ]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    body = []
     for r in rows:
         vs = r["opponent"] or ("baseline" if modes.get(r["mode"]).needs_baseline else "")
         cells = [
@@ -588,8 +594,8 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
             truncated_text(r.get("n_truncated", 0), r.get("truncated_rate")),
             pct(r["exact_match"]["value"]) if r.get("exact_match_shown", True) else "-",
         ]
-        out.append("| " + " | ".join(cells) + " |")
-    return out
+        body.append(cells)
+    return markdown_table(head, body)
 
 
 def strengths_markdown(across: dict) -> list[str]:
@@ -598,13 +604,13 @@ def strengths_markdown(across: dict) -> list[str]:
     for judge, measures in across.items():
         for dataset, strengths in measures.get("bradley_terry", {}).items():
             out += [
-                f"### Bradley-Terry strengths: {dataset} (judge {judge})",
+                f"### Bradley-Terry strengths: {md_text(dataset)} (judge {md_text(judge)})",
                 "",
                 "| generator | strength | 95% interval |",
                 "|---|---|---|",
             ]
             for g, v in sorted(strengths.items(), key=lambda kv: -kv[1]["strength"]):
-                out.append(f"| {g} | {v['strength']:+.2f} | [{v['ci95'][0]:+.2f}, {v['ci95'][1]:+.2f}] |")
+                out.append(f"| {md_text(g)} | {v['strength']:+.2f} | [{v['ci95'][0]:+.2f}, {v['ci95'][1]:+.2f}] |")
             out += [
                 "",
                 "Log-scale strengths centred at 0 (P(a beats b) = 1 / (1 + exp(s_b - s_a))); ties count "
@@ -616,7 +622,7 @@ def strengths_markdown(across: dict) -> list[str]:
 
 def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
     out = [
-        f"# Report: run `{run.run}`",
+        f"# Report: run {md_code(run.run)}",
         "",
         "## Leaderboard",
         "",
@@ -636,7 +642,7 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
     out += paired.markdown(run.paired)
     for key, (s, df) in cells.items():
         body = render_markdown(s, df, n_examples).splitlines()
-        out += [f"## {key}", ""]
+        out += [f"## {md_line(key)}", ""]
         # The cell's own report, one heading level down, without its title.
         out += ["#" + line if line.startswith("## ") or line.startswith("### ") else line for line in body[2:]]
     return "\n".join(out)
@@ -667,7 +673,6 @@ def time_model_check(config: dict, gen_metas: list, judge_metas: dict) -> dict:
 
 def time_model_markdown(check: dict) -> list[str]:
     """report.md's table of predicted against measured seconds per job (none without timings)."""
-    from genjudge.judging.tables import markdown_table
     from genjudge.planning.calibration import CHECK_NOTE, check_rows, fixed_costs_text, ratio_text
 
     if not check:

@@ -52,7 +52,10 @@ def _column(exp, dataset: str, judge: str, rows: list[dict]) -> dict:
     else:
         mine = [r for r in rows if (r["dataset"], r["judge"]) == (dataset, judge)]
         measure = next((m for r in mine if (m := headline_measure(r))), None)
-        kind = "mean" if any((r.get(measure) or {}).get("kind") == "mean" for r in mine) else "rate"
+        if measure is None:  # no cell of the column was judged (all failed): the mode's own headline
+            measure, kind = modes.get(mode).leaderboard_measure()
+        else:
+            kind = "mean" if any((r.get(measure) or {}).get("kind") == "mean" for r in mine) else "rate"
     return {
         "key": f"{dataset}/{judge}",
         "dataset": dataset,

@@ -1,8 +1,8 @@
 """Grading modes, one object each, looked up by name.
 
 Adding a mode: a module with a `JudgeMode` subclass (name, placeholders, pattern,
-labels, marker, `metrics` and `headline`; `requests`, `parse`, `leaderboard` and
-`category_column` have defaults), its template, and `register(...)`.
+labels, marker, `metrics` and `headline`; `requests`, `parse`, `leaderboard`,
+`leaderboard_measure` and `category_column` have defaults), its template, and `register(...)`.
 Modes outside the package are loaded from the config's `plugins`.
 """
 

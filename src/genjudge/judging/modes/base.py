@@ -220,6 +220,12 @@ class JudgeMode:
         (answers judged correct, or the sum of scores), for paired differences between generators."""
         raise NotImplementedError
 
+    def leaderboard_measure(self) -> tuple[str | None, str]:
+        """(name, kind) of the first measure of `leaderboard`, known before any cell is judged: it heads the
+        models x benchmarks column of a judge whose cells all failed. kind: `rate` or `mean`. By default the
+        paired measure (a rate where it is a share of answers)."""
+        return self.paired_measure, "rate" if self.paired_binary else "mean"
+
     def leaderboard(self, s: dict) -> dict:
         """The headline measures of one cell, each {value, ci95, n}, for the leaderboard
         (by default every interval-bearing measure of the mode)."""

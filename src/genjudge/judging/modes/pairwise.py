@@ -189,6 +189,9 @@ class Pairwise(JudgeMode):
     def leaderboard(self, s: dict) -> dict:
         return {k: s[k] for k in (*OUTCOMES, "position_consistency")}
 
+    def leaderboard_measure(self):
+        return OUTCOMES[0], "rate"
+
     def category_column(self):
         return "win / tie / loss", lambda c: " / ".join(pct(c[k]["value"]) for k in OUTCOMES)
 
