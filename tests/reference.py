@@ -14,7 +14,9 @@ compares each with summary.json field by field (`compare`).
 from __future__ import annotations
 
 import math
+import re
 import string
+import unicodedata
 from collections import Counter
 
 import numpy as np
@@ -106,13 +108,51 @@ def plain_mean(values) -> dict:
 
 
 def normalise(text) -> str:
-    """SQuAD's normalisation as documented: lower case, punctuation and the articles a/an/the
-    dropped, spacing collapsed; a text that is nothing but an article keeps it."""
+    """The documented normalisation (SQuAD's, with its articles dropped only before their word): lower
+    case; punctuation (ASCII, and Unicode categories P*) separates words, but a minus sign (`-`, `−`)
+    before a digit and not after a letter or digit stays `-`; "the" and "an" dropped before any next
+    word, "a" before a next word of two or more characters with nothing but spaces or opening brackets
+    or quotes between (a choice letter among letters stays); the last word always stays."""
     if text is None or (isinstance(text, float) and math.isnan(text)):
         return ""
-    words = "".join(" " if c in string.punctuation else c for c in str(text).lower()).split()
-    kept = [w for w in words if w not in ("a", "an", "the")]
-    return " ".join(kept or words)
+    s = str(text).lower()
+    out = []
+    for i, c in enumerate(s):
+        if c in "-\u2212" and (i == 0 or not s[i - 1].isalnum()) and re.match(r"\.?\d", s[i + 1 :]):
+            out.append(" -")  # a sign starts its number
+        elif c in string.punctuation or c == "\u2212" or unicodedata.category(c)[0] == "P":
+            opening = c in "\"'" or unicodedata.category(c) in ("Ps", "Pi")
+            out.append(" " if opening else " | ")  # "|" (itself punctuation) marks a break
+        else:
+            out.append(c)
+    tokens = "".join(out).split()
+    words = [(t, tokens[i + 1 : i + 2] not in ([], ["|"])) for i, t in enumerate(tokens) if t != "|"]
+    kept = []
+    for j, (w, joined) in enumerate(words):
+        nxt = words[j + 1][0] if j + 1 < len(words) else ""
+        if nxt and (w in ("the", "an") or (w == "a" and joined and len(nxt) > 1)):
+            continue
+        kept.append(w)
+    return " ".join(kept)
+
+
+def vote_number(text) -> float | None:
+    """A plain number's value (sign `-` or `−`, `$`, commas grouping thousands, decimals, `%`, a full stop
+    after), for votes: a sample answering a number votes its value, any other its normalised text."""
+    s = str(text).strip().replace("\u2212", "-")
+    m = re.fullmatch(r"([+-]?)\$?((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)\s?%?\.?", s)
+    return None if m is None else float(m.group(1) + m.group(2).replace(",", ""))
+
+
+def vote_key(text):
+    """("number", value) or ("text", normalised text), or None for no answer."""
+    if missing(text):
+        return None
+    number = vote_number(text)
+    if number is not None:
+        return ("number", number)
+    key = normalise(text)
+    return ("text", key) if key else None
 
 
 def missing(x) -> bool:
@@ -226,7 +266,7 @@ def sample_measures(df: pd.DataFrame, mode: str) -> dict:
                     keys.append(None)
                     continue
                 ext = getattr(r, "answer_extracted", None)
-                keys.append(normalise(r.output if missing(ext) else ext) or None)
+                keys.append(vote_key(r.output if missing(ext) else ext))
             tally = Counter(x for x in keys if x is not None)
             if not tally:
                 votes.append(False)

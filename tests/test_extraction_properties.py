@@ -3,7 +3,7 @@ end of any text, is extracted with its exact value; no text makes extraction rai
 
 from fractions import Fraction
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from genjudge.judging.extraction import BUILTINS, Extracted, answers_match, extract, parse_number
@@ -67,6 +67,7 @@ def test_a_number_ending_any_text_is_extracted_with_its_value(before, number, af
 
 @given(st.text(max_size=60), NUMBERS, AFTER)
 def test_the_number_after_the_last_gsm8k_marker_is_extracted(before, number, after):
+    assume("####" not in after)  # a later marker would be the last one
     text, value = number
     got = extract(f"{before}\n#### {text}{after}", "gsm8k")
     assert got.ok and parse_number(got.value) == value, (text, got)

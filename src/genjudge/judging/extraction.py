@@ -5,15 +5,21 @@ nothing was found; a failed extraction is never a guess. Methods:
 
 - `gsm8k`: the number after the last `####` (GSM8K's references end in `#### 72`);
 - `last_number`: the last number in the text, in any shape of `_TOKEN`: `1,000` (a comma before
-  three digits, after one to three digits not starting with 0, groups thousands), `12,50`,
-  `0,125` (any other single comma: a decimal comma), `1.234,50` and `1.234.567` (points
-  grouping thousands), `-3/4`, `2 1/2`, `1.5e3`, `1.5 × 10^3`, `$18` and `25%` (currency and
-  per cent signs dropped); config/README.md has the table of shapes;
+  three digits, after one to three digits not starting with 0, groups thousands), `1,23,456`
+  (Indian grouping: groups of two before the last three), `12 500` and `1 234,50` (a space,
+  no-break space or thin space before each group of exactly three digits, after one to three
+  digits, groups thousands, as SI/ISO and French write numbers: `2 000` is 2000, `1 2 3` three
+  numbers), `12,50`, `0,125` (any other single comma: a decimal comma), `1.234,50` and
+  `1.234.567` (points grouping thousands), `-3/4`, `2 1/2`, `1.5e3`, `1.5 × 10^3`, `$18` and
+  `25%` (currency and per cent signs dropped); digits grouped in no known way (`10,000,00`) give
+  no number, never a fragment of it; config/README.md has the table of shapes;
 - `boxed`: the content of the last `\\boxed{...}`, nested braces included;
-- `choice`: a single letter A-E: the whole reply (`B`, `(B)`, `B.`), else the last
-  "answer is B" / "Answer: (B)" (lower case where it cannot be a word: "answer is (b)",
-  "Answer: c" ending the line), else the one marked letter (`(B)`, `B)` at a line start,
-  `**B**`, a letter ending the reply); several different ones are ambiguous;
+- `choice`: a single letter A-E, never a guess: the whole reply (`B`, `(B)`, `B.`), else the last
+  stated answer: "answer is B" / "Answer: (B)" (lower case where it cannot be a word: "answer is
+  (b)", "Answer: c" ending the line) or `\\boxed{B}`; a stated answer naming several letters
+  ("answer is A and C") is ambiguous; else a last line that is the letter alone; else the one
+  letter the reply mentions (`(B)`, `B)`, `**B**`, a capital standing alone; "A" before a word is
+  the article); several different ones are ambiguous;
 - any other string: a regular expression with exactly one capturing group; the last match's
   group is the value;
 - None: no extraction, the text itself (stripped).
@@ -54,11 +60,14 @@ def _none(reason: str) -> Extracted:
 # `1,2,3` is one list, never `2,3`), then interpreted by `_run_value`.
 _MINUS = "-\u2212"  # ASCII hyphen-minus and the Unicode minus sign
 _MINUS_CLASS = r"\-\u2212"  # the same inside a character class
+_SPACES = " \u00a0\u2009\u202f"  # a space, no-break space, thin space, narrow no-break space
 _TOKEN = re.compile(
     # A sign only where it cannot be a hyphen or a subtraction (not after a letter, digit or ")").
     rf"(?:(?<![\w)])(?P<sign>[+{_MINUS_CLASS}]))?[$€£]?(?<![\w.])(?P<n>"
     r"(?:(?P<whole>\d+) (?P<mnum>\d+)/(?P<mden>\d+)(?![\d/])"  # a mixed number: 2 1/2
     r"|(?<!/)(?P<num>\d+)/(?P<den>\d+)(?![\d/])"  # a fraction, not a date's 12/25/2023
+    # groups of exactly three digits after a space (no-break, thin) and 1-3 digits: 1 234,50, 12 500
+    rf"|(?P<spaced>[1-9]\d{{0,2}}(?:[{_SPACES}]\d{{3}})+(?![\d/])(?:[.,]\d+)?)(?![.,]?\d)"
     r"|(?P<run>\d[\d,.]*\d|\d|\.\d+))"
     # an exponent: 1.5e3, 2E-4, 1.5 × 10^3, 1.5 \times 10^{3}
     rf"(?:(?P<e>[eE][+{_MINUS_CLASS}]?\d+)"
@@ -72,6 +81,8 @@ _THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
 # Points grouping thousands: before a decimal comma (1.234,50), or two groups and more (1.234.567).
 _POINT_THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:\.\d{3})+,\d+|[1-9]\d{0,2}(?:\.\d{3}){2,}")
 _DECIMAL_COMMA = re.compile(r"\d+,\d+")  # one comma that groups no thousands
+# Indian grouping: groups of two digits before the last group of three (1,23,456 and 12,34,56,789).
+_INDIAN = re.compile(r"[1-9]\d?(?:,\d{2})+,\d{3}(?:\.\d+)?")
 _MAX_EXPONENT = 400  # beyond any float; a bigger power is not read as a number
 
 
@@ -80,15 +91,28 @@ def _run_value(run: str) -> Fraction | None:
 
     `1,000` and `1,234.50` group thousands (commas before groups of three digits, after a
     leading group of one to three digits not starting with 0); `1.234,50` and `1.234.567` group
-    them with points; `12,50`, `3,5`, `0,125` and `2,3456` have a decimal comma (any other single
-    comma); `1000` and `3.14` are plain."""
-    if _PLAIN.fullmatch(run) or _THOUSANDS.fullmatch(run):
+    them with points; `1,23,456` is Indian grouping (groups of two digits before the last three);
+    `12,50`, `3,5`, `0,125` and `2,3456` have a decimal comma (any other single comma); `1000` and
+    `3.14` are plain."""
+    if _PLAIN.fullmatch(run) or _THOUSANDS.fullmatch(run) or _INDIAN.fullmatch(run):
         return Fraction(run.replace(",", ""))
     if _POINT_THOUSANDS.fullmatch(run):
         return Fraction(run.replace(".", "").replace(",", "."))
     if _DECIMAL_COMMA.fullmatch(run):
         return Fraction(run.replace(",", "."))
     return None
+
+
+def _malformed(run: str) -> bool:
+    """Two or more commas, a group of three digits among them, and no grouping of thousands that
+    fits (`10,000,00`, `1,000,2`): a number grouped wrongly, not a list; no number is read from it."""
+    groups = run.split(",")
+    return len(groups) > 2 and _run_value(run) is None and any(re.fullmatch(r"\d{3}(?:\.\d*)?", g) for g in groups[1:])
+
+
+def _spaced_value(spaced: str) -> Fraction:
+    """`1 234,50`, `12 500`, `1 000 000.5`: spaces (any of `_SPACES`) group thousands."""
+    return Fraction(re.sub(f"[{_SPACES}]", "", spaced).replace(",", "."))
 
 
 def _token_value(m: re.Match) -> Fraction | None:
@@ -102,6 +126,8 @@ def _token_value(m: re.Match) -> Fraction | None:
             if int(m.group("den")) == 0:
                 return None
             value = Fraction(int(m.group("num")), int(m.group("den")))
+        elif m.group("spaced") is not None:
+            value = _spaced_value(m.group("spaced"))
         else:
             value = _run_value(m.group("run"))
             if value is None:
@@ -117,10 +143,13 @@ def _token_value(m: re.Match) -> Fraction | None:
     return -value if m.group("sign") and m.group("sign") in _MINUS else value
 
 
-def _token_text(m: re.Match) -> str:
+def _token_text(m: re.Match) -> str | None:
     """The number as extracted: its sign (as `-`), digits and exponent, without the currency and
-    per cent signs; of a list (`1,2,3`) or a section number (`1.2.3`), its last number, unsigned."""
+    per cent signs; of a list (`1,2,3`) or a section number (`1.2.3`), its last number, unsigned;
+    None for a number grouped wrongly (`10,000,00`): no fragment of it is a number it means."""
     run = m.group("run")
+    if run is not None and _malformed(run):
+        return None
     if run is not None and _run_value(run) is None:  # a list (1,2,3) or a section number (1.2.3)
         last = run.rsplit(",", 1)[-1]
         return last if _PLAIN.fullmatch(last) else last.rsplit(".", 1)[-1]
@@ -148,14 +177,21 @@ def _gsm8k(text: str) -> Extracted:
     m = _TOKEN.match(_leading_signs(after.lstrip()))
     if not m:
         return _none(f"no number after '####' (found {_snippet(after)})")
-    return Extracted(_token_text(m), None)
+    return _number(m)
+
+
+def _number(m: re.Match) -> Extracted:
+    value = _token_text(m)
+    if value is None:
+        return _none(f"digits grouped in no known way ({m.group('n')!r}): not read as a number")
+    return Extracted(value, None)
 
 
 def _last_number(text: str) -> Extracted:
     last = next(reversed(list(_TOKEN.finditer(text))), None)
     if last is None:
         return _none("no number in the text")
-    return Extracted(_token_text(last), None)
+    return _number(last)
 
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -185,7 +221,8 @@ def _boxed(text: str) -> Extracted:
     return _none("\\boxed{ is never closed (the text may be cut off)")
 
 
-_CHOICE_ALONE = re.compile(r"\(?\s*([A-Ea-e])\s*\)?[.:)]?")
+# The whole reply, or its last line, is one letter: `B`, `(c)`, `D.`, ` E) `, `**B**`.
+_CHOICE_ALONE = re.compile(r"(?:\*\*)?\(?\s*([A-Ea-e])\s*\)?(?:\*\*)?[.:)]?")
 # "answer is (B)", "Answer: B", "the answer is option B", "answer: **B**"; not "option B" alone,
 # which a reply may mention while rejecting it. A lower-case letter only where it cannot be a
 # word: bracketed ("answer is (b)"), in bold, or ending the line ("Answer: c", "answer is e.");
@@ -195,26 +232,65 @@ _CHOICE_STATED = re.compile(
     r"(?:[(\[*]*\s*([A-E])\b(?![\w'])"
     r"|[(\[]\s*([a-e])\s*[)\]]|\*\*\s*([a-e])\s*\*\*|([a-e])(?=[.)]?[ \t]*(?:\n|$)))"
 )
+# \boxed{B}, \boxed{(b)}, \boxed{\text{B}}: stated as the answer too.
+_CHOICE_BOXED = re.compile(
+    r"\\(?:boxed|fbox)\s*\{\s*(?:\\(?:text|textbf|mathrm)\s*\{\s*)?\(?\s*([A-Ea-e])\s*\)?\s*\}?\s*\}"
+)
+# A stated letter that goes on into a list of letters: "answer is A and C", "Answer: (A) or (B)", "A, C".
+_CHOICE_LISTED = re.compile(
+    r"[ \t]*[)\]*]*[ \t]*(?:,[ \t]*(?:(?:and|or)\b)?|/|&|\b(?:and|or|nor)\b)[ \t]*(?i:(?:option|choice)\s+)?"
+    r"(?:[(\[*]*[ \t]*([A-E])(?![\w'’])|[(\[][ \t]*([a-e])[ \t]*[)\]])"
+)
+# A letter marked as a choice: `(B)`, `B.`/`B)`/`B:` starting a line, `**B**`.
 _CHOICE_MARKED = [
     re.compile(r"\(([A-E])\)"),
     re.compile(r"(?m)^[ \t>*-]*([A-E])[.):](?!\w)"),
     re.compile(r"\*\*\s*([A-E])\s*\*\*"),
-    re.compile(r"(?<![\w'])([A-E])[.)]?\s*$"),
 ]
+# A capital letter A-E standing alone (not in a word, an abbreviation like U.S.A. or B.C., or `\A`).
+_CHOICE_MENTIONED = re.compile(r"(?<![\w'’\\])(?<![A-Za-z]\.)([A-E])(?![\w'’])(?!\.[A-Za-z])")
+# "A" before a word is the article ("A good choice is (B)"), unless the word is one of these
+# ("A or B", "A is wrong") or a single letter ("A B").
+_ARTICLE_A = re.compile(
+    r"A[ \t]+(?!(?:and|or|nor|not|is|was|are|were|seems|looks|also|too|only|vs|versus|but|because"
+    r"|since|than|then|instead|would|could|should|might|may|must|can|will)\b)[A-Za-z]{2}"
+)
 
 
 def _choice(text: str) -> Extracted:
-    alone = _CHOICE_ALONE.fullmatch(text.strip())
+    """One letter A-E, never a guess: the whole reply; else the last stated answer ("answer is B",
+    "Answer: B", \\boxed{B}), unless it names several ("answer is A and C": ambiguous); else a
+    last line that is the letter alone; else the one marked letter (`(B)`, `B)` starting a line,
+    `**B**`; several: ambiguous); else the one capital letter the reply mentions standing alone (not
+    the article "A"); several: ambiguous."""
+    stripped = text.strip()
+    alone = _CHOICE_ALONE.fullmatch(stripped)
     if alone:
         return Extracted(alone.group(1).upper(), None)
-    stated = list(_CHOICE_STATED.finditer(text))
+    stated = [*_CHOICE_STATED.finditer(text), *_CHOICE_BOXED.finditer(text)]
     if stated:
-        return Extracted(next(g for g in stated[-1].groups() if g).upper(), None)
+        last = max(stated, key=lambda m: m.start())
+        letter = next(g for g in last.groups() if g).upper()
+        listed = _CHOICE_LISTED.match(text, last.end()) if last.re is _CHOICE_STATED else None
+        if listed:
+            other = next(g for g in listed.groups() if g).upper()
+            if other != letter:
+                return _none(f"ambiguous: the stated answer names several choices ({letter}, {other})")
+        return Extracted(letter, None)
+    last_line = _CHOICE_ALONE.fullmatch(stripped.rsplit("\n", 1)[-1].strip())
+    if last_line:
+        return Extracted(last_line.group(1).upper(), None)
+    # A reply that marks one letter ("(B) Paris, since vitamin C ...") chose it; one marking several did not.
     marked = sorted({m.group(1) for rx in _CHOICE_MARKED for m in rx.finditer(text)})
     if len(marked) == 1:
         return Extracted(marked[0], None)
     if marked:
-        return _none(f"several choices ({', '.join(marked)}) and no 'answer is X'")
+        return _none(f"ambiguous: several choices ({', '.join(marked)}) and no 'answer is X'")
+    mentioned = sorted({m.group(1) for m in _CHOICE_MENTIONED.finditer(text) if not _ARTICLE_A.match(text, m.start())})
+    if len(mentioned) == 1:
+        return Extracted(mentioned[0], None)
+    if mentioned:
+        return _none(f"ambiguous: several choices ({', '.join(mentioned)}) and no 'answer is X'")
     return _none("no choice letter A-E")
 
 
@@ -273,8 +349,9 @@ _FRAC = re.compile(rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*\\[dt]?frac\s*\{{\s*(?P<a>\
 
 
 def parse_number(value: str | None) -> Fraction | None:
-    """The exact value of a number in any shape `last_number` reads (`1,000`, `-3.5`, `$18`,
-    `50%`, `12,50`, `1/2`, `2 1/2`, `1.5e3`) or `\\frac{1}{2}`; a trailing full stop is
+    """The exact value of a number in any shape `last_number` reads (`1,000`, `1,23,456`,
+    `12 500`, `1 234,50`, `-3.5`, `$18`, `50%`, `12,50`, `1/2`, `2 1/2`, `1.5e3`) or
+    `\\frac{1}{2}`; a trailing full stop is
     ignored. None when `value` is not just one number (`1,2,3` is a list)."""
     if is_missing(value):
         return None

@@ -12,9 +12,12 @@ samples, as everywhere in the report.
 - pass@k: the unbiased estimator of Chen et al. (2021), 1 - C(n-c, k) / C(n, k)
   for an item with n parsed samples of which c are correct, averaged over the
   items with n >= k. pass@1 is the mean accuracy over samples.
-- majority vote (self-consistency): each sample votes its extracted answer
-  (normalised; the whole output when the dataset sets no extraction; a sample
-  with nothing extracted does not vote). The most frequent answer wins, a tie
+- majority vote (self-consistency): each sample votes its extracted answer (the
+  whole output when the dataset sets no extraction; a sample with nothing
+  extracted does not vote): by its value when it is a number (`extraction.parse_number`,
+  as exact match compares them: `1,000` and `1000` are one answer, `5` and `-5`
+  two), by its normalised text (`textnorm.normalise`) otherwise; a number and a
+  text never vote together. The most frequent answer wins, a tie
   going to the answer given by the lowest sample index. It is correct when the
   judge said so for most of the samples giving it (a tie: the first such
   sample's verdict); an item where no sample voted counts as wrong.
@@ -30,7 +33,7 @@ from collections import Counter
 import pandas as pd
 
 from genjudge.data.dataset import is_missing
-from genjudge.judging.extraction import NO_ANSWER
+from genjudge.judging.extraction import NO_ANSWER, parse_number
 from genjudge.judging.stats import clustered_rate, mean_interval, rate
 from genjudge.judging.textnorm import normalise
 
@@ -52,14 +55,19 @@ def reported_ks(n_samples: int) -> list[int]:
 
 
 def vote_key(row) -> str | None:
-    """What one sample votes: its normalised extracted answer, or None when it has none."""
+    """What one sample votes, or None when it has no answer: a number's exact value as `#` and
+    the value (`#1000`, `#-5`, `#5/2`: `#` never appears in normalised text), else the
+    normalised text of its extracted answer."""
     reason = getattr(row, "answer_reason", None)
     if isinstance(reason, str) and reason.startswith(NO_ANSWER):
         return None
     extracted = getattr(row, "answer_extracted", None)
     text = row.output if is_missing(extracted) else extracted
-    key = normalise(None if is_missing(text) else str(text))
-    return key or None
+    text = None if is_missing(text) else str(text)
+    number = parse_number(text)
+    if number is not None:
+        return f"#{number}"
+    return normalise(text) or None
 
 
 def majority_vote(votes: list[str | None], verdicts: list[str | None], correct: str = "correct"):
