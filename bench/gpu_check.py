@@ -57,18 +57,27 @@ def versions() -> dict:
     return out
 
 
-def run_pytest_gpu() -> dict:
-    """`pytest -m gpu` in its own process, with this environment; its summary line."""
+def run_pytest_gpu(python: list | None = None) -> dict:
+    """`pytest -m gpu` in its own process, with this environment; its summary line. `python`: the
+    interpreter's command (this one by default)."""
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs"],
+        [*(python or [sys.executable]), "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs"],
         cwd=ROOT,
         env=dict(os.environ),
         capture_output=True,
         text=True,
     )
-    tail = [line for line in proc.stdout.splitlines() if line.strip()][-1:] or [""]
-    return {"returncode": proc.returncode, "summary": tail[0], "seconds": round(time.perf_counter() - t0, 1)}
+    return {"returncode": proc.returncode, "summary": summary(proc), "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def summary(proc) -> str:
+    """pytest's last line; where it wrote nothing to stdout (no pytest, a crash), stderr's last line."""
+    for stream in (proc.stdout, proc.stderr):
+        lines = [line for line in (stream or "").splitlines() if line.strip()]
+        if lines:
+            return lines[-1]
+    return f"exit status {proc.returncode}, no output"
 
 
 def step_prompts(tok, n: int, tokens: int) -> list[str]:
@@ -136,6 +145,7 @@ def bench_workflow(model_dir: str, n: int, new_tokens: int, gpu: bool) -> dict:
     from genjudge.stages.plan import make_plan
 
     tmp = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    keep = False  # a failed run's directory is kept: its logs say why
     try:
         for name in ("Snakefile", "rules", "scripts", "config", "profiles"):
             src = ROOT / name
@@ -167,7 +177,11 @@ def bench_workflow(model_dir: str, n: int, new_tokens: int, gpu: bool) -> dict:
         proc = subprocess.run(cmd, cwd=tmp, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
-            raise SystemExit(f"gpu_check: the workflow run failed:\n{proc.stderr[-4000:]}")
+            keep = True
+            raise SystemExit(
+                f"gpu_check: the workflow run failed (its directory is kept: logs under {tmp / 'logs'}, "
+                f"snakemake's under {tmp / '.snakemake' / 'log'}):\n{proc.stderr[-4000:]}"
+            )
         gen = Path(model_dir).name
         meta = json.loads((tmp / f"results/gpucheck/generations/{gen}/questions/0.meta.json").read_text())
         bench = (tmp / f"logs/gpucheck/benchmarks/generate/{gen}/questions/0.tsv").read_text().splitlines()
@@ -178,7 +192,8 @@ def bench_workflow(model_dir: str, n: int, new_tokens: int, gpu: bool) -> dict:
         finally:
             os.chdir(cwd)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
     measured = {
         "load": meta["load_seconds"],
         "batch search": meta["batch_search_seconds"],

@@ -183,3 +183,45 @@ def test_token_lengths_are_computed_a_chunk_at_a_time(generator):
     whole = gen.tok(prompts, add_special_tokens=False)["input_ids"]
     assert token_lengths(Counting(), prompts, False, chunk=5) == [len(x) for x in whole]
     assert max(calls) == 5 and sum(calls) == len(prompts)
+
+
+def test_odd_probe_timings_never_choose_below_the_probes():
+    """8 at 10 ms and 64 at 100 ms: the line's intercept is negative (its knee would be 1); the probe
+    fastest per token wins. A knee below the smallest probe is raised to it."""
+    odd = [Probe(8, None, 0.010, 100), Probe(64, None, 0.100, 100)]  # 1.25 and 1.56 ms a token
+    c = choose(None, step_line_from_probes(odd), 10_000, 0.9, probes=odd)
+    assert (c.batch, c.decided_by) == (8, "speed") and "no fixed cost" in c.reason
+    low = [Probe(8, None, 0.010, 100), Probe(64, None, 0.075, 100)]  # knee 0.71 / 1.16 x 4 = 3
+    speed = step_line_from_probes(low)
+    assert speed.knee() == 3
+    c = choose(None, speed, 10_000, 0.9, probes=low)
+    assert (c.batch, c.decided_by) == (8, "speed") and "raised to the smallest probe" in c.reason
+
+
+def test_a_compiled_probe_counts_its_whole_static_cache(generator):
+    """The static cache is allocated at its full length before the first step: the probe's peak holds all
+    of it, so its context is the cache's length and the memory line adds no growth on top."""
+    from genjudge.engine.batch_size import run_probe
+
+    gen, prompts = generator
+    compiled = Generator(gen.model, gen.tok, gen.params, add_special_tokens=False, compile=True, cache_tokens=200)
+    longest = max(prompts, key=len)
+    width = len(gen.tok(longest, add_special_tokens=False)["input_ids"])
+    run = run_probe(compiled, longest, 2, steps=2)
+    assert run.context_tokens == width_bucket(200) != width + 2
+    assert compiled.cache_length(width) == run.context_tokens
+    probes = [Probe(2, 1e9 + 2 * 5e6, 0.01, run.context_tokens), Probe(8, 1e9 + 8 * 5e6, 0.02, run.context_tokens)]
+    line = memory_line_from_probes(probes, 80e9, 1000.0, full_context=width + gen.params.max_new_tokens)
+    assert line.per_sequence_bytes == pytest.approx(5e6)  # nothing added for tokens the cache already holds
+
+
+def test_a_halving_is_reported_before_the_retry():
+    sizes = []
+
+    def fn(idx):
+        if len(idx) > 3:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return list(idx)
+
+    _, final = run_batches(list(range(10)), 16, fn, on_resize=sizes.append)
+    assert sizes == [8, 4, 2] and final == 2

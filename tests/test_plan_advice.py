@@ -277,3 +277,88 @@ def test_the_job_checks_the_model_files_before_any_item(tmp_path):
         InputError, match=r"judge model '.*m' has no tokenizer .*: this job cannot load it; nothing was computed"
     ):
         PromptSet(spec_for("judge", model=str(tmp_path / "m")), kind="judge")
+
+
+def generator_entry(cfg, gpus="4xH100"):
+    """(config, experiment, the plan's generator entry) for `cfg` on `gpus`."""
+    from genjudge.config.experiment import resolve
+    from genjudge.engine.memory_plan import parse_inventory_spec
+    from genjudge.planning.time_model import GB
+    from genjudge.stages.plan import load_datasets
+    from genjudge.stages.plan_roles import plan_generator
+
+    config = wfconfig.validate(json.loads(json.dumps(cfg)), ROOT)
+    exp = resolve(config)
+    items, _ = load_datasets(exp, config)
+    rate = config["plan"]["load_gb_per_s"] * GB
+    return (
+        config,
+        exp,
+        plan_generator(
+            config, exp, next(iter(exp.generators)), items, parse_inventory_spec(gpus), None, None, None, rate
+        ),
+    )
+
+
+def test_a_generators_batch_search_is_counted_in_its_plan_and_its_advice(study):
+    """batch_size auto on GPUs: a generator job probes 8, 64 and its 165 requests first, as a judge job
+    does; the advice's configured option is the same job, so the same seconds."""
+    from genjudge.stages.plan_advice import generator_options
+
+    _, cfg = study
+    config, exp, e = generator_entry(cfg)
+    t = e.times["gsm8k"]
+    assert t.term("batch search") > 0
+    assert "probes of 8, 64, 165 sequences" in "\n".join(t.lines())
+    configured = next(o for o in generator_options(config, exp, [e], [1, 1, 1, 1]) if o.configured)
+    assert configured.longest_job == pytest.approx(t.seconds)
+
+
+def test_plan_and_job_decide_compile_alike(study):
+    """compile: auto on the same model numbers, GPU and requests: the plan (planned_engine, the GPU as
+    --gpus names it) and the job (use_compile with its loaded model, the GPU as torch names it) decide
+    alike: 20 requests stay eager (42 s of compiling do not pay back), 5,000 compile. On a CPU auto never
+    compiles."""
+    from genjudge.config.specs import spec_for
+    from genjudge.engine.compiling import use_compile
+    from genjudge.engine.loading import load_causal_lm
+    from genjudge.engine.memory_plan import parse_inventory_spec, plan
+    from genjudge.planning.time_model import Layout, ModelNumbers, Requests, gpu_device
+    from genjudge.stages.plan_roles import planned_engine
+
+    d, _ = study
+    spec = spec_for("generator", model=str(d / "Llama-3.1-8B-Instruct"), max_new_tokens=512, dtype="bfloat16")
+    gpus = parse_inventory_spec("1xH100")
+    p = plan(spec, gpus, 8, 60 + 512, "generator")
+    planned_gpu = gpu_device(gpus[0])
+    job_gpu = gpu_device({"name": "NVIDIA H100 80GB HBM3", "total_bytes": 81559 * 2**20})
+    model, _ = load_causal_lm(spec_for("generator", model=str(ROOT / "models" / "demo-generator")))
+    decided = {}
+    for n in (20, 5000):
+        reqs = [Requests(n, 60, 512)]
+        planned, _ = planned_engine(spec, ModelNumbers.from_plan(p), planned_gpu, Layout("one", 1), reqs)
+        job, why = use_compile(spec, model, p, reqs, device=job_gpu)
+        assert job == planned.compiled, why
+        decided[n] = job
+    assert decided == {20: False, 5000: True}
+    assert use_compile(spec, model, p, [Requests(5000, 60, 512)]) == (False, "compile: auto compiles on CUDA GPUs only")
+
+
+def test_the_plan_shows_the_batch_a_job_remembered_on_this_kind_of_gpu(study, tmp_path):
+    """A generator job on an H100 (torch's name) remembered batch 100; the plan for `--gpus 4xH100` (the
+    table's name) finds it, prints it and counts no probes."""
+    from genjudge.config.specs import GeneratorSpec
+    from genjudge.engine.batch_size import entry_of, memory_key
+    from genjudge.planning.batch_choice import Choice
+    from genjudge.store.batch_memory import BatchMemory
+
+    _, cfg = study
+    cfg = {**cfg, "cache_dir": str(tmp_path)}
+    config, exp, e = generator_entry(cfg)
+    assert "remembered" not in e.plan["batch_source"] and not e.engine.compiled
+    spec = GeneratorSpec.from_config(exp.generators[e.name])
+    key = memory_key(spec, "fingerprint", False, e.prompt_tokens, [["NVIDIA H100 80GB HBM3", 81559]])
+    BatchMemory(tmp_path).remember(key, entry_of(Choice(100, "memory", "batch 100"), spec.model, 80e9, 131_072, 572))
+    _, _, e = generator_entry(cfg)
+    assert e.batch == 100 and "remembered from an earlier job" in e.plan["batch_source"]
+    assert e.times["gsm8k"].term("batch search") == 0

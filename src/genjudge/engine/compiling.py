@@ -2,13 +2,19 @@
 
 `auto` compiles where it pays and transformers can: the model on CUDA GPUs only (no CPU or disk
 offload), not quantized by bitsandbytes (transformers does not compile its layers), not a rank of a
-torchrun group. `true` asks for it anywhere transformers can (on a CPU too: the tests compare it with
-eager decoding there); `false` never.
+torchrun group, and where the time model says the decoding it saves pays for compiling
+(`auto_decision`: `genjudge plan` and the job call it alike, each with its own device). `true` asks for
+it anywhere transformers can (on a CPU too: the tests compare it with eager decoding there); `false`
+never.
 """
 
 from __future__ import annotations
 
+import math
+
 from genjudge.errors import InputError
+
+COMPILE_DECISION_BATCH = 64  # compile: auto is decided at this batch (capped at the job's requests) by plan and job
 
 
 def setting(spec) -> str:
@@ -29,8 +35,40 @@ def refusal(spec) -> str | None:
     return None
 
 
-def use_compile(spec, model) -> tuple[bool, str]:
-    """(compile?, why) for this spec and the loaded model."""
+def auto_decision(spec, device, numbers, requests: list, tensor: bool = False) -> tuple[bool, str]:
+    """`compile: auto` on `device` (a planning Device: the plan's, or the job's own GPU): eager off
+    CUDA GPUs, for bitsandbytes layers and in a torchrun group; elsewhere as
+    time_model.choose_compile says for these model numbers and requests at the decision batch."""
+    from genjudge.planning.time_model import choose_compile
+
+    if device.kind != "gpu":
+        return False, "compile: auto compiles on CUDA GPUs only"
+    if spec.quantization != "none":
+        return False, f"compile: auto: transformers does not compile {spec.quantization} layers"
+    if tensor:
+        return False, "compile: auto leaves a torchrun group eager"
+    n = sum(r.n for r in requests)
+    yes, why = choose_compile(numbers, device, requests, max(1, min(COMPILE_DECISION_BATCH, math.ceil(n))))
+    return yes, f"compile: auto: {why}"
+
+
+def model_device(model):
+    """The planning Device a loaded model decodes on: its first GPU as the plan names GPUs (name and
+    memory), or a CPU."""
+    from genjudge.planning.time_model import Device, gpu_device
+
+    if model.device.type != "cuda":
+        return Device("cpu", 0, 0, 0, kind="cpu")
+    import torch
+
+    props = torch.cuda.get_device_properties(model.device)
+    return gpu_device({"name": props.name, "total_bytes": props.total_memory})
+
+
+def use_compile(spec, model, plan: dict | None = None, requests: list | None = None, device=None) -> tuple[bool, str]:
+    """(compile?, why) for this spec and the loaded model. For `auto`: `plan` is the job's memory plan
+    (its model numbers; or a function that returns it, called only where they are needed), `requests`
+    the job's (time_model.Requests), `device` the Device it runs on (default: the model's own)."""
     from genjudge.engine import tensor_parallel
 
     chosen = setting(spec)
@@ -47,10 +85,14 @@ def use_compile(spec, model) -> tuple[bool, str]:
         if offloaded:
             raise InputError("compile: true, but part of the model is offloaded to the CPU or disk")
         return True, "compile: true"
-    if tensor_parallel.active():
-        return False, "compile: auto leaves a torchrun group eager"
-    if spec.quantization != "none":
-        return False, f"compile: auto: transformers does not compile {spec.quantization} bitsandbytes layers"
-    if model.device.type != "cuda" or offloaded:
+    if offloaded:
         return False, "compile: auto compiles on CUDA GPUs only"
-    return True, "compile: auto on CUDA"
+    device = device if device is not None else model_device(model)
+    needs_numbers = device.kind == "gpu" and spec.quantization == "none" and not tensor_parallel.active()
+    plan = plan() if callable(plan) and needs_numbers else plan
+    if needs_numbers and not (plan or {}).get("weights_bytes"):
+        return False, "compile: auto: no memory plan of the model to decide with (eager)"
+    from genjudge.planning.time_model import ModelNumbers
+
+    numbers = ModelNumbers.from_plan(plan) if needs_numbers else None
+    return auto_decision(spec, device, numbers, requests or [], tensor=tensor_parallel.active())

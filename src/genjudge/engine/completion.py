@@ -33,27 +33,54 @@ def gen_params(spec: ModelSpec) -> GenParams:
     return GenParams(max_new_tokens=spec.max_new_tokens, do_sample=False)
 
 
+def kv_bytes_per_token(pset, model) -> float:
+    """Bytes of KV cache a token adds on the most loaded GPU: the memory plan's figure, or in a
+    torchrun group (which has no device-map plan) the model's own, split over the group's ranks."""
+    from genjudge.engine import tensor_parallel
+
+    kv = (pset.info.get("memory_plan") or {}).get("kv_bytes_per_token")
+    if kv is None:
+        from genjudge.engine.memory_plan import kv_cache_bytes
+
+        config = getattr(model, "config", None)
+        dtype = getattr(model, "dtype", None)
+        kv = kv_cache_bytes(config, 1, 1, dtype.itemsize if dtype is not None else 2) if config is not None else 0
+    return kv / tensor_parallel.world_size() if tensor_parallel.active() else kv
+
+
 def resolve_batch_size(pset, gen, prompts: list[str], lengths: list[int], new_tokens: int):
-    """The configured batch size, or for `auto` the batch chosen from short probes (engine.batch_size),
-    as a batch_choice.Choice."""
+    """The configured batch size, or for `auto` the batch chosen from short probes (engine.batch_size):
+    (batch_choice.Choice, the remembered choice's key or None)."""
     from genjudge.planning.batch_choice import Choice
 
     spec = pset.spec
     if spec.batch_size != "auto":
-        return Choice(int(spec.batch_size), "configured", f"batch_size: {spec.batch_size}")
+        return Choice(int(spec.batch_size), "configured", f"batch_size: {spec.batch_size}"), None
     from genjudge.engine.batch_size import auto_batch_size, device_names, memory_key
 
     longest = max(range(len(prompts)), key=lambda i: lengths[i])
-    kv = (pset.info.get("memory_plan") or {}).get("kv_bytes_per_token") or 0
-    key = memory_key(spec, pset.fp, spec.engine, getattr(gen, "compile", False), lengths[longest], device_names())
-    if getattr(gen, "labels", None) is not None:  # logprob verdicts: a forward pass, no decoding
-        key["verdict"] = "logprob"
-    return auto_batch_size(gen, prompts[longest], len(prompts), spec, kv, new_tokens, pset.memory, key)
+    kv = kv_bytes_per_token(pset, gen.model)
+    verdict = "logprob" if getattr(gen, "labels", None) is not None else None  # a forward pass, no decoding
+    key = memory_key(spec, pset.fp, getattr(gen, "compile", False), lengths[longest], device_names(), verdict)
+    choice = auto_batch_size(gen, prompts[longest], len(prompts), spec, kv, new_tokens, pset.memory, key)
+    return choice, key
 
 
-def runner(pset, model, scorer=None, cache_tokens: int | None = None):
+def compile_plan(pset) -> dict:
+    """The model's numbers for `compile: auto`: the job's memory plan, or where it has none (it
+    failed) the model's numbers alone."""
+    plan = pset.info.get("memory_plan") or {}
+    if plan.get("weights_bytes"):
+        return plan
+    from genjudge.engine.memory_plan import model_plan
+
+    return model_plan(pset.spec, pset.kind)
+
+
+def runner(pset, model, scorer=None, cache_tokens: int | None = None, lengths: list[int] | None = None):
     """What completes a batch of prompts-as-sent with the loaded model: a generator, or `scorer`'s.
-    `cache_tokens`: the job's longest prompt plus max_new_tokens (a compiled generator's cache)."""
+    `cache_tokens`: the job's longest prompt plus max_new_tokens (a compiled generator's cache);
+    `lengths`: the prompts' tokens (`compile: auto` weighs the job's requests, as the plan does)."""
     special = not pset.chat
     if scorer is not None:
         return scorer(model, pset.tok, add_special_tokens=special)
@@ -62,8 +89,11 @@ def runner(pset, model, scorer=None, cache_tokens: int | None = None):
 
         return VllmGenerator(model, pset.tok, pset.params, special, generation_config(pset.spec))
     from genjudge.engine.compiling import use_compile
+    from genjudge.planning.time_model import Requests
 
-    compiled, why = use_compile(pset.spec, model)
+    lengths = lengths or []
+    requests = [Requests(len(lengths), sum(lengths) / len(lengths), pset.params.max_new_tokens)] if lengths else []
+    compiled, why = use_compile(pset.spec, model, lambda: compile_plan(pset), requests)
     if pset.info.get("compile") is None:
         pset.info.update(compile=compiled)
         log.info("decoding: %s (%s)", "static cache, compiled" if compiled else "eager", why)
@@ -193,6 +223,25 @@ class PromptSet:
         return sample_seed(self.params.seed, self.key(prompt), sample)
 
 
+def run_batches_remembered(gen, lengths, batch_size, compute, checkpoint, progress, pset, choice, key):
+    """decoding.run_batches with what an out-of-memory halving changes: the generator pads short
+    batches to the new size (not the old one's buckets), and a remembered auto choice is lowered to
+    it, so the job's other shards and reruns do not run out of memory again."""
+
+    def resized(b):
+        if hasattr(gen, "batch_size"):
+            gen.batch_size = b
+
+    results, final = run_batches(
+        lengths, batch_size, compute, on_batch=checkpoint, progress=progress, on_resize=resized
+    )
+    # key: batch_size auto (None when configured); a CPU's fixed size is never remembered
+    if final < batch_size and key is not None and pset.memory is not None and choice.decided_by != "cpu":
+        reason = f"batch {batch_size} ran out of memory in a job; halved to {final}"
+        pset.memory.lower(key, final, reason, pset.spec.model)
+    return results, final
+
+
 def complete(
     pset: PromptSet,
     texts: list[str],
@@ -261,12 +310,12 @@ def complete(
         longest = max(len(p) for p in todo_prompts)  # characters: an upper bound on tokens
         model, info, seconds = pset.load(longest + pset.params.max_new_tokens)
         load_seconds += seconds
-        gen = runner(pset, model, scorer, cache_tokens=max(lengths) + pset.params.max_new_tokens)
-        choice = None
+        gen = runner(pset, model, scorer, cache_tokens=max(lengths) + pset.params.max_new_tokens, lengths=lengths)
+        choice, batch_key = None, None
         if pset.spec.engine == "vllm":  # chunks of requests, each checkpointed; the engine batches within
             batch_size = int(pset.spec.vllm["chunk_size"])
         else:
-            choice = resolve_batch_size(pset, gen, todo_prompts, lengths, new_tokens)
+            choice, batch_key = resolve_batch_size(pset, gen, todo_prompts, lengths, new_tokens)
             batch_size = choice.batch
             gen.batch_size = batch_size
         bar = Throughput(len(todo), desc, log_stream)
@@ -290,12 +339,8 @@ def complete(
                 return gen.generate([todo_prompts[j] for j in idx])
 
         t1, compiled_before = time.monotonic(), getattr(gen, "compile_seconds", 0.0)
-        new, batch_size = run_batches(
-            lengths,
-            batch_size,
-            tensor_parallel.agree(compute),
-            on_batch=checkpoint,
-            progress=bar,
+        new, batch_size = run_batches_remembered(
+            gen, lengths, batch_size, tensor_parallel.agree(compute), checkpoint, bar, pset, choice, batch_key
         )
         compile_seconds = getattr(gen, "compile_seconds", 0.0)
         # The batches' seconds without compiling (a fixed cost of its own, in compile_seconds).

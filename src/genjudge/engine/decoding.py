@@ -42,12 +42,13 @@ def length_sorted(lengths: list[int]) -> list[int]:
     return sorted(range(len(lengths)), key=lambda i: -lengths[i])
 
 
-def run_batches(items_len: list[int], batch_size: int, fn, on_batch=None, progress=None):
+def run_batches(items_len: list[int], batch_size: int, fn, on_batch=None, progress=None, on_resize=None):
     """Call fn(indices) over length-sorted batches with OOM backoff.
 
     fn returns one result per index. On an out-of-memory error the batch is
     halved and the same items are retried, so no item is dropped or repeated.
-    on_batch(indices, results) is called after each successful batch.
+    on_batch(indices, results) is called after each successful batch;
+    on_resize(batch_size) after each halving, before the retry.
     """
     order = length_sorted(items_len)
     results: list = [None] * len(items_len)
@@ -64,6 +65,8 @@ def run_batches(items_len: list[int], batch_size: int, fn, on_batch=None, progre
             log.warning(
                 "out of memory on a batch of %d: retrying the same items with batch size %d", len(idx), batch_size
             )
+            if on_resize is not None:
+                on_resize(batch_size)
             continue
         for i, r in zip(idx, out):
             results[i] = r
@@ -192,6 +195,13 @@ class Generator:
         enc = self.tok(prompts, return_tensors="pt", padding=True, add_special_tokens=self.add_special_tokens)
         return {k: v.to(input_device(self.model)) for k, v in enc.items()}, rows
 
+    def cache_length(self, width: int) -> int | None:
+        """Tokens a sequence's static KV cache holds for a batch of this prompt width (compile only;
+        allocated whole before the first step), else None."""
+        if not self.compile:
+            return None
+        return width_bucket(max(self.cache_tokens or 0, width + self.params.max_new_tokens))
+
     def _decode_kwargs(self, width: int) -> dict:
         if not self.compile:
             return {}
@@ -201,8 +211,7 @@ class Generator:
         # reduce-overhead: CUDA graphs; on a CPU transformers compiles only when told to (tests).
         config = CompileConfig(mode="reduce-overhead" if on_gpu else "default")
         config._compile_all_devices = not on_gpu
-        cache = max(self.cache_tokens or 0, width + self.params.max_new_tokens)
-        return {"cache_implementation": "static", "compile_config": config, "max_cache_len": width_bucket(cache)}
+        return {"cache_implementation": "static", "compile_config": config, "max_cache_len": self.cache_length(width)}
 
     def _run(self, enc: dict, kwargs: dict, clock: StepClock) -> tuple:
         """(generate's output, seconds this call spent compiling)."""
@@ -270,7 +279,8 @@ class Generator:
     def probe(self, prompt: str, batch_size: int, steps: int = 6) -> tuple[StepClock, int]:
         """A short worst-case batch: the longest prompt `batch_size` times, decoding `steps` tokens with
         the job's settings (its cache length, compilation and sampler), none of them allowed to stop
-        early. Returns the clock and the tokens each sequence holds in its KV cache at the end."""
+        early. Returns the clock and the tokens each sequence holds in its KV cache at its peak: the
+        whole static cache when compiling (the probe's peak memory already holds all of it)."""
         enc, _ = self._encode([prompt] * batch_size)
         kwargs = {
             "max_new_tokens": self.params.max_new_tokens,
@@ -288,7 +298,8 @@ class Generator:
             kwargs.update(temperature=None, top_p=None, top_k=None)
         clock = StepClock(stop_after=steps)
         self._run(enc, kwargs, clock)
-        return clock, enc["input_ids"].shape[1] + steps
+        width = enc["input_ids"].shape[1]
+        return clock, self.cache_length(width) or width + steps
 
     def _eos_ids(self) -> set[int]:
         eos = self.model.generation_config.eos_token_id

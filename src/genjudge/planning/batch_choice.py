@@ -159,6 +159,12 @@ def choose(
     requests = max(1, int(requests))
     mem_cap = None if memory is None else int(memory.fits(margin) * HEADROOM)
     speed_cap = None if speed is None else speed.knee()
+    ran = [p for p in probes or [] if p.step_seconds is not None]
+    degenerate = speed is not None and ran and speed.overhead_seconds <= 0 < speed.per_sequence_seconds
+    if degenerate:  # a negative intercept (noise) puts the knee at 1: trust the probes' own times instead
+        speed_cap = min(ran, key=lambda p: (p.seconds_per_token, p.batch)).batch
+    elif speed_cap is not None and ran:  # a batch that ran is never too small to be worth it
+        speed_cap = max(speed_cap, min(p.batch for p in ran))
     caps = {"requests": requests, "limit": limit}
     if speed_cap is not None:
         caps["speed"] = speed_cap
@@ -173,8 +179,15 @@ def choose(
             f"{memory.per_sequence_bytes / 1e6:.1f} MB a sequence, margin {margin:g}, 5% headroom; "
             f"{memory.source})"
         )
-    if speed is not None:
+    if degenerate:
+        parts.append(
+            f"the step line through the probes has no fixed cost ({speed.source}): the probe fastest per token, "
+            f"batch {speed_cap}"
+        )
+    elif speed is not None:
         knee = "no knee" if speed_cap is None else f"the speed knee is {speed_cap}"
+        if speed_cap is not None and speed_cap != speed.knee():
+            knee += f" (the line's {speed.knee()} raised to the smallest probe that ran)"
         parts.append(
             f"{knee} ({speed.overhead_seconds * 1e3:.1f} ms a step + {speed.per_sequence_seconds * 1e3:.3f} ms "
             f"a sequence: {SATURATION:.0%} of the most tokens/s; {speed.source})"
@@ -208,6 +221,38 @@ def settle(choice: Choice, confirm: Probe | None) -> Choice:
     choice.decided_by = "probe"
     choice.reason += f"; but batch {confirm.batch} {why} at batch {best.batch}: batch {best.batch}"
     return choice
+
+
+def recalled(entry: dict, requests: int, full_context: int, margin: float) -> Choice | None:
+    """A remembered choice (store.batch_memory) for a job of `requests` sequences of `full_context`
+    tokens each: the earlier probes' lines solved again at this job's lengths (a key's length bucket
+    spans up to twice the tokens), never above the batch the earlier job ran. None where the entry
+    cannot answer: its batch was capped by that job's own fewer requests, and this job has more (it
+    probes)."""
+    requests = max(1, int(requests))
+    cap = int(entry["cap"])
+    if entry.get("requests_bound") and requests > cap:
+        return None
+    probes = [Probe(**p) for p in entry.get("probes") or []]
+    capacity, kv = entry.get("capacity_bytes"), entry.get("kv_bytes_per_token") or 0.0
+    mem = memory_line_from_probes(probes, capacity, kv, full_context) if capacity else None
+    c = choose(mem, step_line_from_probes(probes), requests, margin, probes=probes)
+    batch = max(1, min(c.batch, cap))
+    reason = f"batch {batch}: remembered from an earlier job ({entry.get('reason', '')})"
+    if c.batch < cap:
+        reason += f"; at this job's {full_context} tokens a sequence and {requests} request(s): {c.reason}"
+    return Choice(
+        batch,
+        "remembered",
+        reason,
+        c.memory_cap,
+        c.speed_cap,
+        requests,
+        c.memory,
+        c.speed,
+        probes,
+        remembered=True,
+    )
 
 
 def length_bucket(tokens: int) -> int:

@@ -63,23 +63,28 @@ def vllm_obstacle(spec, n_gpus: int) -> str | None:
     return pipeline_obstacle(local_config(spec.model, spec.revision) or {}, n_gpus)
 
 
-def _entry_time(e, spec, engine, plan: dict, batch: int, shares: dict):
-    """Seconds of each job of one entry under other settings: {label: seconds}."""
+def _entry_time(e, spec, engine, plan: dict, batch: int, shares: dict, how: str = ""):
+    """Seconds of each job of one entry under other settings: {label: seconds}; `how`: how the batch was
+    planned (batch_size auto's probes count where the job would probe)."""
     from genjudge.planning.time_model import ModelNumbers, job_time
+    from genjudge.stages.plan_roles import search_probes
 
     model = ModelNumbers.from_plan(plan)
-    return {
-        label: job_time(model, e.device, e.layout, reqs, batch, engine, e.read_rate).seconds
-        for label, reqs in shares.items()
-    }
+    out = {}
+    for label, reqs in shares.items():
+        own = max(1, min(batch, math.ceil(sum(r.n for r in reqs))))  # a job probes up to its own requests
+        probes = search_probes(spec, e.device, own, how, None)
+        out[label] = job_time(model, e.device, e.layout, reqs, batch, engine, e.read_rate, probes=probes).seconds
+    return out
 
 
-def _batch(e, spec, engine, plan: dict, requests: float) -> int:
+def _batch(e, spec, engine, plan: dict, requests: float) -> tuple[int, str]:
+    """(batch, how it was planned) under other settings."""
     from genjudge.stages.plan_roles import Entry, planned_batch
 
     probe = Entry(e.role, e.name, spec, plan, 0, e.device, layout=e.layout, prompt_tokens=e.prompt_tokens)
     probe.engine = engine
-    return planned_batch(probe, None, requests)[0]
+    return planned_batch(probe, None, requests)
 
 
 def generator_options(config: dict, exp, entries: list, pool: list[int]) -> list[Option]:
@@ -122,8 +127,8 @@ def generator_options(config: dict, exp, entries: list, pool: list[int]) -> list
                         engine, _ = planned_engine(
                             spec, _numbers(e.plan), e.device, e.layout, max(shares.values(), key=len)
                         )
-                    b = _batch(e, spec, engine, e.plan, per_job)
-                    times = _entry_time(e, spec, engine, e.plan, b, shares)
+                    b, how = _batch(e, spec, engine, e.plan, per_job)
+                    times = _entry_time(e, spec, engine, e.plan, b, shares, how)
                     jobs += [(times[d], len(e.job_gpus) or 1) for d in shares for _ in range(counts[d])]
                     longest, batch, mem = max(longest, *times.values()), max(batch, b), max(mem, e.host_mem_mb)
                 settings = {"engine": engine_name, "shards": shards}
@@ -201,8 +206,8 @@ def judge_options(config: dict, exp, e, gpus: list, pool: list[int], on_slurm: b
                     engine = engine_of(spec)
                 else:
                     engine, _ = planned_engine(spec, _numbers(plan), e.device, layout, shares["each job"])
-                b = _batch(fake, spec, engine, plan, sum(r.n for r in shares["each job"]))
-                t = _entry_time(fake, spec, engine, plan, b, shares)["each job"]
+                b, how = _batch(fake, spec, engine, plan, sum(r.n for r in shares["each job"]))
+                t = _entry_time(fake, spec, engine, plan, b, shares, how)["each job"]
                 settings = {"engine": engine_name, "quantization": quant, "parallel": parallel}
                 same = (engine_name, quant, parallel) == (e.spec.engine, e.spec.quantization, e.judge_layout.parallel)
                 out.append(

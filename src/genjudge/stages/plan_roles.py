@@ -13,7 +13,6 @@ GIB = 1024**3
 GB = 1000**3
 RUNTIME_MARGIN = 1.5  # the runtime to ask a scheduler for: the estimate + 50%
 MEMORY_MARGIN = 1.25  # host memory to ask for: the estimate + 25%
-COMPILE_DECISION_BATCH = 64  # compile: auto is decided at this batch (capped at the job's requests) by plan and job
 
 
 @dataclass
@@ -45,9 +44,9 @@ class Entry:
 def planned_engine(spec, model, device, layout, requests: list) -> tuple[object, str]:
     """The engine's terms for this job, and for `compile: auto` whether it compiles (decided by
     time_model.choose_compile, as the job decides)."""
-    from genjudge.engine.compiling import refusal, setting
+    from genjudge.engine.compiling import auto_decision, refusal, setting
     from genjudge.errors import InputError
-    from genjudge.planning.time_model import Engine, choose_compile, engine_of
+    from genjudge.planning.time_model import Engine, engine_of
 
     if spec.engine != "transformers":
         return engine_of(spec), ""
@@ -58,35 +57,29 @@ def planned_engine(spec, model, device, layout, requests: list) -> tuple[object,
         raise InputError(refusal(spec))
     if chosen == "true":
         return Engine(compiled=True), "compile: true"
-    if device.kind != "gpu":
-        return Engine(compiled=False), "compile: auto compiles on CUDA GPUs only"
-    if spec.quantization != "none":
-        return Engine(compiled=False), f"compile: auto: transformers does not compile {spec.quantization} layers"
-    if layout.kind == "tensor":
-        return Engine(compiled=False), "compile: auto leaves a torchrun group eager"
-    n = sum(r.n for r in requests)
-    yes, why = choose_compile(model, device, requests, max(1, min(COMPILE_DECISION_BATCH, math.ceil(n))))
-    return Engine(compiled=yes), f"compile: auto: {why}"
+    yes, why = auto_decision(spec, device, model, requests, tensor=layout.kind == "tensor")
+    return Engine(compiled=yes), why
 
 
-def remembered_batch(cache_dir, spec, device, compiled: bool, longest: int) -> dict | None:
-    """A batch an earlier job of this model chose on this GPU (store.batch_memory), or None."""
-    from genjudge.planning.batch_choice import length_bucket
+def remembered_batch(cache_dir, spec, gpus: list, compiled: bool, longest: int) -> dict | None:
+    """An entry an earlier job of this model remembered for these settings on GPUs of this kind and
+    count (store.batch_memory: the job's key but for the weights' fingerprint, which a plan does not
+    have; GPUs compared by hardware.same_gpu, nvidia-smi's name against the table's), or None."""
+    from genjudge.engine.batch_size import memory_key
+    from genjudge.planning.hardware import same_gpu
     from genjudge.store.batch_memory import BatchMemory
 
-    want = {
-        "precision": spec.precision,
-        "engine": spec.engine,
-        "compile": bool(compiled),
-        "sampling": bool(getattr(spec, "do_sample", False)),
-        "memory_margin": float(spec.memory_margin),
-        "prompt_tokens": length_bucket(longest),
-        "new_tokens": length_bucket(spec.max_new_tokens),
-    }
+    verdict = "logprob" if getattr(spec, "verdict", None) == "logprob" else None
+    want = memory_key(spec, None, compiled, longest, [], verdict)
+    names = [g.name if hasattr(g, "name") else g["name"] for g in gpus]
     for found in BatchMemory(cache_dir).entries():
         key = found.get("key") or {}
-        same_gpu = any(device.name.lower() in str(d).lower() for d in key.get("devices") or [])
-        if found.get("model_path") == spec.model and same_gpu and all(key.get(k) == v for k, v in want.items()):
+        devices = key.get("devices") or []
+        same_devices = len(devices) == len(names) and all(
+            isinstance(d, list) and same_gpu(str(d[0]), n) for d, n in zip(devices, names)
+        )
+        same_key = set(key) == set(want) and all(key[k] == v for k, v in want.items() if k not in ("model", "devices"))
+        if found.get("model_path") == spec.model and same_devices and same_key:
             return found
     return None
 
@@ -95,8 +88,8 @@ def planned_batch(e: Entry, given: int | None, requests: float, cache_dir=None) 
     """The batch the jobs will run: --batch-size, the configured size, vLLM's concurrency, or what
     `auto` picks: a remembered choice, else planning.batch_choice.choose on the memory plan's and the
     time model's lines (on the jobs' probes, the job calls the same function)."""
-    from genjudge.engine.decoding import CPU_AUTO_BATCH
-    from genjudge.planning.batch_choice import choose, memory_line_from_plan
+    from genjudge.engine.decoding import CPU_AUTO_BATCH, width_bucket
+    from genjudge.planning.batch_choice import choose, memory_line_from_plan, recalled
     from genjudge.planning.time_model import ModelNumbers, step_line
 
     spec, p = e.spec, e.plan
@@ -111,10 +104,12 @@ def planned_batch(e: Entry, given: int | None, requests: float, cache_dir=None) 
         batch = min(CPU_AUTO_BATCH, requests)
         return batch, f"batch_size auto on a CPU: a fixed {CPU_AUTO_BATCH}, at most the job's {requests} requests"
     if cache_dir is not None:
-        found = remembered_batch(cache_dir, spec, e.device, e.engine.compiled, e.prompt_tokens)
-        if found:
-            batch = max(1, min(int(found["cap"]), requests))
-            return batch, f"batch_size auto: {batch}, remembered from an earlier job on this GPU ({found['reason']})"
+        found = remembered_batch(cache_dir, spec, e.job_gpus, e.engine.compiled, e.prompt_tokens)
+        # Its probes solved again at this plan's lengths, as the job solves them at its own.
+        full = width_bucket(p["seq_len"]) if e.engine.compiled else p["seq_len"]
+        c = recalled(found, requests, full, float(spec.memory_margin)) if found else None
+        if c is not None:
+            return c.batch, f"batch_size auto: {c.reason}"
     model = ModelNumbers.from_plan(p)
     speed = step_line(model, e.device, e.layout, e.engine, p["seq_len"])
     c = choose(memory_line_from_plan(p, e.prompt_tokens), speed, requests, float(spec.memory_margin))
@@ -283,8 +278,10 @@ def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, 
     for d, reqs in requests.items():
         shards = exp.shards(d, config)
         n_jobs += shards
+        # A job probes up to its own requests (engine.batch_size), as it runs.
+        probes = search_probes(spec, device, max(1, min(batch, math.ceil(per_job[d]))), batch_how, batch_size)
         t = job_time(
-            model, device, layout, [r.share(1 / shards) for r in reqs], batch, engine, read_rate, e.calibration
+            model, device, layout, [r.share(1 / shards) for r in reqs], batch, engine, read_rate, e.calibration, probes
         )
         e.times[d] = t
         e.jobs += [(f"generate {name}/{d}/{s}", t.seconds, n, [], (name, d)) for s in range(shards)]
