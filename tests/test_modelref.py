@@ -7,6 +7,7 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 from safetensors.numpy import save_file
 
 from genjudge.models.modelref import DigestIndex, fingerprint, hub_blob_sha256
@@ -103,24 +104,15 @@ def test_a_hub_snapshot_uses_its_blob_names_and_fingerprints_as_its_copy(tmp_pat
     assert os.readlink(entry) == f"{blob.name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_dev}"
 
 
-def test_a_write_through_a_hub_snapshot_link_changes_the_fingerprint(tmp_path):
+@pytest.mark.parametrize("keep_mtime", [False, True], ids=["new-mtime", "mtime-restored"])
+def test_a_write_through_a_hub_snapshot_link_changes_the_fingerprint(tmp_path, keep_mtime):
+    """The blob's name still says the old SHA-256 and its byte count is the same; its mtime is new, or
+    restored as `cp -p` and `rsync -t` leave it (its ctime is new either way)."""
     weights, snapshot = hub_snapshot(tmp_path)
     index = DigestIndex(tmp_path / "digests", settle_seconds=0)
     before = fingerprint(str(snapshot), digests=index)
-    # The blob's name still says the old SHA-256; its byte count is the same, its mtime is not.
-    flip_middle_byte(snapshot / "model.safetensors", keep_mtime=False)
-    flip_middle_byte(weights, keep_mtime=False)
-    after = fingerprint(str(snapshot), digests=index)
-    assert after != before and after == fingerprint(str(tmp_path / "copy"))
-
-
-def test_a_write_through_a_hub_snapshot_link_that_restores_the_mtime_changes_the_fingerprint(tmp_path):
-    """As `cp -p` or `rsync -t` write: the same byte count and mtime, new bytes (and a new ctime)."""
-    weights, snapshot = hub_snapshot(tmp_path)
-    index = DigestIndex(tmp_path / "digests", settle_seconds=0)
-    before = fingerprint(str(snapshot), digests=index)
-    flip_middle_byte(snapshot / "model.safetensors", keep_mtime=True)
-    flip_middle_byte(weights, keep_mtime=True)
+    flip_middle_byte(snapshot / "model.safetensors", keep_mtime=keep_mtime)
+    flip_middle_byte(weights, keep_mtime=keep_mtime)
     after = fingerprint(str(snapshot), digests=index)
     assert after != before and after == fingerprint(str(tmp_path / "copy"))
 
