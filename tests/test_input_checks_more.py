@@ -56,6 +56,34 @@ def test_each_category_of_a_rule_is_checked_on_its_own():
     wfconfig.check(cfg(judge={"templates": [{**rule, "categories": ["arithmetic", "capitals"]}]}))
 
 
+def test_a_category_near_one_the_rule_already_lists_is_a_subset_not_a_typo(tmp_path, caplog):
+    """A MATH subset without Algebra: a rule for Algebra, Intermediate Algebra and Prealgebra applies to
+    the Prealgebra items, and 'Algebra' is no typo of 'Prealgebra' (the rule lists both): said, not refused."""
+    rows = [
+        {"id": f"q{i}", "question": f"{i} + 1?", "answer": str(i + 1), "category": c}
+        for i, c in enumerate(["Prealgebra", "Geometry", "Prealgebra"])
+    ]
+    rule = {"categories": ["Algebra", "Intermediate Algebra", "Prealgebra"], "template": DEMO_TEMPLATE}
+    with caplog.at_level("WARNING", logger="genjudge.config"):
+        wfconfig.check(cfg({"path": write_jsonl(tmp_path / "math.jsonl", rows)}, judge={"templates": [rule]}))
+    assert any("['Algebra', 'Intermediate Algebra'] match no item" in r.getMessage() for r in caplog.records)
+
+
+def test_a_shared_rule_is_not_refused_for_a_judge_whose_dataset_has_no_categories(tmp_path, caplog):
+    """judge.templates inherited by two judges; b's dataset has no category column (fields.category at
+    its default): the rule applies to a's items, so b's lack of categories is said, not refused."""
+    rows = [{"id": f"n{i}", "question": f"{i} + 2?", "answer": str(i + 2)} for i in range(4)]
+    plain = write_jsonl(tmp_path / "plain.jsonl", rows)
+    shared = cfg(
+        judge={"templates": [{"categories": ["capitals"], "template": DEMO_TEMPLATE}]},
+        datasets={"demo": {"path": DEMO}, "plain": {"path": plain}},
+        judges={"a": {"datasets": ["demo"]}, "b": {"datasets": ["plain"]}},
+    )
+    with caplog.at_level("WARNING", logger="genjudge.config"):
+        wfconfig.check(shared)
+    assert any("judge.templates[0] matches no item" in r.getMessage() for r in caplog.records)
+
+
 def test_a_category_differing_in_case_is_refused_with_the_items_spelling(tmp_path):
     rows = [{"id": "1", "category": "math", "question": "2+2?", "answer": "4"}, {"id": "2", "question": "Hi?"}]
     data = {"path": write_jsonl(tmp_path / "m.jsonl", rows)}

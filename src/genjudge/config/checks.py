@@ -271,10 +271,11 @@ def check_rules_apply(
 ) -> None:
     """Every rule of `judge.templates` can choose the template of some item the judge grades. A rule
     an earlier one covers, or one naming turns beyond every item's, is refused; so is each category
-    of a rule that is a near miss of the graded items' categories (a typo, or another case: categories
-    match exactly), with a did-you-mean, and a `dataset.fields.category` that is in no row of a
-    dataset the judge grades (`no_category`: dataset -> the error) while a rule chooses by category:
-    the items a rule was written for would silently get judge.template. A category unlike any of
+    of a rule that is a near miss of a graded category the rule does not list (a typo, or another
+    case: categories match exactly), with a did-you-mean, and a `dataset.fields.category` that is in
+    no row of a dataset the judge grades (`no_category`: dataset -> the error) while a rule that
+    chooses by category applies to no item: the items a rule was written for would silently get
+    judge.template. A category unlike any of
     the items' (a subset of a benchmark without it), or a rule the judges sharing it
     (`judge.templates`, inherited) use elsewhere, is said in a warning."""
     import logging
@@ -295,18 +296,22 @@ def check_rules_apply(
         if earlier is not None:
             raise InputError(f"{key}[{i}]: {key}[{earlier}] matches every item it would: it never applies")
         if rule.categories:
-            for dataset in dict.fromkeys(c.dataset for c in exp.cells(judge)):
-                if (no_category or {}).get(dataset):
-                    raise InputError(
-                        f"{no_category[dataset]}, and {key}[{i}].categories chooses templates by category: "
-                        "name the field holding the items' categories (null for a dataset without them)"
-                    )
+            applies = [c for c in rule.categories if c in known]  # somewhere among the sharing judges' items
+            if not applies:
+                for dataset in dict.fromkeys(c.dataset for c in exp.cells(judge)):
+                    if (no_category or {}).get(dataset):
+                        raise InputError(
+                            f"{no_category[dataset]}, and {key}[{i}].categories chooses templates by category: "
+                            "name the field holding the items' categories (null for a dataset without them)"
+                        )
             unknown = [c for c in rule.categories if c not in known]
-            # A near miss of a category the items have (a typo, another case) is refused; one unlike any
-            # (a subset of a benchmark without it) is said below, in a warning.
-            typos = [c for c in unknown if _category_hint(c, known)]
+            # A near miss of a category the items have and the rule does not list (a typo, another case)
+            # is refused: its items would silently get judge.template. One unlike any of theirs (a
+            # subset of a benchmark without it: MATH's Algebra beside Prealgebra) is said in a warning.
+            others = [c for c in known if c not in rule.categories]
+            typos = [c for c in unknown if _category_hint(c, others)]
             if typos:
-                shown = ", ".join(f"{c!r}{_category_hint(c, known)}" for c in typos)
+                shown = ", ".join(f"{c!r}{_category_hint(c, others)}" for c in typos)
                 whose = "this judge grades" if len(sharing) == 1 else f"the judges {sharing} grade"
                 raise InputError(
                     f"{key}[{i}].categories: {shown}: no item {whose} has {'it' if len(typos) == 1 else 'them'} "
