@@ -224,3 +224,34 @@ def test_a_column_whose_cells_all_failed_is_headed_by_its_modes_headline():
     ]
     t = report_table.build(study(), rows, STRENGTHS, failed)
     assert "gsm8k · ref (accuracy)" in report_table.markdown(t)[0]
+
+
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_the_corrected_figures_list_shows_ids_warnings_and_refusals_as_text(renderer):
+    """The PPI section's lines under its table: labelled ids, warnings naming categories, a refusal
+    quoting ids."""
+    from genjudge.stages import corrected
+
+    link, image, tag = "[x](javascript:alert(1))", "![t](http://evil.example/p.png)", "<img src=x onerror=alert(1)>"
+    cell = {
+        "n_labelled": 3,
+        "n_unlabelled": 10,
+        "labels_only": {"value": 0.5, "ci95": [0.1, 0.9], "n": 3},
+        "judge": {"value": 0.5, "ci95": [0.1, 0.9], "n": 13},
+        "agreement": 1.0,
+        "ppi": None,
+        "why_not": "x",
+        "n_answers": 13,
+        "n_labelled_unparsed": 0,
+        "n_labelled_items": 2,
+        "labelled_ids": [link, tag],
+        "warnings": [f"the labels cover only 1 of the 2 categories ({image}; none of b)"],
+    }
+    entries = {
+        "j": {"measure": "share correct", "rate": True, "labels": "l.csv", "cells": {"g/d": cell}},
+        "k": {"refused": f"ids repeat (e.g. '{link}')", "cells": {}},
+    }
+    html = Html(RENDERERS[renderer]("\n".join(corrected.markdown(entries))))
+    assert not {"a", "img", "script"} & set(html.names())
+    for value in (link, image, tag):
+        assert value in html.all

@@ -11,7 +11,7 @@ import pandas as pd
 from genjudge.data.samples import with_sample
 from genjudge.judging import labels as human
 from genjudge.judging import ppi
-from genjudge.judging.tables import markdown_table
+from genjudge.judging.tables import markdown_table, md_line, md_text
 
 SHOWN_IDS = 20  # labelled ids listed per cell (all are counted)
 SHOWN_CATEGORIES = 8  # categories named in a warning (all are counted)
@@ -158,14 +158,15 @@ def markdown(entries: dict) -> list[str]:
     out = ["### Judge figures corrected by human labels (PPI++)", ""]
     for judge, c in entries.items():
         if c.get("refused"):
-            out += [f"> **Not corrected ({judge}):** {c['refused']}.", ""]
+            out += [f"> **Not corrected ({md_text(judge)}):** {md_text(c['refused'])}.", ""]
     head, rows = ppi.table_rows(entries)
     if rows:
         measure = next(iter(entries.values()))["measure"]
         out += [*markdown_table(head, rows), "", ppi.NOTE.format(measure=measure), ""]
     for judge, c in entries.items():
         for key, x in c["cells"].items():
-            shown = ", ".join(x["labelled_ids"]) + (" ..." if x["n_labelled_items"] > len(x["labelled_ids"]) else "")
-            out.append(f"- {judge}, {key}: labelled items ({x['n_labelled_items']}): {shown}")
-            out += [f"  - **Warning:** {w}" for w in x["warnings"]]
+            ids = ", ".join(map(md_text, x["labelled_ids"]))
+            shown = ids + (" ..." if x["n_labelled_items"] > len(x["labelled_ids"]) else "")
+            out.append(f"- {md_line(judge)}, {md_text(key)}: labelled items ({x['n_labelled_items']}): {shown}")
+            out += [f"  - **Warning:** {md_text(w)}" for w in x["warnings"]]
     return [*out, ""]
