@@ -262,3 +262,18 @@ def test_majority_vote_of_values():
 )
 def test_one_marked_letter_is_the_choice_whatever_other_capitals_the_reply_mentions(text, value):
     assert extract(text, "choice") == Extracted(value, None)
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("The answer is B, C is wrong.", "B"),
+        ("The answer is B and A is incorrect.", "B"),
+        ("My answer is A, B is wrong", "A"),
+        ("The best option is B", "B"),
+        ("Vitamin C deficiency causes scurvy.", None),  # a letter in passing is no choice
+        ("E = mc^2 so more mass", None),
+    ],
+)
+def test_a_stated_answer_ends_where_its_clause_does_and_a_letter_in_passing_is_no_choice(text, value):
+    assert extract(text, "choice").value == value

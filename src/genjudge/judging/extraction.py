@@ -240,6 +240,8 @@ _CHOICE_BOXED = re.compile(
 _CHOICE_LISTED = re.compile(
     r"[ \t]*[)\]*]*[ \t]*(?:,[ \t]*(?:(?:and|or)\b)?|/|&|\b(?:and|or|nor)\b)[ \t]*(?i:(?:option|choice)\s+)?"
     r"(?:[(\[*]*[ \t]*([A-E])(?![\w'’])|[(\[][ \t]*([a-e])[ \t]*[)\]])"
+    # ... and ends the statement there: "The answer is B, C is wrong" states B alone
+    r"(?=[ \t]*[)\]*]*[ \t]*(?:$|[\n.,;:!?]|/|&|\b(?:and|or|nor)\b))"
 )
 # A letter marked as a choice: `(B)`, `B.`/`B)`/`B:` starting a line, `**B**`.
 _CHOICE_MARKED = [
@@ -249,6 +251,8 @@ _CHOICE_MARKED = [
 ]
 # A capital letter A-E standing alone (not in a word, an abbreviation like U.S.A. or B.C., or `\A`).
 _CHOICE_MENTIONED = re.compile(r"(?<![\w'’\\])(?<![A-Za-z]\.)([A-E])(?![\w'’])(?!\.[A-Za-z])")
+# A capital letter A-E ending the reply: "... is B", "... is B." or "... is (B)".
+_CHOICE_ENDING = re.compile(r"(?<![\w'’\\])\(?([A-E])\)?[.!]?[*\s]*$")
 # "A" before a word is the article ("A good choice is (B)"), unless the word is one of these
 # ("A or B", "A is wrong") or a single letter ("A B").
 _ARTICLE_A = re.compile(
@@ -262,7 +266,7 @@ def _choice(text: str) -> Extracted:
     "Answer: B", \\boxed{B}), unless it names several ("answer is A and C": ambiguous); else a
     last line that is the letter alone; else the one marked letter (`(B)`, `B)` starting a line,
     `**B**`; several: ambiguous); else the one capital letter the reply mentions standing alone (not
-    the article "A"); several: ambiguous."""
+    the article "A") where it ends the reply; several mentioned: ambiguous."""
     stripped = text.strip()
     alone = _CHOICE_ALONE.fullmatch(stripped)
     if alone:
@@ -287,10 +291,13 @@ def _choice(text: str) -> Extracted:
     if marked:
         return _none(f"ambiguous: several choices ({', '.join(marked)}) and no 'answer is X'")
     mentioned = sorted({m.group(1) for m in _CHOICE_MENTIONED.finditer(text) if not _ARTICLE_A.match(text, m.start())})
-    if len(mentioned) == 1:
-        return Extracted(mentioned[0], None)
-    if mentioned:
+    if len(mentioned) > 1:
         return _none(f"ambiguous: several choices ({', '.join(mentioned)}) and no 'answer is X'")
+    # A letter only mentioned is read where it ends the reply ("The best option is B"); one in passing
+    # ("Vitamin C deficiency causes scurvy.") is no choice.
+    ending = _CHOICE_ENDING.search(text)
+    if mentioned and ending and ending.group(1) == mentioned[0]:
+        return Extracted(mentioned[0], None)
     return _none("no choice letter A-E")
 
 
