@@ -185,6 +185,9 @@ class DigestIndex:
         except OSError:
             self._record(key, seen)
             return name
+        if first == f"{name}:{st.st_size}:{st.st_mtime_ns}":  # kept before ctime and inode were: kept again, once
+            self._record(key, seen)
+            return name
         return name if first == seen else self.sha256(target)
 
     def _record(self, key: str, digest: str) -> None:
