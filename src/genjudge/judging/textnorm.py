@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 import string
 import unicodedata
 
@@ -21,7 +22,6 @@ from genjudge.data.dataset import is_missing
 
 _ASCII_PUNCT = frozenset(string.punctuation)
 _MINUS = "-\u2212"  # ASCII hyphen-minus and the Unicode minus sign
-_DROPPED_BEFORE_ANY_WORD = ("an", "the")
 
 
 def _is_punct(ch: str) -> bool:
@@ -34,49 +34,43 @@ def _opens(ch: str) -> bool:
     return ch in "\"'" or unicodedata.category(ch) in ("Ps", "Pi")
 
 
-def _is_sign(text: str, i: int) -> bool:
-    """Whether text[i] is a minus sign of a number: before a digit (or `.digit`), not after a letter or digit."""
-    if text[i] not in _MINUS or (i > 0 and text[i - 1].isalnum()):
-        return False
-    rest = text[i + 1 : i + 3]
-    return rest[:1].isdigit() or (rest[:1] == "." and rest[1:2].isdigit())
+# A minus sign of a number: before a digit (or `.digit`), not after a letter or digit. Marked \x01
+# (a word character) after a space, so that it starts a word of its own.
+_SIGN = re.compile(r"(?<![^\W_])[-\u2212](?=\.?\d)")
+# After punctuation became \x00 (a break) or a space (an opening bracket or quote): `the`/`an` before
+# any next word, `a` before a next word of two or more characters with nothing but spaces between.
+_ARTICLE = re.compile(r"(?<![^\s\x00])(?:(?:the|an)(?=[\s\x00]+[^\s\x00])|a(?=\s+[^\s\x00]{2}))")
+_WORD = re.compile(r"[^\s\x00]+")
 
 
-def _words(text: str) -> list[tuple[str, bool]]:
-    """The words of `text` (punctuation and spaces separate them), each with whether nothing but
-    spaces and opening brackets or quotes separate it from the next word."""
-    words: list[list] = []
-    current: list[str] = []
-    for i, ch in enumerate(text):
-        if _is_sign(text, i):
-            if current:
-                words.append(["".join(current), True])
-                current = []
-            current.append("-")
-        elif ch.isspace() or _is_punct(ch):
-            if current:
-                words.append(["".join(current), True])
-                current = []
-            if words and _is_punct(ch) and not _opens(ch):
-                words[-1][1] = False
-        else:
-            current.append(ch)
-    if current:
-        words.append(["".join(current), True])
-    return [(w, plain) for w, plain in words]
+class _Classes(dict):
+    """str.translate's table, filled as characters are met: punctuation to a break (\x00), an opening
+    bracket or quote to a space, anything else to itself (C-speed lookups after the first)."""
+
+    def __missing__(self, code: int) -> str:
+        ch = chr(code)
+        out = (" " if _opens(ch) else "\x00") if _is_punct(ch) else ch
+        self[code] = out
+        return out
+
+
+_CLASSES = _Classes()
 
 
 def normalise(text: str | None) -> str:
     if is_missing(text):
         return ""
-    words = _words(str(text).lower())
-    kept = []
-    for i, (word, plain) in enumerate(words):
-        after = words[i + 1][0] if i + 1 < len(words) else None
-        if after is not None and (word in _DROPPED_BEFORE_ANY_WORD or (word == "a" and plain and len(after) >= 2)):
-            continue
-        kept.append(word)
-    return " ".join(kept)
+    text = str(text).lower()
+    held = {}
+    if "\x00" in text or "\x01" in text:  # the markers, as word characters of the text: held apart
+        spare = [c for c in map(chr, range(0xFDD0, 0xFDF0)) if c not in text]  # noncharacters
+        for marker, stand_in in zip("\x00\x01", spare):
+            text, held[stand_in] = text.replace(marker, stand_in), marker
+    marked = _SIGN.sub(" \x01", text).translate(_CLASSES)
+    out = " ".join(_WORD.findall(_ARTICLE.sub("", marked))).replace("\x01", "-")
+    for stand_in, marker in held.items():
+        out = out.replace(stand_in, marker)
+    return out
 
 
 def exact_match(candidate: str | None, reference: str | None) -> bool | None:
