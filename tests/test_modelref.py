@@ -146,3 +146,23 @@ def test_checkpoints_of_small_files_keep_their_fingerprint(tmp_path):
         h.update(f"{f.name}:{f.stat().st_size}".encode())
         h.update(f.read_bytes())
     assert fingerprint(str(tmp_path / "m")) == h.hexdigest()[:16]
+
+
+def test_a_blob_recorded_before_ctime_and_inode_were_kept_is_recorded_again_without_hashing(tmp_path, monkeypatch):
+    from genjudge.models import modelref
+
+    weights, snapshot = hub_snapshot(tmp_path)
+    index = DigestIndex(tmp_path / "digests", settle_seconds=0)
+    expected = fingerprint(str(snapshot), digests=index)
+    (entry,) = entries(tmp_path / "digests")
+    blob = (snapshot / "model.safetensors").resolve()
+    old = f"{blob.name}:{blob.stat().st_size}:{blob.stat().st_mtime_ns}"  # the earlier format
+    os.unlink(entry)
+    os.symlink(old, entry)
+
+    def never(path):
+        raise AssertionError(f"{path} was hashed in full")
+
+    monkeypatch.setattr(modelref, "_file_sha256", never)
+    assert fingerprint(str(snapshot), digests=index) == expected
+    assert os.readlink(entry) != old and os.readlink(entry).startswith(old + ":")
