@@ -130,6 +130,10 @@ def test_a_stated_answer_naming_several_letters_is_ambiguous(text):
         ("A good choice is (B).", "B"),  # "A" before a word is the article
         ("A Tale of Two Cities is (C).", "C"),
         ("I think (D) is right.", "D"),
+        # one marked letter is the choice, whatever other capitals the reply mentions
+        ("(B) Paris, because vitamin C is needed", "B"),
+        ("B) Paris. Option C is wrong", "B"),
+        ("**C** since A fails", "C"),
     ],
 )
 def test_choice_reads_the_marked_answer(text, value):
@@ -250,18 +254,6 @@ def test_majority_vote_counts_numbers_by_value(outputs, reference, agreement, vo
 def test_majority_vote_of_values():
     votes = [vote_key(_row(a)) for a in ["5", "-5", "\u22125"]]
     assert majority_vote(votes, ["correct", "incorrect", "incorrect"]) == ("#-5", 2 / 3, False)
-
-
-@pytest.mark.parametrize(
-    "text, value",
-    [
-        ("(B) Paris, because vitamin C is needed", "B"),
-        ("B) Paris. Option C is wrong", "B"),
-        ("**C** since A fails", "C"),
-    ],
-)
-def test_one_marked_letter_is_the_choice_whatever_other_capitals_the_reply_mentions(text, value):
-    assert extract(text, "choice") == Extracted(value, None)
 
 
 @pytest.mark.parametrize(

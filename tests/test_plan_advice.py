@@ -337,11 +337,14 @@ def test_plan_and_job_decide_compile_alike(study):
     for n in (20, 5000):
         reqs = [Requests(n, 60, 512)]
         planned, _ = planned_engine(spec, ModelNumbers.from_plan(p), planned_gpu, Layout("one", 1), reqs)
-        job, why = use_compile(spec, model, p, reqs, device=job_gpu)
+        job, why = use_compile(spec, model, lambda: p, reqs, device=job_gpu)
         assert job == planned.compiled, why
         decided[n] = job
     assert decided == {20: False, 5000: True}
-    assert use_compile(spec, model, p, [Requests(5000, 60, 512)]) == (False, "compile: auto compiles on CUDA GPUs only")
+    assert use_compile(spec, model, lambda: p, [Requests(5000, 60, 512)]) == (
+        False,
+        "compile: auto compiles on CUDA GPUs only",
+    )
 
 
 def test_the_plan_shows_the_batch_a_job_remembered_on_this_kind_of_gpu(study, tmp_path):

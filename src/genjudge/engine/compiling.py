@@ -65,10 +65,10 @@ def model_device(model):
     return gpu_device({"name": props.name, "total_bytes": props.total_memory})
 
 
-def use_compile(spec, model, plan: dict | None = None, requests: list | None = None, device=None) -> tuple[bool, str]:
-    """(compile?, why) for this spec and the loaded model. For `auto`: `plan` is the job's memory plan
-    (its model numbers; or a function that returns it, called only where they are needed), `requests`
-    the job's (time_model.Requests), `device` the Device it runs on (default: the model's own)."""
+def use_compile(spec, model, plan_of=None, requests: list | None = None, device=None) -> tuple[bool, str]:
+    """(compile?, why) for this spec and the loaded model. For `auto`: `plan_of()` gives the job's
+    memory plan (its model numbers; called only where they decide), `requests` the job's
+    (time_model.Requests), `device` the Device it runs on (default: the model's own)."""
     from genjudge.engine import tensor_parallel
 
     chosen = setting(spec)
@@ -89,10 +89,12 @@ def use_compile(spec, model, plan: dict | None = None, requests: list | None = N
         return False, "compile: auto compiles on CUDA GPUs only"
     device = device if device is not None else model_device(model)
     needs_numbers = device.kind == "gpu" and spec.quantization == "none" and not tensor_parallel.active()
-    plan = plan() if callable(plan) and needs_numbers else plan
-    if needs_numbers and not (plan or {}).get("weights_bytes"):
-        return False, "compile: auto: no memory plan of the model to decide with (eager)"
-    from genjudge.planning.time_model import ModelNumbers
+    numbers = None
+    if needs_numbers:
+        plan = plan_of() if plan_of is not None else None
+        if not (plan or {}).get("weights_bytes"):
+            return False, "compile: auto: no memory plan of the model to decide with (eager)"
+        from genjudge.planning.time_model import ModelNumbers
 
-    numbers = ModelNumbers.from_plan(plan) if needs_numbers else None
+        numbers = ModelNumbers.from_plan(plan)
     return auto_decision(spec, device, numbers, requests or [], tensor=tensor_parallel.active())
