@@ -178,8 +178,10 @@ def test_the_report_sets_the_time_model_against_each_job_and_a_plan_calibrates_f
     for j in check["jobs"]:
         assert j["device"].startswith("this CPU") and j["requests"] > 0
         assert j["predicted"]["decode"] > 0 and j["measured"]["decode"] > 0 and j["measured"]["prefill"] > 0
-    # Loose bounds on a shared 2-core machine; bench/plan_bench.py holds the model to 2x with medians.
-    assert 0.1 < check["measured_over_predicted"]["decode"] < 10, check["measured_over_predicted"]
+    # The ratio is the jobs' measured seconds over their predicted ones (how close they are depends on
+    # the machine's load: bench/plan_bench.py holds the model to 2x with medians, not this test).
+    measured, predicted = (sum(j[side]["decode"] for j in check["jobs"]) for side in ("measured", "predicted"))
+    assert check["measured_over_predicted"]["decode"] == pytest.approx(measured / predicted, rel=0.01), check
     # Demo-sized jobs: the engine's fixed costs are nearly all of the prediction, and the report says the
     # ratios mean little.
     assert check["fixed_share"]["load"] > 0.8 and check["fixed_share"]["compute"] > 0.5, check["fixed_share"]
