@@ -136,10 +136,43 @@ def generate_shard(tmp_path: Path, spec, name: str = "out", store: str = "store"
     return pd.read_parquet(tmp_path / f"{name}.parquet"), meta
 
 
-@pytest.fixture(autouse=True)
-def _cpu_log(request):
-    """With GENJUDGE_TEST_CPU_LOG=file, append each test's CPU seconds (its own and its finished child
-    processes': snakemake and the jobs it ran), wall seconds and id: which tests cost the suite's time."""
+# GENJUDGE_TEST_CPU_LOG=file appends one line per test: CPU seconds (the test process's own and its
+# finished children's: snakemake and the jobs it ran), wall seconds, id, snakemake invocations (dry runs
+# among them), the jobs those runs finished and the jobs by rule. A test's cost includes the set-up and
+# tear-down of the module- and session-scoped fixtures it was the first or last to use, so the lines of a
+# module add up to what the module costs. Jobs SLURM ran are counted but their CPU is the cluster's.
+_SNAKEMAKE_RUNS: list[tuple[str, bool]] = []
+
+
+def _note_snakemake(args, cwd) -> None:
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return
+    argv = [str(a) for a in args]
+    is_snakemake = any(Path(a).name == "snakemake" for a in argv[:1]) or any(
+        a == "-m" and b == "snakemake" for a, b in zip(argv, argv[1:])
+    )
+    if is_snakemake:
+        dry = any(a in ("-n", "--dry-run", "--dryrun") for a in argv)
+        _SNAKEMAKE_RUNS.append((str(cwd or os.getcwd()), dry))
+
+
+def _finished_jobs(workdirs: set[str], since: float) -> dict[str, int]:
+    """Jobs by rule that the snakemake logs written since `since` in `workdirs` say finished."""
+    import re
+
+    jobs: dict[str, int] = {}
+    for wd in workdirs:
+        for log in Path(wd).glob(".snakemake/log/*.snakemake.log"):
+            if log.stat().st_mtime < since:
+                continue
+            for rule in re.findall(r"^Finished jobid: \d+ \(Rule: (\w+)\)", log.read_text(errors="replace"), re.M):
+                if rule != "all":
+                    jobs[rule] = jobs.get(rule, 0) + 1
+    return jobs
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
     path = os.environ.get("GENJUDGE_TEST_CPU_LOG")
     if not path:
         yield
@@ -147,11 +180,28 @@ def _cpu_log(request):
     import resource
     import time
 
+    if not getattr(subprocess.Popen, "_genjudge_counted", False):
+        popen_init = subprocess.Popen.__init__
+
+        def counted_init(self, args, *a, **kw):
+            _note_snakemake(args, kw.get("cwd"))
+            popen_init(self, args, *a, **kw)
+
+        subprocess.Popen.__init__ = counted_init
+        subprocess.Popen._genjudge_counted = True
+
     def cpu():
         c, s = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
         return c.ru_utime + c.ru_stime + s.ru_utime + s.ru_stime
 
-    c0, t0 = cpu(), time.monotonic()
+    _SNAKEMAKE_RUNS.clear()
+    c0, t0, since = cpu(), time.monotonic(), time.time() - 1
     yield
+    runs = list(_SNAKEMAKE_RUNS)
+    jobs = _finished_jobs({wd for wd, _ in runs}, since)
+    by_rule = ",".join(f"{r}={n}" for r, n in sorted(jobs.items()))
     with open(path, "a") as f:
-        f.write(f"{cpu() - c0:.1f}\t{time.monotonic() - t0:.1f}\t{request.node.nodeid}\n")
+        f.write(
+            f"{cpu() - c0:.1f}\t{time.monotonic() - t0:.1f}\t{item.nodeid}\t{len(runs)}\t"
+            f"{sum(dry for _, dry in runs)}\t{sum(jobs.values())}\t{by_rule}\n"
+        )
