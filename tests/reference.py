@@ -109,31 +109,30 @@ def plain_mean(values) -> dict:
 
 def normalise(text) -> str:
     """The documented normalisation (SQuAD's, with its articles dropped only before their word): lower
-    case; punctuation (ASCII, and Unicode categories P*) separates words, but a minus sign (`-`, `−`)
-    before a digit and not after a letter or digit stays `-`; "the" and "an" dropped before any next
-    word, "a" before a next word of two or more characters with nothing but spaces or opening brackets
-    or quotes between (a choice letter among letters stays); the last word always stays."""
+    case; the characters `+ - ^ _ ( ) [ ] { } = < > \\` are kept as written (the Unicode minus `−` as
+    `-`); any other punctuation (ASCII, and Unicode categories P*) separates words; "the" and "an"
+    dropped before any next word, "a" before a next word of two or more characters with nothing but
+    spaces or opening quotes between (a choice letter among letters stays); the last word always stays."""
     if text is None or (isinstance(text, float) and math.isnan(text)):
         return ""
-    s = str(text).lower()
+    kept = set("+-^_()[]{}=<>\\")
+    s = str(text).lower().replace("\u2212", "-")
     out = []
-    for i, c in enumerate(s):
-        if c in "-\u2212" and (i == 0 or not s[i - 1].isalnum()) and re.match(r"\.?\d", s[i + 1 :]):
-            out.append(" -")  # a sign starts its number
-        elif c in string.punctuation or c == "\u2212" or unicodedata.category(c)[0] == "P":
+    for c in s:
+        if c not in kept and (c in string.punctuation or unicodedata.category(c)[0] == "P"):
             opening = c in "\"'" or unicodedata.category(c) in ("Ps", "Pi")
             out.append(" " if opening else " | ")  # "|" (itself punctuation) marks a break
         else:
             out.append(c)
     tokens = "".join(out).split()
     words = [(t, tokens[i + 1 : i + 2] not in ([], ["|"])) for i, t in enumerate(tokens) if t != "|"]
-    kept = []
+    kept_words = []
     for j, (w, joined) in enumerate(words):
         nxt = words[j + 1][0] if j + 1 < len(words) else ""
         if nxt and (w in ("the", "an") or (w == "a" and joined and len(nxt) > 1)):
             continue
-        kept.append(w)
-    return " ".join(kept)
+        kept_words.append(w)
+    return " ".join(kept_words)
 
 
 def vote_number(text) -> float | None:
@@ -189,7 +188,16 @@ def mode_measures(df: pd.DataFrame, mode: str, item=("id",)) -> dict:
             "mean_score": cluster_mean(scores, groups),
             "score_counts": {f"{k:g}": int(v) for k, v in sorted(Counter(scores).items())},
         }
-    out = {o: cluster_rate((parsed["verdict"] == o).astype(float), groups) for o in OUTCOMES}
+    # AlpacaEval's and Arena's win rate: a win 1, a tie 0.5, a loss 0, averaged over the verdicts
+    out = {
+        "win_rate": {
+            **cluster_rate(parsed["verdict"].map({"win": 1.0, "tie": 0.5, "loss": 0.0}), groups),
+            "wins": int((parsed["verdict"] == "win").sum()),
+            "ties": int((parsed["verdict"] == "tie").sum()),
+            "losses": int((parsed["verdict"] == "loss").sum()),
+        }
+    }
+    out.update({o: cluster_rate((parsed["verdict"] == o).astype(float), groups) for o in OUTCOMES})
     cons = parsed[parsed["position_consistent"].notna()]
     cgroups = item_keys(cons, item)
     out["position_consistency"] = cluster_rate(cons["position_consistent"].astype(bool).astype(float), cgroups)
@@ -353,7 +361,7 @@ def leaderboard_row(fig: dict, cell, judge: str, mode: str) -> dict:
         if mode == "reference"
         else {"mean_score": fig["mean_score"]}
         if mode == "score"
-        else {k: fig[k] for k in (*OUTCOMES, "position_consistency")}
+        else {k: fig[k] for k in ("win_rate", *OUTCOMES, "position_consistency")}
     )
     return {
         "generator": cell[0],
@@ -416,7 +424,7 @@ def table(config: dict, rows: list[dict], strengths: dict) -> dict:
             if mode == "pairwise" and judge["pairs"] == "all":
                 measure, kind = "strength", "strength"
             else:
-                measure = {"reference": "accuracy", "score": "mean_score", "pairwise": "win"}[mode]
+                measure = {"reference": "accuracy", "score": "mean_score", "pairwise": "win_rate"}[mode]
                 kind = "mean" if mode == "score" else "rate"
             columns.append({"key": key, "dataset": d, "judge": j, "mode": mode, "measure": measure, "kind": kind})
             graded = {c[0] for c in cells} | ({c[2] for c in cells} if kind == "strength" else set())
@@ -437,6 +445,7 @@ def table(config: dict, rows: list[dict], strengths: dict) -> dict:
                     row = next(r for r in rows if (r["generator"], r["dataset"], r["judge"]) == (g, d, j))
                     m = row[measure]
                     v = {"status": "ok", "value": m["value"], "ci95": m["ci95"], "n": m.get("n", row["n_judged"])}
+                    v.update({k: m[k] for k in ("wins", "ties", "losses") if k in m})
                 values[g][key] = v
     for col in columns:
         have = [(g, values[g][col["key"]]["value"]) for g in config["_generators"]]

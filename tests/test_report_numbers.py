@@ -119,7 +119,50 @@ def test_pairs_all_with_two_generators_gives_strengths_and_names_the_opponent():
     strengths = s["across_cells"]["j"]["bradley_terry"]["data"]
     assert set(strengths) == {"a", "b"} and strengths["a"]["strength"] > strengths["b"]["strength"]
     assert "## Bradley-Terry strengths: data (judge j)" in md
-    assert "vs baseline" not in md and "| win (vs b) | 58.3% [" in md
+    assert "vs baseline" not in md and "| win share (vs b) | 58.3% [" in md
+    assert "| win rate (vs b; ties count half) | 70.8% [" in md  # (7 + 3 / 2) / 12
+    assert "| wins / ties / losses (verdicts) | 7 wins, 3 ties, 2 losses |" in md
+
+
+def test_the_pairwise_headline_is_the_win_rate_with_ties_half_and_ranks_by_it():
+    """120 items against a baseline: `tied` won 2, tied 115 and lost 3 (a win share of 1.7%, a win rate of
+    49.6%); `mixed` won 60 and lost 60 (50.0%); `good` won 30, tied 80, lost 10 (58.3%). By the win rate
+    with ties half, `good` is first and `tied` last, as the field reads them."""
+    from genjudge.stages import report_table
+
+    outcomes = {"tied": (2, 115, 3), "mixed": (60, 0, 60), "good": (30, 80, 10)}
+    frames = [
+        judgments(g, ["win"] * w + ["tie"] * t + ["loss"] * lo, opponent="base", position_consistent=True)
+        for g, (w, t, lo) in outcomes.items()
+    ]
+    run, cells, md = summarise(frames, [*outcomes, "base"], judge={"mode": "pairwise", "baseline": "base"})
+    rows = {r["generator"]: r for r in run.leaderboard}
+    for g, (w, t, lo) in outcomes.items():
+        wr = rows[g]["win_rate"]
+        assert wr["value"] == pytest.approx((w + t / 2) / 120)
+        assert (wr["wins"], wr["ties"], wr["losses"]) == (w, t, lo)
+        assert wr["ci95"][0] <= wr["value"] <= wr["ci95"][1]
+    assert list(rows["tied"])[list(rows["tied"]).index("win_rate") - 1] == "truncated_rate"  # the first measure
+    exp = resolve(
+        defaults(
+            run="numbers",
+            dataset={"path": "data.jsonl"},
+            generator={"model": "g"},
+            generators={g: {} for g in [*outcomes, "base"]},
+            datasets={"data": {}},
+            judge={"model": "j", "mode": "pairwise", "baseline": "base"},
+        ),
+        check_pairs=False,
+    )
+    t = report_table.build(exp, run.leaderboard, run.across_cells, [])
+    (col,) = t["columns"]
+    assert (col["measure"], col["kind"]) == ("win_rate", "rate")
+    ranks = {r["generator"]: r["values"][col["key"]]["rank"] for r in t["rows"]}
+    assert ranks == {"good": 1.0, "mixed": 2.0, "tied": 3.0, "base": None}
+    lines = report_table.markdown(t)
+    assert "data · j (win rate)" in lines[0]
+    tied = next(line for line in lines if line.startswith("| tied |"))
+    assert "49.6% [" in tied and "(W/T/L 2/115/3) (3)" in tied
 
 
 # --- truncated answers ----------------------------------------------------------------------------

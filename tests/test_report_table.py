@@ -40,8 +40,14 @@ LEADERBOARD = [
     row("b", "gsm8k", "ref", "reference", accuracy=rate(0.9)),
     row("c", "gsm8k", "ref", "reference", accuracy=rate(0.5)),
     row("a", "mtbench", "score", "score", mean_score={"value": 6.0, "ci95": [5.5, 6.5], "kind": "mean", "n": 8}),
-    {**row("b", "mtbench", "vs_a", "pairwise", win=rate(0.7), tie=rate(0.1)), "opponent": "a"},
-    {**row("c", "mtbench", "vs_a", "pairwise", win=rate(0.2), tie=rate(0.1)), "opponent": "a"},
+    {
+        **row("b", "mtbench", "vs_a", "pairwise", win_rate={**rate(0.7), "wins": 6, "ties": 2, "losses": 2}),
+        "opponent": "a",
+    },
+    {
+        **row("c", "mtbench", "vs_a", "pairwise", win_rate={**rate(0.2), "wins": 1, "ties": 2, "losses": 7}),
+        "opponent": "a",
+    },
 ]
 STRENGTHS = {
     "all": {
@@ -62,7 +68,7 @@ def test_columns_follow_the_judges_and_each_holds_its_mode_headline():
         "gsm8k/ref": ("accuracy", "rate"),
         "gsm8k/all": ("strength", "strength"),
         "mtbench/score": ("mean_score", "mean"),
-        "mtbench/vs_a": ("win", "rate"),
+        "mtbench/vs_a": ("win_rate", "rate"),
     }
     v = {r["generator"]: r["values"] for r in t["rows"]}
     assert v["b"]["mtbench/score"]["status"] == "failed" and v["c"]["mtbench/score"]["status"] == "not graded"
@@ -76,6 +82,13 @@ def test_columns_follow_the_judges_and_each_holds_its_mode_headline():
     mean = {r["generator"]: (r["mean_rank"], r["n_ranked"]) for r in t["rows"]}
     assert mean == {"a": (1.75, 2), "b": (1.333, 3), "c": (2.5, 3)}  # rounded to 3 places
     assert [r["generator"] for r in t["rows"]] == ["b", "a", "c"]  # by mean rank
+    # a's mean rank is over 2 columns, b's and c's over 3: the table says they do not compare
+    assert t["mean_rank_warning"].startswith(
+        "the mean ranks are over different numbers of columns (b over 3 columns, a over 2 columns, c over 3 columns)"
+    )
+    md = report_table.with_sections("# R\n\n## Leaderboard", t, [])
+    assert "> **Warning:** the mean ranks are over different numbers of columns" in md
+    assert any(line.startswith("warning: the mean ranks") for line in report_table.summary_lines(t, []))
 
 
 def test_markdown_and_heat_map_show_values_intervals_ranks_and_failures():
@@ -83,12 +96,12 @@ def test_markdown_and_heat_map_show_values_intervals_ranks_and_failures():
     lines = report_table.markdown(t)
     assert lines[0] == (
         "| generator | gsm8k · ref (accuracy) | gsm8k · all (strength) | mtbench · score (mean score) | "
-        "mtbench · vs_a (win) | mean rank |"
+        "mtbench · vs_a (win rate) | mean rank |"
     )
     b = next(line for line in lines if line.startswith("| b |"))
     assert (
-        b
-        == "| b | 90.0% [80.0, 100.0] (1) | -0.20 [-1.20, +0.80] (2) | failed | 70.0% [60.0, 80.0] (1) | 1.33 (3 columns) |"
+        b == "| b | 90.0% [80.0, 100.0] (1) | -0.20 [-1.20, +0.80] (2) | failed | 70.0% [60.0, 80.0] (W/T/L 6/2/2) (1) "
+        "| 1.33 (3 columns) |"
     )
     assert "| a | " in lines[3] and "| baseline |" in lines[3]
     assert plots.models_by_benchmarks(t) is not None

@@ -109,6 +109,13 @@ def headline_rows(s) -> list[tuple[str, str]]:
                     if s.answers_not_extracted
                     else ""
                 )
+                + (
+                    " (read by a fallback, never decided by rule: "
+                    + ", ".join(f"{k} {v}" for k, v in s.exact_match_fallbacks.items())
+                    + ")"
+                    if s.exact_match_fallbacks
+                    else ""
+                )
             )
             if s.exact_match_shown
             else f"not shown: {s.exact_match_note}",
@@ -122,6 +129,8 @@ def value_text(v: dict, kind: str) -> str:
     if v["value"] is None:
         return "n/a"
     if kind == "rate":
+        if "wins" in v:  # a pairwise win rate (ties half): the outcomes beside it, never instead of it
+            return f"{rate_text(v)} (W/T/L {v['wins']}/{v['ties']}/{v['losses']})"
         return rate_text(v)
     fmt = "{:+.2f}" if kind == "strength" else "{:.2f}"
     ci = f" [{fmt.format(v['ci95'][0])}, {fmt.format(v['ci95'][1])}]" if v.get("ci95") else ""

@@ -39,6 +39,13 @@ def item_rate(df: pd.DataFrame, hit) -> dict:
     return clustered_rate(g.sum().tolist(), g.size().tolist())
 
 
+def item_share(df: pd.DataFrame, values) -> dict:
+    """The mean of `values` (each within [0, 1], aligned with df: a win 1, a tie 0.5, a loss 0) as a
+    rate over the rows, clustered by item (Wilson at the effective number of answers)."""
+    g = _groups(df.assign(_v=pd.Series(values, index=df.index).astype(float)))["_v"]
+    return clustered_rate(g.sum().tolist(), g.size().tolist())
+
+
 def item_mean(df: pd.DataFrame, values) -> dict:
     """The mean of `values` (aligned with df; missing ones left out) over the rows, clustered by item."""
     v = pd.to_numeric(pd.Series(values, index=df.index), errors="coerce")

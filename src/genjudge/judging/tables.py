@@ -12,7 +12,8 @@ STUDY_NOTE = (
     "Each column is one judge on one dataset: its headline measure with the 95% interval and, in "
     "parentheses, the generator's rank in the column (1 = best; ties share their mean rank; a column ranks "
     "only where two or more generators have a value). Mean rank: over the columns where the generator has a "
-    "rank (how many in parentheses)."
+    "rank (how many in parentheses). A pairwise column's win rate counts ties half (AlpacaEval, Chatbot "
+    "Arena); W/T/L beside it counts the verdicts won, tied and lost."
 )
 FAILED_NOTE = (
     "Not judged, and left out of every measure of this report; the rest of the run is complete. Fix the cause and "

@@ -318,7 +318,7 @@ class ResultSections:
         if not tables.study_shown(table):
             return None
         plot = self.plot(PLOT_STUDY, plots.models_by_benchmarks(table))
-        return Study(Table(*tables.study_rows(table)), plot, tables.STUDY_NOTE)
+        return Study(Table(*tables.study_rows(table)), plot, tables.STUDY_NOTE, table.get("mean_rank_warning"))
 
     def failed(self) -> Failed | None:
         failed = self.s.get("failed_cells") or []

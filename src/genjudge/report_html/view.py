@@ -248,6 +248,7 @@ class Study:
     table: Table
     plot: Plot | None
     note: str
+    warning: str | None = None  # the mean ranks are over different numbers of columns
     ident = "study"
 
 

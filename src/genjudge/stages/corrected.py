@@ -23,7 +23,8 @@ def target(mode) -> tuple[str, bool, callable]:
     (pairwise), of the first verdict label `correct` (or the mode's first label), or the mean score."""
     k = human.kind(mode)
     if k == "winner":
-        return "win rate", True, lambda v: float(v == "win")
+        # the share of wins (ties count 0): a rate PPI++ and Wilson take; the headline win rate counts ties half
+        return "share of wins", True, lambda v: float(v == "win")
     if k == "verdict":
         values = list(dict.fromkeys(mode.labels.values()))
         pos = "correct" if "correct" in values else values[0]

@@ -29,12 +29,15 @@ from genjudge.judging.tables import (
     FAILED_NOTE,
     STUDY_NOTE,
     cell_name,
+    columns_text,
     failed_rows,
     markdown_table,
+    md_line,
     study_rows,
     study_shown,
 )
 
+OUTCOME_COUNTS = ("wins", "ties", "losses")
 ROW_KEYS = {"generator", "dataset", "judge", "opponent", "mode", "n_items", "n_judged", "n_unparsed", "exact_match"}
 
 
@@ -95,10 +98,27 @@ def build(exp, leaderboard: list[dict], across_cells: dict, failed: list[dict]) 
         r["n_ranked"] = len(ranked)
     order = {g: i for i, g in enumerate(exp.generators)}
     rows.sort(key=lambda r: (r["mean_rank"] is None, r["mean_rank"] or 0, order[r["generator"]]))
-    return {
+    out = {
         "columns": columns,
         "rows": [{k: r[k] for k in ("generator", "mean_rank", "n_ranked", "values")} for r in rows],
     }
+    warning = mean_rank_warning(out["rows"])
+    if warning:
+        out["mean_rank_warning"] = warning
+    return out
+
+
+def mean_rank_warning(rows: list[dict]) -> str | None:
+    """Why the mean ranks do not compare, where they are over different numbers of columns (a rank of 1
+    in one column is not a mean of 1.5 over two), or None."""
+    over = {r["generator"]: r["n_ranked"] for r in rows if r["mean_rank"] is not None}
+    if len(set(over.values())) < 2:
+        return None
+    shown = ", ".join(f"{g} over {columns_text(n)}" for g, n in over.items())
+    return (
+        f"the mean ranks are over different numbers of columns ({shown}): they do not compare with each "
+        "other, and the rows' order by them means little. Compare the generators column by column."
+    )
 
 
 def _value(exp, generator: str, col: dict, leaderboard, across_cells, failed_at) -> dict:
@@ -131,6 +151,7 @@ def _value(exp, generator: str, col: dict, leaderboard, across_cells, failed_at)
         "value": v.get("value"),
         "ci95": v.get("ci95"),
         "n": v.get("n", (row or {}).get("n_judged")),
+        **{k: v[k] for k in OUTCOME_COUNTS if k in v},  # a pairwise win rate's wins, ties, losses
     }
 
 
@@ -146,13 +167,16 @@ def failed_markdown(failed: list[dict]) -> list[str]:
 
 
 def sections(table: dict, failed: list[dict]) -> list[str]:
-    out = ["## Models × benchmarks", "", *markdown(table), "", STUDY_NOTE, ""] if study_shown(table) else []
+    warn = [f"> **Warning:** {md_line(table['mean_rank_warning'])}", ""] if table.get("mean_rank_warning") else []
+    out = ["## Models × benchmarks", "", *warn, *markdown(table), "", STUDY_NOTE, ""] if study_shown(table) else []
     return out + failed_markdown(failed)
 
 
 def summary_lines(table: dict, failed: list[dict]) -> list[str]:
     """What `genjudge summary` prints before the leaderboard: the table and the failed cells."""
     out = [*markdown(table), ""] if study_shown(table) else []
+    if out and table.get("mean_rank_warning"):
+        out += [f"warning: {table['mean_rank_warning']}", ""]
     for f in failed:
         cell = cell_name(f)
         first = f["errors"][0]

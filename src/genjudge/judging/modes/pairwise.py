@@ -11,7 +11,7 @@ import pandas as pd
 from genjudge.data.conversation import placeholders, reference_turns, swapped
 from genjudge.data.samples import SampleView, answers_by_row
 from genjudge.errors import InputError
-from genjudge.judging.items import item_rate
+from genjudge.judging.items import item_rate, item_share
 from genjudge.judging.modes.base import (
     NO_REFERENCE,
     UNJUDGED,
@@ -32,6 +32,21 @@ from genjudge.judging.templates import render_request
 # Verdicts from the candidate's side, per order.
 OUTCOME = {0: {"a": "win", "b": "loss", "tie": "tie"}, 1: {"a": "loss", "b": "win", "tie": "tie"}}
 OUTCOMES = ("win", "tie", "loss")
+# The headline: the win rate with ties counted half (AlpacaEval's and Chatbot Arena's), a rate over the
+# parsed verdicts with its interval; the counts of wins, ties and losses travel with it.
+PREFERENCE = {"win": 1.0, "tie": 0.5, "loss": 0.0}
+COUNTS = {"win": "wins", "tie": "ties", "loss": "losses"}
+
+
+def win_rate(parsed: pd.DataFrame) -> dict:
+    """(wins + ties / 2) over the parsed verdicts, clustered by item, with `wins`, `ties`, `losses` (verdicts)."""
+    out = item_share(parsed, parsed["verdict"].map(PREFERENCE))
+    return {**out, **{COUNTS[o]: int((parsed["verdict"] == o).sum()) for o in OUTCOMES}}
+
+
+def outcomes_text(v: dict) -> str:
+    """`2 wins, 115 ties, 3 losses` of a win rate's counts (verdicts)."""
+    return ", ".join(f"{v.get(COUNTS[o], 0)} {COUNTS[o] if v.get(COUNTS[o], 0) != 1 else o}" for o in OUTCOMES)
 
 
 def answers_by_turn(path) -> dict:
@@ -126,8 +141,8 @@ class Pairwise(JudgeMode):
                 o1s.append(None)
                 consistent.append(None)
                 continue
-            p0 = truncated(self.parse_text(t0, rx, bool(pattern)), e0)
-            p1 = truncated(self.parse_text(t1, rx, bool(pattern)), e1)
+            p0 = truncated(self.parse_text(t0, rx, bool(pattern)), e0, t0)
+            p1 = truncated(self.parse_text(t1, rx, bool(pattern)), e1, t1)
             o0 = OUTCOME[0].get(p0.verdict) if p0.verdict else None
             o1 = OUTCOME[1].get(p1.verdict) if p1.verdict else None
             o0s.append(o0)
@@ -150,7 +165,7 @@ class Pairwise(JudgeMode):
 
     def metrics(self, g: pd.DataFrame) -> dict:
         parsed = g[g["verdict"].notna()]
-        out = {k: share(parsed, k) for k in OUTCOMES}
+        out = {"win_rate": win_rate(parsed), **{k: share(parsed, k) for k in OUTCOMES}}
         cons = parsed[parsed["position_consistent"].notna()]
         out["position_consistency"] = item_rate(cons, cons["position_consistent"].astype(bool))
         return out
@@ -158,7 +173,13 @@ class Pairwise(JudgeMode):
     def headline(self, s: dict) -> list[tuple[str, str]]:
         # The opponent is a generator of the run (its name), or the outside `judge.baseline` file.
         opponent = next((r["opponent"] for r in s.get("leaderboard") or [] if r.get("opponent")), None)
-        rows = [(f"{k} (vs {opponent or 'baseline'})", rate_text(s[k])) for k in OUTCOMES]
+        vs = f"vs {opponent or 'baseline'}"
+        w = s["win_rate"]
+        rows = [
+            (f"win rate ({vs}; ties count half)", rate_text(w)),
+            ("wins / ties / losses (verdicts)", outcomes_text(w)),
+        ]
+        rows += [(f"{k} share ({vs})", rate_text(s[k])) for k in OUTCOMES]
         rows.append(("position consistency", rate_text(s["position_consistency"])))
         return rows
 
@@ -187,13 +208,16 @@ class Pairwise(JudgeMode):
         return pairwise_measures(df, OUTCOMES)
 
     def leaderboard(self, s: dict) -> dict:
-        return {k: s[k] for k in (*OUTCOMES, "position_consistency")}
+        return {k: s[k] for k in ("win_rate", *OUTCOMES, "position_consistency")}
 
     def leaderboard_measure(self):
-        return OUTCOMES[0], "rate"
+        return "win_rate", "rate"
 
     def category_column(self):
-        return "win / tie / loss", lambda c: " / ".join(pct(c[k]["value"]) for k in OUTCOMES)
+        return (
+            "win rate (ties half); win / tie / loss",
+            lambda c: f"{rate_text(c['win_rate'])}; " + " / ".join(pct(c[k]["value"]) for k in OUTCOMES),
+        )
 
 
 register(Pairwise())
