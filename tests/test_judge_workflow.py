@@ -41,7 +41,7 @@ def test_changing_only_the_verdict_pattern_reparses_without_the_judge(workflow):
     never = workflow.write_config(
         "base.yaml", **{**FAST, "run": "base", "judge": {"max_new_tokens": 6, "verdict_pattern": r"NEVER-(X)"}}
     )
-    workflow.run("--cores", "2", "--configfile", never)
+    failed = workflow.run("--cores", "2", "--configfile", never, check=False)
     assert judge_meta.read_text() == before
     summary = json.loads((workflow.results("base") / "report" / "summary.json").read_text())
     assert summary["n_unparsed"] == 44
@@ -49,6 +49,27 @@ def test_changing_only_the_verdict_pattern_reparses_without_the_judge(workflow):
         r.startswith("no match for the verdict pattern NEVER-(X)") or r.startswith("truncated")
         for r in summary["unparsed_reasons"]
     )
+    # A judge that parses nothing fails its cell loudly: listed, with the most common cause and an example
+    # of the judge's raw output, and the run ends with exit status 1.
+    assert failed.returncode == 1, failed.stderr[-2000:]
+    assert "1 cell(s) failed and were not judged: demo-generator/questions" in failed.stderr
+    (cell,) = summary["failed_cells"]
+    assert cell["stage"] == "parse" and cell["judge"] == "demo-judge"
+    message = cell["errors"][0]["message"]
+    cause, k = next(iter(summary["unparsed_reasons"].items()))
+    assert f"none of the 44 verdicts of judge 'demo-judge' parsed; most common cause: {cause} ({k} of 44)" in message
+    raw = pd.read_parquet(workflow.results("base") / "judgments" / "demo-judge.parquet")
+    assert "raw judge output: " in message
+    assert any(" ".join(str(t).split())[:40] in message for t in raw["judge_output"])
+    md = (workflow.results("base") / "report" / "report.md").read_text()
+    assert "## Failed cells" in md and "| parse demo-judge |" in md
+    out = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "summary", str(workflow.results("base"))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "FAILED demo-generator/questions (judge demo-judge, parse): NoVerdictParsed: none of the 44" in out
 
 
 def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow):
@@ -94,7 +115,11 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow)
         text=True,
         check=True,
     ).stdout
-    assert re.search(r"tie \(vs baseline\)\s+100\.0%", out) and "position consistency" in out
+    assert re.search(r"tie share \(vs baseline\)\s+100\.0%", out) and "position consistency" in out
+    # The headline: every pair a tie is a win rate of 50% with ties half, the outcomes beside it.
+    assert s["win_rate"]["value"] == 0.5 and (s["win_rate"]["wins"], s["win_rate"]["ties"]) == (0, 44)
+    assert re.search(r"win rate \(vs baseline; ties count half\)\s+50\.0% \[", out)
+    assert re.search(r"wins / ties / losses \(verdicts\)\s+0 wins, 44 ties, 0 losses", out)
 
 
 def test_data_parallel_judge_shards_each_lease_their_gpu_and_merge(workflow):

@@ -310,3 +310,44 @@ def test_html_in_outputs_datasets_and_errors_is_text_in_report_md():
             assert tag not in md, tag
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md and '&lt;iframe src="javascript:' in md
         assert "| &lt;b&gt;bold&lt;/b&gt; |" in md and "no match for &lt;VERDICT&gt;" in md
+
+
+# --- judges that parse little or nothing -----------------------------------------------------------
+
+
+def test_a_cell_with_no_parsed_verdict_fails_and_one_over_a_fifth_unparsed_is_warned_of():
+    from genjudge.stages.report import summary_of
+
+    cfg = defaults(
+        run="numbers",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={"a": {}, "b": {}, "c": {}},
+        datasets={"data": {}},
+        judge={"model": "j"},
+    )
+    a = judgments("a", [C] * 9 + [None] * 3)  # 25% unparsed: a warning
+    b = judgments("b", [None] * 12, judge_output="VERDICT: maybe")  # none parsed: a failed cell
+    b.loc[0, "unparsed_reason"] = "no verdict marker"
+    b.loc[1:, "unparsed_reason"] = "VERDICT marker without a recognised label"
+    c = judgments("c", [C] * 11 + [None])  # 1 in 12: no warning
+    metas = [GenerateMeta(generator=g, dataset="data", started_at=0.0, finished_at=1.0) for g in "abc"]
+    run, cells, study = summary_of(
+        cfg, {"j": pd.concat([a, b, c], ignore_index=True)}, metas, {"j": JudgeMeta(started_at=0.0, finished_at=1.0)}
+    )
+    (failed,) = run.failed_cells
+    assert (failed["generator"], failed["stage"]) == ("b", "parse")
+    (e,) = failed["errors"]
+    assert e["type"] == "NoVerdictParsed" and e["log"] == "logs/numbers/parse_verdicts/j.log"
+    assert e["message"].startswith(
+        "none of the 12 verdicts of judge 'j' parsed; most common cause: VERDICT marker without a recognised label "
+        "(11 of 12); item 'q1''s raw judge output: 'VERDICT: maybe'"
+    )
+    (w,) = run.warnings
+    assert w.startswith("a/data (judge j): 3 of 12 verdicts (25.0%) were not parsed, most often: no verdict marker (3)")
+    values = {r["generator"]: r["values"]["data/j"] for r in run.table["rows"]}
+    assert values["b"]["status"] == "failed" and values["a"]["status"] == "ok"
+    md = study.markdown("# Report\n\n## Leaderboard\n")
+    lines = md.splitlines()
+    assert lines.index(f"> **Warning:** {w}") < lines.index("## Models × benchmarks") < lines.index("## Failed cells")
+    assert "| b/data | j | parse j | NoVerdictParsed: none of the 12 verdicts" in md

@@ -20,7 +20,7 @@ def cmd_summary(args) -> int:
     print(f"report: {Path(args.run_dir) / 'report' / 'report.md'}")
     from genjudge.stages.report_table import summary_lines
 
-    lines = summary_lines(s.table, s.failed_cells)
+    lines = summary_lines(s.table, s.failed_cells, s.warnings)
     if lines:
         print("\n".join(lines))
     if s.cells:  # an experiment: the leaderboard

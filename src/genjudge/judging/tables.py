@@ -16,8 +16,9 @@ STUDY_NOTE = (
     "Arena); W/T/L beside it counts the verdicts won, tied and lost."
 )
 FAILED_NOTE = (
-    "Not judged, and left out of every measure of this report; the rest of the run is complete. Fix the cause and "
-    "run the same command again: only the failed jobs and what reads them run again."
+    "Not judged (or, failed job parse, judged with no verdict parsed), and left out of every measure of this "
+    "report; the rest of the run is complete. Fix the cause and run the same command again: only the failed jobs "
+    "and what reads them run again."
 )
 
 
@@ -63,7 +64,7 @@ def failed_rows(failed: list[dict], width: int = 240) -> tuple[list[str], list[l
             job = (
                 f"generate {e['generator']}/{e['dataset']}/{e['shard']}"
                 if f["stage"] == "generate"
-                else f"judge {e.get('judge', f['judge'])}"
+                else f"{f['stage']} {e.get('judge', f['judge'])}"  # judge, or parse: judged, no verdict read
             )
             message = " ".join(e["message"].split())
             message = message if len(message) <= width else message[: width - 1] + "…"

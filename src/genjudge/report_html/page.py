@@ -122,7 +122,7 @@ class Page(ResultSections, RunSections):
             n_unparsed=s.get("n_unparsed"),
             generators=[str(g) for g in dict.fromkeys(r["generator"] for r in self.rows)],
             judges=[str(j) for j in dict.fromkeys(r["judge"] for r in self.rows)],
-            warnings=list(s.get("placement_warnings") or []),
+            warnings=[*(s.get("warnings") or []), *(s.get("placement_warnings") or [])],
             sections=[x for x in sections if x is not None],
             plots=self._plots,
         )

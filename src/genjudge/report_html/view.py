@@ -33,6 +33,7 @@ SHOWN = {
     "answers_not_extracted",
     "per_category",
     "placement_warnings",
+    "warnings",
     "shards",
     "generator",
     "judge",

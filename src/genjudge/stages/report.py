@@ -104,7 +104,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         truncated_examples=truncated_examples(df, cut, int(config["report"]["n_examples"])),
         n_reasoning_unfinished=int(unfinished.sum()),
         reasoning_unfinished_rate=float(unfinished.mean()) if n else None,
-        n_reasoning_tokens=sum(m.n_reasoning_tokens for m in gen_metas),
+        n_reasoning_tokens=sum(m.n_reasoning_tokens or 0 for m in gen_metas),
         accuracy=extra.pop("accuracy", None),
         accuracy_ci95=extra.pop("accuracy_ci95", None),
         exact_match=exact_match_rate(df),
@@ -115,11 +115,22 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         answers_not_extracted=int(df["answer_reason"].fillna("").str.startswith(NO_ANSWER).sum())
         if "answer_reason" in df
         else 0,
+        exact_match_fallbacks=fallback_counts(df),
         shards=shards,
         generator=generator,
         judge=judge,
         metrics={**metrics, **extra, **({"per_turn": turns} if (turns := per_turn(df, mode)) else {})},
     )
+
+
+def fallback_counts(df: pd.DataFrame) -> dict:
+    """{how: answers} of the answers exact match read by a fallback heuristic (not strictly)."""
+    if "answer_strict" not in df:
+        return {}
+    loose = df[
+        df["exact_match"].notna() & df["answer_extraction"].notna() & ~df["answer_strict"].fillna(False).astype(bool)
+    ]
+    return {str(k): int(v) for k, v in loose["answer_extraction"].value_counts().items()}
 
 
 # How judgments parsed before causes and details were apart wrote them: the detail inside the reason.
@@ -494,7 +505,7 @@ def summarise_experiment(
         truncated_rate=n_cut / n if n else None,
         n_reasoning_unfinished=(n_think := sum(s.n_reasoning_unfinished for s in summaries)),
         reasoning_unfinished_rate=n_think / n if n else None,
-        n_reasoning_tokens=sum(m.n_reasoning_tokens for m in gen_metas),
+        n_reasoning_tokens=sum(m.n_reasoning_tokens or 0 for m in gen_metas),
         n_skipped=sum(s.n_skipped for s in summaries),
         skipped_items=[
             {"cell": key, "judge": s.leaderboard[0]["judge"], **e}
@@ -706,8 +717,65 @@ def summary_of(config: dict, judgments: dict, gen_metas: list, judge_metas: dict
         exp, config, judgments, study.gen_metas, study.judge_metas, {j: gone for j, (_, gone) in parts.items()}
     )
     run.validity = summarise_validity(exp, study.config, judgments)
+    unparsed_failed, run.warnings = unparsed_checks(config, cells)
+    study.failed = [*study.failed, *unparsed_failed]
     study.add_to(run)
     return run, cells, study
+
+
+UNPARSED_WARN = 0.2  # a cell with more of its answers unparsed than this gets a warning at the top of the page
+EXAMPLE_CHARS = 300  # of a judge's raw output, in a failed cell's error
+
+
+def unparsed_checks(config: dict, cells: dict) -> tuple[list[dict], list[str]]:
+    """(failed cells, warnings): a cell whose answers got no parsed verdict at all is a failed cell (stage
+    `parse`: its most common cause and an example of the judge's raw output), and one with more than
+    UNPARSED_WARN of them unparsed gets a warning for the top of the report."""
+    failed, warnings = [], []
+    for s, df in cells.values():
+        row = s.leaderboard[0]
+        if not s.n_answers:
+            continue
+        judge = row["judge"]
+        cell = f"{row['generator']}/{row['dataset']}" + (f" vs {row['opponent']}" if row["opponent"] else "")
+        cause, k = next(iter(s.unparsed_reasons.items()), ("no verdict", s.n_unparsed))
+        if s.n_judged == 0:
+            hit = df[df["unparsed_reason"].astype(str).map(lambda r: cause_of(r, None)[0]) == cause]
+            example = hit.iloc[0] if len(hit) else df.iloc[0]
+            text = " ".join(str(example.get("judge_output") or "").split())
+            raw = (
+                f"item {example['id']!r}'s raw judge output: {text[:EXAMPLE_CHARS]!r}"
+                + ("..." if len(text) > EXAMPLE_CHARS else "")
+                if text
+                else f"item {example['id']!r} had no judge output (decided by {example.get('decided_by')})"
+            )
+            failed.append(
+                {
+                    "judge": judge,
+                    "generator": row["generator"],
+                    "dataset": row["dataset"],
+                    "opponent": row["opponent"],
+                    "stage": "parse",
+                    "errors": [
+                        {
+                            "judge": judge,
+                            "type": "NoVerdictParsed",
+                            "message": (
+                                f"none of the {s.n_answers} verdicts of judge {judge!r} parsed; most common cause: "
+                                f"{cause} ({k} of {s.n_answers}); {raw}. Check the judge's template and "
+                                f"verdict pattern (judges.{judge}.template, .pattern) against this output."
+                            ),
+                            "log": f"logs/{config['run']}/parse_verdicts/{judge}.log",
+                        }
+                    ],
+                }
+            )
+        elif s.unparsed_rate is not None and s.unparsed_rate > UNPARSED_WARN:
+            warnings.append(
+                f"{cell} (judge {judge}): {s.n_unparsed} of {s.n_answers} verdicts ({pct(s.unparsed_rate)}) were "
+                f"not parsed, most often: {cause} ({k}); the measures are over the {s.n_judged} parsed only."
+            )
+    return failed, warnings
 
 
 def run_report(

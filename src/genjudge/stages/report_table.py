@@ -172,10 +172,11 @@ def sections(table: dict, failed: list[dict]) -> list[str]:
     return out + failed_markdown(failed)
 
 
-def summary_lines(table: dict, failed: list[dict]) -> list[str]:
-    """What `genjudge summary` prints before the leaderboard: the table and the failed cells."""
+def summary_lines(table: dict, failed: list[dict], warnings: list[str] = ()) -> list[str]:
+    """What `genjudge summary` prints before the leaderboard: the warnings, the table and the failed cells."""
     out = [*markdown(table), ""] if study_shown(table) else []
-    if out and table.get("mean_rank_warning"):
+    out = [*(f"warning: {w}" for w in warnings), *([""] if warnings else []), *out]
+    if study_shown(table) and table.get("mean_rank_warning"):
         out += [f"warning: {table['mean_rank_warning']}", ""]
     for f in failed:
         cell = cell_name(f)
@@ -187,11 +188,12 @@ def summary_lines(table: dict, failed: list[dict]) -> list[str]:
     return [*out, ""] if failed else out
 
 
-def with_sections(text: str, table: dict, failed: list[dict]) -> str:
-    """report.md with the table and the failed cells before its first section."""
+def with_sections(text: str, table: dict, failed: list[dict], warnings: list[str] = ()) -> str:
+    """report.md with the warnings, the table and the failed cells before its first section."""
     lines = text.splitlines()
     at = next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))
-    return "\n".join([*lines[:at], *sections(table, failed), *lines[at:]])
+    warned = [x for w in warnings for x in (f"> **Warning:** {md_line(w)}", "")]
+    return "\n".join([*lines[:at], *warned, *sections(table, failed), *lines[at:]])
 
 
 class Study:
@@ -203,6 +205,7 @@ class Study:
         self.exp, self.config = survived.exp, survived.config
         self.gen_metas, self.judge_metas, self.failed = survived.gen_metas, survived.judge_metas, survived.failed
         self.table: dict = {}
+        self.warnings: list[str] = []
 
     @classmethod
     def of(cls, exp, config: dict, gen_metas, judge_metas: dict) -> Study:
@@ -213,6 +216,7 @@ class Study:
     def add_to(self, run) -> None:
         self.table = build(self.full, run.leaderboard, run.across_cells, self.failed)
         run.table, run.failed_cells = self.table, self.failed
+        self.warnings = list(run.warnings)
 
     def markdown(self, text: str) -> str:
-        return with_sections(text, self.table, self.failed)
+        return with_sections(text, self.table, self.failed, self.warnings)

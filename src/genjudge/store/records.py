@@ -114,8 +114,11 @@ class JobMeta(_Record):
     resumed_items: int = 0
     computed_items: int = 0
     tokens_per_second: float | None = None
-    engine: str | None = None  # transformers or vllm
-    engine_settings: dict | None = None  # vllm: its version, parallel sizes, dtype, KV cache
+    engine: str | None = None  # transformers, vllm or openai
+    # vllm: its version, parallel sizes, dtype, KV cache; openai: its base URL, connections, batch
+    engine_settings: dict | None = None
+    # engine openai: requests, retries by cause, tokens, cost, budget, served models (engine.endpoint.run)
+    endpoint: dict | None = None
     # Where the compute went (generating jobs; genjudge.planning.time_model's measured terms): batches, prompt
     # tokens without padding, seconds to each batch's first new token and after it, the steps after it.
     batches: int | None = None
@@ -170,7 +173,8 @@ class GenerateMeta(JobMeta):
     n_samples: int = 1  # n_items counts rows: items x samples
     n_skipped: int = 0  # rows without an answer: too long for the context (dataset.on_too_long: skip)
     n_generated_tokens: int = 0
-    n_reasoning_tokens: int = 0  # of the reasoning traces (generator.reasoning), by the generator's tokenizer
+    # of the reasoning traces (generator.reasoning), by the generator's tokenizer; None: an endpoint's (none here)
+    n_reasoning_tokens: int | None = 0
     n_reasoning_unfinished: int = 0  # rows whose trace never closed: no answer ("reasoning not finished")
     generate_seconds: float = 0.0
 
@@ -365,8 +369,12 @@ class RunSummary(_Record):
     exact_match_shown: bool = True  # whether exact match means something here (short references, or extraction)
     exact_match_note: str | None = None  # why it is shown or not
     answers_not_extracted: int = 0  # answers from which the dataset's extraction found nothing
+    # exact match's answers found by a fallback heuristic (never by rule in the cascade): {how: answers}
+    exact_match_fallbacks: dict = field(default_factory=dict)
     per_category: dict = field(default_factory=dict)
     placement_warnings: list = field(default_factory=list)
+    # what the top of the report warns of: cells with more than a fifth of their verdicts unparsed
+    warnings: list = field(default_factory=list)
     shards: list = field(default_factory=list)
     generator: dict = field(default_factory=dict)
     judge: dict = field(default_factory=dict)
