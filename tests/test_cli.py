@@ -107,3 +107,25 @@ def test_train_demo_onto_an_existing_directory_is_one_line(tmp_path):
     proc = genjudge("train-demo", "demo-judge", str(tmp_path))
     assert proc.returncode == 1
     assert proc.stderr == f"error: {tmp_path} already exists; remove it or choose another directory\n"
+
+
+def test_summary_into_a_closed_pipe_stops_without_a_traceback(tmp_path):
+    """`genjudge summary results/x | head`: the reader closes the pipe early; here it is closed before the
+    command writes, so every write meets it."""
+    import os
+    import subprocess
+    import sys
+
+    from test_report_numbers import C, W, judgments, summarise
+
+    run, _, _ = summarise(judgments("a", [C, W] * 30), ["a"])
+    (tmp_path / "report").mkdir()
+    run.write(tmp_path / "report" / "summary.json")
+    r, w = os.pipe()
+    os.close(r)
+    proc = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "summary", str(tmp_path)], stdout=w, stderr=subprocess.PIPE, text=True
+    )
+    os.close(w)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141

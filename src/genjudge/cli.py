@@ -324,7 +324,15 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if getattr(args, "role", None) is None and args.cmd == "plan":
         args.role = ["generator", "judge"]
-    return args.fn(args)
+    try:
+        code = args.fn(args)
+        sys.stdout.flush()  # inside the try: a closed pipe shows here, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # The reader took what it wanted (`genjudge summary | head`) and closed the pipe: stop as a shell tool
+        # does, without a traceback; what is left to flush goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, the status of a tool the signal ended
 
 
 if __name__ == "__main__":

@@ -175,7 +175,7 @@ class JudgeMode:
             if d == "rule"
             else Verdict(None, UNJUDGED[d], 0)
             if d in UNJUDGED
-            else truncated(self.parse_text(t, rx, bool(pattern), options), f)
+            else truncated(self.parse_text(t, rx, bool(pattern), options), f, t)
             for d, t, f in zip(df["decided_by"], df["judge_output"], finish)
         ]
         df["verdict"] = [self.rule_verdict if p is None else p.verdict for p in parsed]
@@ -242,11 +242,18 @@ class JudgeMode:
 UNJUDGED = {NO_REFERENCE: NO_REFERENCE, NOT_FINISHED: REASONING_UNFINISHED, SKIPPED: None}  # SKIPPED: not counted
 TRUNCATED = "truncated: the judge reached max_new_tokens before its verdict (raise judge.max_new_tokens)"
 JUDGE_THINKING = "judge reasoning"  # the finish reason the parse stage gives a judge's unclosed trace
+# The finish reason of an endpoint's logprob verdict whose response listed no verdict label
+# (engine.endpoint.requests, which cannot import this wing, holds the same string).
+LOGPROB_UNSEEN = "logprob-unseen"
+LOGPROB_UNSEEN_REASON = "no verdict label among the endpoint's top_logprobs"
 
 
-def truncated(v: Verdict, finish_reason) -> Verdict:
+def truncated(v: Verdict, finish_reason, text=None) -> Verdict:
     """An unparsed verdict of a judge cut off at max_new_tokens is a truncation, said as such; one whose
-    own reasoning trace never closed (`JUDGE_THINKING`) says that."""
+    own reasoning trace never closed (`JUDGE_THINKING`) says that; an endpoint's logprob verdict whose
+    response listed no label says that, with what it listed (`text`)."""
+    if finish_reason == LOGPROB_UNSEEN:
+        return Verdict(None, LOGPROB_UNSEEN_REASON, 0, text)
     if v.verdict is None and finish_reason == JUDGE_THINKING:
         return Verdict(None, JUDGE_REASONING_UNFINISHED, v.n_markers)
     if v.verdict is None and finish_reason == "length" and v.reason != "empty judge output":
