@@ -11,13 +11,14 @@ from snakemake.logging import logger
 from genjudge import config as wfconfig
 from genjudge.cluster import job_resources, slurm_array_task, slurm_submission
 from genjudge.cluster.gpu_lease import resolve_inventory
+from genjudge.config.checks import endpoint_warnings
 from genjudge.config.experiment import entry_key, judge_inputs, resolve
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.engine import judge_parallel
 from genjudge.errors import InputError
 from genjudge.judging import modes
 from genjudge.judging.template_rules import template_paths
-from genjudge.models.modelref import check_model, digest_index, fingerprint
+from genjudge.models.modelref import check_model, digest_index
 from genjudge.store import failures
 from genjudge.store.records import INVOCATION_ENV, new_invocation
 
@@ -48,6 +49,9 @@ EXP = resolve(config)
 GENERATORS = {name: GeneratorSpec.from_config(sec) for name, sec in EXP.generators.items()}
 JUDGES = {name: JudgeSpec.from_config(sec) for name, sec in EXP.judges.items()}
 GPU_INVENTORY = resolve_inventory(config["gpu_inventory"])
+if workflow.is_main_process:
+    for warning in endpoint_warnings(config, EXP):
+        logger.warning(f"warning: {warning}")
 try:  # judge.parallel: tensor on a model that cannot be split stops here, with the reason
     judge_parallel.check_parallel(JUDGES.values())
     judge_parallel.check_vllm_layouts(config, EXP, GPU_INVENTORY, on_slurm=False)
@@ -103,7 +107,7 @@ def rerun_params(spec):
     """What Snakemake compares to decide a rerun: the spec's output fields and the model's
     fingerprint, so overwritten local weights rerun the jobs that used them (large files by
     their full SHA-256, hashed once per version of the file: modelref.DigestIndex)."""
-    return {**spec.rerun_params(), "model_fingerprint": fingerprint(spec.model, spec.revision, DIGESTS)}
+    return {**spec.rerun_params(), "model_fingerprint": spec.fingerprint(DIGESTS)}
 
 
 GENERATOR_PARAMS = {name: rerun_params(spec) for name, spec in GENERATORS.items()}
@@ -155,9 +159,9 @@ def settings(params, keys, *, name):
 
 
 # Every setting that may decide a generation or judge job's rerun (GENERATORS' and JUDGES' rerun_params).
-# Settings outside the specs' fields: vLLM's max_model_len where set (ModelSpec.rerun_params) and the
+# Settings outside the specs' fields: vLLM's max_model_len where set and an endpoint's public URL (ModelSpec.rerun_params) and the
 # datasets' on_too_long where not `fail`.
-EXTRA_KEYS = ["vllm_max_model_len", "on_too_long", "model_fingerprint", "failed_attempts"]
+EXTRA_KEYS = ["vllm_max_model_len", "endpoint", "on_too_long", "model_fingerprint", "failed_attempts"]
 GENERATE_KEYS = [*GeneratorSpec.fields_changing("item", "job"), *EXTRA_KEYS]
 JUDGE_KEYS = [*JudgeSpec.fields_changing("item", "job"), *EXTRA_KEYS, "cells", "answers"]
 
@@ -263,7 +267,8 @@ def model_input(spec):
     """The demo model's directory when the workflow must build it (it is missing), so it is built first.
     The committed models are no input: Snakemake has no record of how they were made and would say so
     on every run; the jobs' params hold the models' fingerprints, which rerun them when the files change."""
-    return [spec.model] if wfconfig.builds_demo_model(spec.model) and not os.path.exists(spec.model) else []
+    local = spec.engine != "openai"  # an endpoint's model name is no directory here
+    return [spec.model] if local and wfconfig.builds_demo_model(spec.model) and not os.path.exists(spec.model) else []
 
 
 def demo_generator(wildcards):
@@ -279,6 +284,8 @@ def check_models_loadable():
     tokenizer and weights: checked before any job starts (onstart), naming the key."""
     for kind, specs in (("generator", GENERATORS), ("judge", JUDGES)):
         for name, spec in specs.items():
+            if spec.engine == "openai":  # no files here: the job's capability probe asks the endpoint
+                continue
             key = entry_key(config, kind, name, "model")
             try:
                 check_model(spec.model, key.rsplit(".", 1)[0], buildable=wfconfig.builds_demo_model(spec.model))
@@ -353,28 +360,37 @@ def all_judge_metas():
     return {j: f"{RESULTS}/judge/{j}/raw.meta.json" for j in EXP.judges}
 
 
+def gen_step(wildcards):
+    """The resources section of a generation job: `endpoint` for a model behind one."""
+    return job_resources.step("generate", GENERATORS[wildcards.generator].engine)
+
+
+def judge_step(wildcards):
+    return job_resources.step("judge", JUDGES[wildcards.judge].engine)
+
+
 def gen_mem_mb(wildcards, attempt):
-    return job_resources.scaled(config, "generate", "mem_mb", attempt)
+    return job_resources.scaled(config, gen_step(wildcards), "mem_mb", attempt)
 
 
 def gen_runtime(wildcards, attempt):
-    return job_resources.scaled(config, "generate", "runtime", attempt)
+    return job_resources.scaled(config, gen_step(wildcards), "runtime", attempt)
 
 
 def judge_mem_mb(wildcards, attempt):
-    return job_resources.scaled(config, "judge", "mem_mb", attempt)
+    return job_resources.scaled(config, judge_step(wildcards), "mem_mb", attempt)
 
 
 def judge_runtime(wildcards, attempt):
-    return job_resources.scaled(config, "judge", "runtime", attempt)
+    return job_resources.scaled(config, judge_step(wildcards), "runtime", attempt)
 
 
 def gen_cpus(wildcards):
-    return job_resources.threads(config, "generate", generate_gpus(wildcards.generator), on_slurm())
+    return job_resources.threads(config, gen_step(wildcards), generate_gpus(wildcards.generator), on_slurm())
 
 
 def judge_cpus(wildcards):
-    return job_resources.threads(config, "judge", judge_gpus(wildcards.judge), on_slurm())
+    return job_resources.threads(config, judge_step(wildcards), judge_gpus(wildcards.judge), on_slurm())
 
 
 def slurm_resources(role):

@@ -31,7 +31,7 @@ def main():
                 label=f"{cfg['run']}/generate/{job}",
             ) as lease:
                 attempt["gpus"] = list(lease.devices)
-                from genjudge.config.experiment import resolve
+                from genjudge.config.experiment import entry_where, resolve
                 from genjudge.config.specs import GeneratorSpec
                 from genjudge.models.modelref import digest_index
                 from genjudge.stages.generate import run_generate
@@ -57,6 +57,7 @@ def main():
                     ),
                     cache_dir=cfg["cache_dir"],
                     on_too_long=exp.datasets[w.dataset]["on_too_long"],
+                    where=entry_where(cfg, "generator", w.generator),
                 )
 
 

@@ -34,8 +34,17 @@ def intended_executor(argv: list[str]) -> str | None:
 
 
 def generate_gpus(exp, config: dict, generator: str, inventory: list, on_slurm: bool) -> int:
-    """GPUs of one generation job: the generator's gpus_per_job where there are GPUs to lease or SLURM."""
+    """GPUs of one generation job: the generator's gpus_per_job where there are GPUs to lease or SLURM;
+    none for a model behind an endpoint."""
+    if exp.generators[generator]["engine"] == "openai":
+        return 0
     return exp.gpus_per_job(generator, config) if (inventory or on_slurm) else 0
+
+
+def step(role: str, engine: str) -> str:
+    """The `resources` section of a job: its role's, or `endpoint` for a model behind one (no GPU,
+    little memory)."""
+    return "endpoint" if engine == "openai" else role
 
 
 def scaled(config: dict, step: str, key: str, attempt: int = 1) -> int:

@@ -161,8 +161,13 @@ def decide(spec, n: int, facts: Facts, gpu_bytes: int | None = None) -> tuple[st
     )
 
 
+ENDPOINT = Layout("endpoint", 0, 0, "engine: openai: the model runs behind its endpoint; the jobs ask for no GPU")
+
+
 def layout(spec, n: int, facts: Facts, gpu_bytes: int | None = None) -> Layout:
     """The judge jobs and their GPUs, for `n` GPUs per judge shard under device_map."""
+    if spec.engine == "openai":
+        return Layout(ENDPOINT.parallel, spec.shards, 0, ENDPOINT.reason)
     choice, reason = decide(spec, n, facts, gpu_bytes)
     if choice == "replicas":
         return Layout(choice, spec.shards * n, 1, reason)
@@ -173,6 +178,8 @@ def job_choice(spec, n: int, facts: Facts) -> tuple[str, str]:
     """In a judge job with `n` leased GPUs: run as a tensor-parallel group or as one process.
     The plan chose replicas by giving each job one GPU; between tensor and device_map the
     choice depends only on the model, so the job makes the plan's choice again."""
+    if spec.engine == "openai":
+        return ENDPOINT.parallel, ENDPOINT.reason
     if spec.parallel in ("device_map", "replicas") or n <= 1:
         return "device_map", f"{n} GPU(s), judge.parallel: {spec.parallel}: one process"
     if spec.parallel == "tensor":
@@ -192,7 +199,7 @@ def job_choice(spec, n: int, facts: Facts) -> tuple[str, str]:
 def check_tensor_possible(spec, facts: Facts) -> None:
     """For `judge.parallel: tensor`: stop while planning when no number of GPUs could split this
     model (no tensor-parallel plan, a quantization that cannot be sharded)."""
-    if spec.parallel != "tensor":
+    if spec.parallel != "tensor" or spec.engine == "openai":
         return
     why = explicit_tensor_obstacle(spec, 1, facts)  # None too where config.json is not here yet: the job checks
     if why:

@@ -173,6 +173,9 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
         for name, section in entries.items():
             model = section["model"]
             where = entry_key(config, kind, name, "model")
+            if section["engine"] == "openai":  # no files here: the job's capability probe asks the endpoint
+                check_endpoint(config, kind, name, section)
+                continue
             if is_demo_model(model) and not builds_demo_model(model) and not os.path.isdir(model):
                 raise InputError(
                     f"{where}: {model!r} does not exist (the workflow builds only "
@@ -335,6 +338,48 @@ def check_rules_apply(
         if rule.turns and min(rule.turns) > most:
             raise InputError(f"{key}[{i}]: {what}")
         logging.getLogger("genjudge.config").warning("%s[%d] %s", key, i, what)
+
+
+def check_endpoint(config: dict, kind: str, name: str, section: dict) -> None:
+    """A model behind an endpoint (`engine: openai`): its URL, and the settings it cannot honour."""
+    from genjudge.models.endpoints import check_url
+
+    def key(k):
+        return entry_key(config, kind, name, k)
+
+    e = section["endpoint"]
+    where = key("endpoint.base_url").rsplit(".", 1)[0]
+    check_url(e["base_url"], where, e["allow_http"])
+    if section["use_chat_template"] is False:
+        raise InputError(
+            f"{key('use_chat_template')}: false needs a local model; an endpoint applies its own chat template "
+            f"to the messages it receives (engine: openai)"
+        )
+    price = section["price"]
+    if section["max_cost_usd"] is not None and (price["input_per_mtok"] is None or price["output_per_mtok"] is None):
+        raise InputError(
+            f"{key('max_cost_usd')}: a budget needs the model's price: set {key('price').rsplit('.', 1)[0]}.price"
+            f".input_per_mtok and .output_per_mtok (US dollars per million tokens)"
+        )
+    if kind == "judge" and section["parallel"] == "tensor":
+        raise InputError(f"{key('parallel')}: tensor splits a local model over GPUs; engine: openai has none here")
+
+
+def endpoint_warnings(config: dict, exp) -> list[str]:
+    """What planning says of the endpoint models: names a provider may move to another model."""
+    from genjudge.models.endpoints import moving_alias
+
+    out = []
+    for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
+        for name, section in entries.items():
+            if section["engine"] == "openai" and moving_alias(section["model"]):
+                out.append(
+                    f"{entry_key(config, kind, name, 'model')}: {section['model']!r} has no date or version in its "
+                    f"name: its provider may move it to another model, and results keyed by the name would then "
+                    f"mix two models; name a snapshot (e.g. gpt-4o-2024-08-06). Each result records the served "
+                    f"model and system_fingerprint."
+                )
+    return out
 
 
 def check_judge(

@@ -51,6 +51,22 @@ class Spec:
 
 
 AS_BEFORE = {"engine": "transformers", "chat_template_kwargs": {}}
+# What a local model's loading and decoding read and an endpoint's never does.
+ENDPOINT_IDLE = (
+    "revision",
+    "dtype",
+    "quantization",
+    "bnb_4bit_quant_type",
+    "bnb_4bit_use_double_quant",
+    "bnb_4bit_compute_dtype",
+    "use_chat_template",
+    "vllm",
+    "device_map",
+    "max_memory",
+    "batch_size",
+    "memory_margin",
+    "compile",
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +93,11 @@ class ModelSpec(Spec):
     memory_margin: float = _run()
     # auto, true or false: a static KV cache and a compiled forward (engine.compiling); same greedy text.
     compile: Any = _run()
+    # engine: openai only. What of the endpoint decides a result (its public URL, extra request fields,
+    # prefill) is in `context_params`; connections, retries, price and budget change no result.
+    endpoint: dict = _run()
+    price: dict = _run()
+    max_cost_usd: float | None = _run()
 
     def item_params(self) -> dict:
         """What decides one item's result besides the model's files and the prompt as sent:
@@ -102,9 +123,20 @@ class ModelSpec(Spec):
 
     def context_params(self) -> dict:
         """vLLM's `max_model_len` where set: the engine stops a sequence at that length, so a result made
-        under it is no result of the model's full context (unset: as every result before it was)."""
+        under it is no result of the model's full context (unset: as every result before it was). An
+        endpoint's public base URL and what else of it shapes the request."""
+        if self.engine == "openai":
+            return {"endpoint": self.endpoint_params()}
         limit = (self.vllm or {}).get("max_model_len") if self.engine == "vllm" else None
         return {"vllm_max_model_len": int(limit)} if limit else {}
+
+    def endpoint_params(self) -> dict:
+        from genjudge.models.endpoints import public_url
+
+        out = {"base_url": public_url(self.endpoint["base_url"] or ""), "extra_body": dict(self.endpoint["extra_body"])}
+        if getattr(self, "verdict", None) == "logprob":  # how the verdict's position is reached
+            out["prefill"] = bool(self.endpoint["prefill"])
+        return out
 
     def _as_before(self, name: str) -> bool:
         """A setting added later, at the value every result made before it existed had: left out of
@@ -112,8 +144,21 @@ class ModelSpec(Spec):
         chat template variables)."""
         return name in AS_BEFORE and getattr(self, name) == AS_BEFORE[name]
 
+    def fingerprint(self, digests=None) -> str:
+        """What stands for the model in item keys and rerun params: its files' fingerprint, or for a
+        model behind an endpoint its public base URL and name."""
+        if self.engine == "openai":
+            from genjudge.models.endpoints import identity
+
+            return identity(self.endpoint["base_url"] or "", self.model)
+        from genjudge.models.modelref import fingerprint
+
+        return fingerprint(self.model, self.revision, digests)
+
     def idle_fields(self) -> set:
         """Settings that have no effect as configured (changing them changes nothing)."""
+        if self.engine == "openai":  # the server holds the weights, the template and the tokenizer
+            return set(ENDPOINT_IDLE)
         return (
             set()
             if self.quantization == "4bit"

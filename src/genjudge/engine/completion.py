@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from dataclasses import dataclass, field
 
 from genjudge.config.specs import GeneratorSpec, ModelSpec
 from genjudge.engine.decoding import Generator, GenParams, Throughput, Timing, run_batches
 from genjudge.engine.prompting import render_prompt, uses_chat_template
+from genjudge.engine.results import Completion
 from genjudge.models.modelref import DigestIndex, fingerprint
 from genjudge.store.item_store import ItemStore, item_key
 
@@ -101,9 +101,14 @@ def runner(pset, model, scorer=None, cache_tokens: int | None = None, lengths: l
 
 
 def logprob_scorer(engine: str, labels: tuple[str, ...], marker: str):
-    """The logprob verdict scorer of an engine, as `complete`'s `scorer` argument."""
+    """The logprob verdict scorer of an engine, as `complete`'s `scorer` argument (an endpoint's: the
+    labels and marker its requests ask about, given to its prompt set)."""
     from functools import partial
 
+    if engine == "openai":
+        from genjudge.engine.endpoint.requests import LogprobVerdict
+
+        return LogprobVerdict(tuple(labels), marker)
     if engine == "vllm":
         from genjudge.engine.vllm_engine import VllmLogprobScorer as cls
     else:
@@ -111,27 +116,14 @@ def logprob_scorer(engine: str, labels: tuple[str, ...], marker: str):
     return partial(cls, labels=labels, marker=marker)
 
 
-@dataclass
-class Completion:
-    prompts: list[str]  # as sent
-    keys: list[str]
-    results: list[dict]  # output, n_prompt_tokens, n_generated_tokens, finish_reason
-    resumed: int
-    computed: int
-    model_fingerprint: str
-    chat_template: bool
-    load_seconds: float
-    compute_seconds: float
-    batch_size: int | None
-    info: dict = field(default_factory=dict)  # placement, device
-    computed_tokens: int = 0
-    computed_keys: set = field(default_factory=set)  # keys computed now (the rest came from the store)
-    timing: Timing = field(default_factory=Timing)  # prefill and decode seconds (generation only)
-    setup_seconds: float = 0.0  # the tokenizer and the model's fingerprint, paid even when nothing is computed
-    batch_choice: dict | None = None  # how batch_size was chosen (planning.batch_choice.Choice.meta)
-    batch_search_seconds: float = 0.0  # batch_size auto's probes
-    compile_seconds: float = 0.0  # compiling the decode step (compile), first call of each shape
-    too_long: dict = field(default_factory=dict)  # keep_going: position -> why its prompt does not fit (no result)
+def prompt_set(spec: ModelSpec, kind: str, suffix: str = "", digests=None, cache_dir=None, scorer=None, where=""):
+    """The prompt set of a job's model: a local one (`PromptSet`), or one behind an endpoint (`engine:
+    openai`, which loads no tokenizer; `scorer`: its logprob verdict, `where`: its config key for errors)."""
+    if spec.engine == "openai":
+        from genjudge.engine.endpoint.run import EndpointPromptSet
+
+        return EndpointPromptSet(spec, kind, suffix, scorer, where)
+    return PromptSet(spec, kind, suffix, digests, cache_dir)
 
 
 class PromptSet:
@@ -163,6 +155,12 @@ class PromptSet:
         self.model = None  # loaded by the first completion with something to compute
         self.info: dict = {}
         self.memory = BatchMemory(cache_dir) if cache_dir else None  # batch_size auto's remembered choices
+
+    def check_labels(self, labels: tuple[str, ...], marker: str) -> None:
+        """Refuse logprob labels this tokenizer cannot tell apart, before the weights load."""
+        from genjudge.engine.logprob import label_token_ids
+
+        label_token_ids(self.tok, labels, marker)
 
     def render(self, texts: list[str], conversations: list | None = None) -> list[str]:
         """Prompts as sent; `conversations[i]`, when not None, is item i's list of chat messages."""
@@ -258,7 +256,12 @@ def complete(
     add_special_tokens)` replaces generation (logprob judging). With sampling, `samples[i]` is
     row i's sample index (default 0): its key and its generator's seed. A prompt that does not fit
     the model's context stops the job (InputError), or with `keep_going` is left out: its result is
-    None and `too_long` says why, for the caller to skip or fail what it belongs to."""
+    None and `too_long` says why, for the caller to skip or fail what it belongs to. An endpoint's prompt
+    set (`prompt_set`) sends the requests instead (engine.endpoint.run)."""
+    if getattr(pset, "engine", None) == "openai":
+        from genjudge.engine.endpoint.run import complete_endpoint
+
+        return complete_endpoint(pset, texts, ids, store, desc, log_stream, conversations, samples, keep_going)
     prompts = pset.render(texts, conversations)
     sampling = pset.params.do_sample and scorer is None
     if sampling:
@@ -378,6 +381,11 @@ def combined(cs: list[Completion]) -> Completion:
     if len(cs) == 1:
         return cs[0]
     first = cs[0]
+    info = next((c.info for c in cs if c.info), {})
+    if info.get("engine") == "openai":
+        from genjudge.engine.endpoint.run import merged_stats
+
+        info = {**info, "endpoint": merged_stats([c.info.get("endpoint") for c in cs])}
     return Completion(
         [p for c in cs for p in c.prompts],
         [k for c in cs for k in c.keys],
@@ -389,7 +397,7 @@ def combined(cs: list[Completion]) -> Completion:
         sum(c.load_seconds for c in cs),
         sum(c.compute_seconds for c in cs),
         max((c.batch_size for c in cs if c.batch_size), default=None),
-        next((c.info for c in cs if c.info), {}),
+        info,
         sum(c.computed_tokens for c in cs),
         set().union(*(c.computed_keys for c in cs)),
         functools.reduce(Timing.merged, (c.timing for c in cs), Timing()),

@@ -83,6 +83,8 @@ def decide(spec, n: int, gpus=None, model=None) -> tuple[str, str]:
 def layout(spec, config: dict, inventory: list, on_slurm: bool, gpus=None, model=None) -> Layout:
     """The judge jobs and their GPUs. `gpus`: the GPUs of one job with their sizes, when the
     caller knows them (the plan's hypothetical inventory); else nvidia-smi or judge.gpu_memory."""
+    if spec.engine == "openai":  # no model here, no GPU
+        return judge_layout.layout(spec, 0, lambda: None)
     n = judge_layout.per_shard_gpus(spec, config, len(inventory), on_slurm)
     if gpus is not None:
         gpus = list(gpus)[:n] or None
@@ -100,7 +102,7 @@ def _cached(spec_json: str, config_json: str, inventory: tuple, on_slurm: bool) 
 
 def cached_layout(spec, config: dict, inventory: list, on_slurm: bool) -> Layout:
     """layout(), computed once per judge and setting (the rules ask for it many times)."""
-    if spec.parallel in ("device_map", "replicas"):  # cheap: no model to look at
+    if spec.parallel in ("device_map", "replicas") or spec.engine == "openai":  # cheap: no model to look at
         return layout(spec, config, inventory, on_slurm)
     return _cached(
         json.dumps(spec.as_dict(), sort_keys=True, default=str),

@@ -15,7 +15,7 @@ from genjudge.config.specs import GeneratorSpec
 from genjudge.data.conversation import history_messages, item_turns
 from genjudge.data.dataset import is_missing
 from genjudge.data.shard_files import read_shard
-from genjudge.engine.completion import PromptSet, combined, complete, completion_meta
+from genjudge.engine.completion import combined, complete, completion_meta, prompt_set
 from genjudge.judging import reasoning
 from genjudge.models.modelref import DigestIndex
 from genjudge.store import atomic
@@ -55,11 +55,13 @@ def run_generate(
     threads: int | None = None,
     cache_dir=None,
     on_too_long: str = "fail",
+    where: str = "generator",
 ) -> GenerateMeta:
     """Generate every item of one shard (resumed from the item store); `threads`: torch's threads for
     this job (Snakemake's `threads`), set before the model loads; `cache_dir`: where `batch_size: auto`
-    remembers its choices (none: it probes every time); `on_too_long`: the dataset's."""
-    if threads is not None:
+    remembers its choices (none: it probes every time); `on_too_long`: the dataset's; `where`: the
+    generator's config key (an endpoint's errors name it)."""
+    if threads is not None and spec.engine != "openai":  # an endpoint job imports no torch
         from genjudge.engine.threads import set_threads
 
         set_threads(threads)
@@ -67,7 +69,7 @@ def run_generate(
         lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision, generator=generator, dataset=dataset
     )
     items = read_shard(shard_path)
-    pset = PromptSet(spec, kind="generate", digests=digests, cache_dir=cache_dir)
+    pset = prompt_set(spec, kind="generate", digests=digests, cache_dir=cache_dir, where=where)
     store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
     turns = [item_turns(p, r, t) for p, r, t in zip(items["prompt"], items["reference"], items["turns"])]
     chats = [None if is_missing(m) else json.loads(m) for m in items["messages"]]
@@ -108,6 +110,14 @@ def run_generate(
             keep_going=on_too_long == "skip",
         )
         completions.append(c)
+        if c.incomplete:  # an endpoint's: what came back is stored, and a rerun sends only the rest
+            from genjudge.errors import InputError
+
+            first = min(c.incomplete)
+            raise InputError(
+                f"{desc}: {len(c.incomplete)} of {len(ids)} requests got no result, e.g. item {ids[first]!r}: "
+                f"{c.incomplete[first]}; the answers received are stored and a rerun sends only the rest"
+            )
         for j, ((i, s), item_id, p, r, key) in enumerate(zip(idx, ids, c.prompts, c.results, c.keys)):
             if j in c.too_long:
                 skipped[(i, s)] = f"too long for the generator (turn {k}): {c.too_long[j]}"
@@ -152,8 +162,10 @@ def run_generate(
     return meta.finish(meta_path)
 
 
-def reasoning_tokens(tok, traces) -> int:
-    """Tokens of the reasoning traces, counted by the generator's tokenizer."""
+def reasoning_tokens(tok, traces) -> int | None:
+    """Tokens of the reasoning traces, counted by the generator's tokenizer (None without one: an endpoint's)."""
+    if tok is None:
+        return None
     texts = [t for t in traces if isinstance(t, str) and t]
     return sum(len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]) if texts else 0
 

@@ -21,7 +21,7 @@ from genjudge.config.specs import JudgeSpec
 from genjudge.data.conversation import with_history
 from genjudge.data.samples import SampleView, with_sample
 from genjudge.data.sharding import shard_bounds
-from genjudge.engine.completion import PromptSet, complete, completion_meta
+from genjudge.engine.completion import complete, completion_meta, prompt_set
 from genjudge.engine.context import ADVICE
 from genjudge.judging import modes
 from genjudge.judging.modes.base import SKIPPED, JudgeRequest
@@ -71,12 +71,14 @@ def run_judge(
     cache_dir=None,
     on_too_long: dict | None = None,
     log_path: str | None = None,
+    where: str = "judge",
 ) -> JudgeMeta:
     """`answers` maps a dataset to its extraction methods before exact match (for the cascade);
     `template_path` is the template of every item no rule of `spec.templates` chooses one for;
     `skipped`: the cells left out because their answers failed (cell key -> errors), for the meta;
     `on_too_long`: each dataset's setting (fail where it names none); `log_path`: the job's log, named
-    in a cell's error. In a tensor-parallel group every rank runs this; only rank 0 writes."""
+    in a cell's error; `where`: the judge's config key (an endpoint's errors name it). In a
+    tensor-parallel group every rank runs this; only rank 0 writes."""
     from genjudge.engine import tensor_parallel
 
     mode = modes.get(spec.mode)
@@ -120,13 +122,12 @@ def run_judge(
     scorer, suffix, kind = None, "", "judge"
     if spec.verdict == "logprob":
         from genjudge.engine.completion import logprob_scorer
-        from genjudge.engine.logprob import label_token_ids
 
         marker = f"{mode.marker}:"
         scorer, suffix, kind = logprob_scorer(spec.engine, mode.logprob_labels, marker), marker, "judge-logprob"
-    pset = PromptSet(spec, kind=kind, suffix=suffix, digests=digests, cache_dir=cache_dir)
+    pset = prompt_set(spec, kind=kind, suffix=suffix, digests=digests, cache_dir=cache_dir, scorer=scorer, where=where)
     if scorer is not None:
-        label_token_ids(pset.tok, mode.logprob_labels, suffix)  # refuse colliding labels before loading weights
+        pset.check_labels(mode.logprob_labels, suffix)  # refuse colliding labels before loading weights
     store = ItemStore(store_dir, f"{run}-judge{shard}")
     c = complete(
         pset,
@@ -142,6 +143,8 @@ def run_judge(
     cell_errors = _too_long_for_the_judge(
         {to_judge[p]: reason for p, reason in c.too_long.items()}, requests, owners, why, on_too_long, log_path, spec
     )
+    for key, errors in _incomplete({to_judge[p]: w for p, w in c.incomplete.items()}, owners, log_path).items():
+        cell_errors.setdefault(key, errors)
     rows, per_cell, attributed = [], {}, set()
     for j, (r, cell) in enumerate(zip(requests, owners)):
         if cell.key in cell_errors:  # failed alone: none of its rows, as for a cell whose answers failed
@@ -253,6 +256,33 @@ def _too_long_for_the_judge(over: dict, requests, owners, why: dict, on_too_long
             {
                 "type": "InputError",
                 "message": f"cell {cell.key}: {where}: {reason}. {ADVICE}",
+                "log": str(log_path or ""),
+                "at": round(time.time(), 3),
+            }
+        ]
+    return errors
+
+
+def _incomplete(missing: dict, owners, log_path) -> dict:
+    """{cell key: [error]} for the cells of an endpoint judge whose requests got no result (`missing`:
+    request index -> why: retries given up, or max_cost_usd reached). The cell is failed and listed;
+    its stored verdicts stay, and a rerun sends only the requests that have none."""
+    import time
+
+    by_cell: dict = {}
+    for j, reason in sorted(missing.items()):
+        by_cell.setdefault(owners[j].key, []).append(reason)
+    errors = {}
+    for key, reasons in by_cell.items():
+        budget = any("max_cost_usd" in r for r in reasons)
+        errors[key] = [
+            {
+                "type": "BudgetReached" if budget else "EndpointIncomplete",
+                "message": f"cell {key}: {len(reasons)} request(s) got no result"
+                + (" (max_cost_usd reached)" if budget else "")
+                + f", e.g. {reasons[0]}; the verdicts received are stored and a rerun"
+                + (" with a larger max_cost_usd" if budget else "")
+                + " sends only the rest",
                 "log": str(log_path or ""),
                 "at": round(time.time(), 3),
             }

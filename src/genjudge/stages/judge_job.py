@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from genjudge.config import judge_template, load_plugins
-from genjudge.config.experiment import judge_inputs, resolve
+from genjudge.config.experiment import entry_where, judge_inputs, resolve
 from genjudge.config.specs import JudgeSpec
 from genjudge.models.modelref import digest_index
 from genjudge.store import failures
@@ -39,12 +39,13 @@ def run_judge_job(
     from genjudge.stages.tensor_judge import launch
 
     results = f"results/{config['run']}"
-    set_threads(threads)
     load_plugins(config)
     exp = resolve(config)
     skipped = failures.skipped_cells(exp.cells(judge), failures.failed_pairs(judge_inputs(exp, judge, results)))
     exp = exp.without({judge: skipped})
     spec = JudgeSpec.from_config(exp.judges[judge])
+    if spec.engine != "openai":  # an endpoint job imports no torch
+        set_threads(threads)
     job = dict(
         cells=exp.cells(judge),
         generations={k: str(v) for k, v in judge_inputs(exp, judge, results).items()},
@@ -62,13 +63,16 @@ def run_judge_job(
         cache_dir=config["cache_dir"],
         on_too_long={d: exp.datasets[d]["on_too_long"] for d in exp.datasets},
         log_path=log_path,
+        where=entry_where(config, "judge", judge),
     )
     n = int(n_gpus)
     choice, why = job_choice(spec, n)
     log.info("judge.parallel: %s (%s)", choice, why)
     if skipped:
         log.warning("skipped, their answers failed: %s", ", ".join(job["skipped"]))
-    if choice == "tensor" and spec.engine == "vllm":  # vLLM splits the model over the lease itself
+    if choice == "endpoint":
+        run_judge(**job, lease=lease, log_stream=log_stream, parallel="endpoint")
+    elif choice == "tensor" and spec.engine == "vllm":  # vLLM splits the model over the lease itself
         run_judge(**job, lease=lease, log_stream=log_stream, parallel="tensor")
     elif choice == "tensor":
         launch(n=n, plugins_config=config, threads=threads, log_stream=log_stream, lease=lease, **job)

@@ -1,0 +1,82 @@
+"""What a job's requests cost, and the budget (`max_cost_usd`) that stops it before it would pass it.
+
+A job's spending is what its results cost: those it stored in earlier attempts (each stored result
+records its usage and cost) and those it pays now. Before a request is sent, its worst case is
+reserved: its prompt at most one token per byte of its messages (until responses show how many
+tokens a byte makes here, then that ratio with a margin) and `max_tokens` of output. A request whose
+worst case would pass the budget is not sent; the job then ends with the budget named as the reason,
+its stored results kept, and a rerun with a larger budget continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+OVERHEAD_TOKENS = 8  # a message's role and separators, per message
+MARGIN = 1.5  # on the tokens per byte the responses showed
+
+
+class BudgetReached(Exception):
+    """The next request's worst case would pass max_cost_usd."""
+
+
+@dataclass
+class Budget:
+    price: object  # settings.Price
+    limit: float | None  # None: no budget
+    batch: bool = False
+    spent: float = 0.0  # stored (earlier attempts) and paid now
+    reserved: float = 0.0
+    earlier: float = 0.0  # of `spent`, what earlier attempts stored
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    _bytes: int = 0
+    _tokens: int = 0
+    stopped: bool = False
+    _reservations: dict = field(default_factory=dict)
+
+    def worst_case(self, body: dict) -> float:
+        if not self.price.known:
+            return 0.0
+        msgs = body.get("messages") or []
+        size = len(json.dumps(msgs, ensure_ascii=False).encode())
+        per_byte = min(1.0, MARGIN * self._tokens / self._bytes) if self._tokens and self._bytes else 1.0
+        prompt = int(size * per_byte) + OVERHEAD_TOKENS * len(msgs)
+        return self.price.cost(prompt, int(body.get("max_tokens") or 0), self.batch)
+
+    def reserve(self, token, body: dict) -> None:
+        """Set the request's worst case aside, or raise BudgetReached (and remember that the budget stopped)."""
+        if self.limit is None or not self.price.known:
+            return
+        cost = self.worst_case(body)
+        if self.spent + self.reserved + cost > self.limit:
+            self.stopped = True
+            raise BudgetReached(
+                f"max_cost_usd {self.limit:g}: spent ${self.spent:.4f} (${self.earlier:.4f} of it by earlier attempts), "
+                f"${self.reserved:.4f} in flight, and the next request may cost up to ${cost:.4f}"
+            )
+        self._reservations[token] = cost
+        self.reserved += cost
+
+    def release(self, token) -> None:
+        self.reserved -= self._reservations.pop(token, 0.0)
+
+    def paid(self, token, body: dict, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """Record a response's usage; its cost (None where the price is unknown)."""
+        self.release(token)
+        msgs = body.get("messages") or []
+        self._bytes += len(json.dumps(msgs, ensure_ascii=False).encode())
+        self._tokens += prompt_tokens
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        cost = self.price.cost(prompt_tokens, completion_tokens, self.batch)
+        if cost is not None:
+            self.spent += cost
+        return cost
+
+    def stored(self, cost: float | None) -> None:
+        """A result an earlier attempt of this job paid for."""
+        if cost:
+            self.spent += cost
+            self.earlier += cost

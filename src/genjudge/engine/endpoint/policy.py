@@ -1,0 +1,159 @@
+"""What is retried, how long to wait, and how many requests may be in flight.
+
+Retried: 408, 409, 429 and 5xx answers, timeouts, dropped connections, a 200 whose body is cut off
+(the client raises a bare JSONDecodeError for it) and a 200 that lacks what the request asked for
+(logprobs a proxy stripped). Never retried: a context-length refusal (the item is too long: its
+dataset's `on_too_long` decides) and other 4xx answers (the request is wrong: every item would fail
+the same way, so the job stops).
+
+The wait before a retry is what the server asked for (`Retry-After`, `retry-after-ms`, OpenAI's
+`x-ratelimit-reset-requests`/`-tokens`) or else exponential backoff with full jitter; each item's
+tries (`max_attempts`) and total wait (`max_wait`) are bounded, after which it is left for a rerun.
+
+Concurrency starts at `max_connections`, falls by a fifth on a rate limit and climbs back by one
+request per window of successes (additive increase, multiplicative decrease, as TCP and inspect_ai
+do); a burst of 429s from requests sent before the last cut counts as one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import re
+import time
+
+RETRIED_STATUS = {408, 409, 429}
+BACKOFF_BASE = 1.0  # seconds before the first retry without a server's hint
+BACKOFF_CAP = 60.0
+CUT = 0.8
+
+CONTEXT = re.compile(
+    r"context[ _]length|maximum context|context window|too many tokens|prompt is too long|"
+    r"input is too long|reduce the length|max_model_len|exceeds? the model",
+    re.I,
+)
+
+
+class TooLong(Exception):
+    """The server refused the request as longer than the model's context."""
+
+
+class Refused(Exception):
+    """A 4xx the same request would get again (bad parameter, unknown model, refused key)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+class Retry(Exception):
+    """A failed try worth another: `cause` names it in the log and the meta; `after` is the server's
+    requested wait in seconds, where it said one."""
+
+    def __init__(self, cause: str, message: str = "", after: float | None = None):
+        super().__init__(f"{cause}: {message}" if message else cause)
+        self.cause = cause
+        self.after = after
+
+
+def duration(text: str | None) -> float | None:
+    """OpenAI's reset headers: `1s`, `6m0s`, `20ms`, `1h2m3.5s`, or plain seconds."""
+    if not text:
+        return None
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def server_wait(headers) -> float | None:
+    """Seconds the server asks us to wait before trying again, or None where it says nothing."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    after = headers.get("retry-after")
+    if after is not None:
+        try:
+            return max(0.0, float(after))
+        except ValueError:
+            parsed = email.utils.parsedate_tz(after)
+            if parsed is not None:
+                return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+    resets = [duration(headers.get(h)) for h in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")]
+    resets = [r for r in resets if r is not None]
+    return max(resets) if resets else None
+
+
+def classify(status: int, message: str, headers) -> Exception:
+    """The exception for an HTTP error answer: Retry, TooLong or Refused."""
+    if status == 400 and CONTEXT.search(message or ""):
+        return TooLong(message)
+    if status in RETRIED_STATUS or status >= 500:
+        return Retry(str(status), message[:300], server_wait(headers))
+    return Refused(status, message[:2000])
+
+
+def backoff(attempt: int, rng: random.Random) -> float:
+    """Full jitter: uniform in [0, min(cap, base * 2**attempt)] (attempt from 0)."""
+    return rng.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
+
+
+def wait_for(error: Retry, attempt: int, rng: random.Random) -> float:
+    """The server's wait with a little jitter (so that the requests it refused together do not all
+    come back together), else backoff."""
+    if error.after is not None:
+        return error.after * (1 + 0.1 * rng.random())
+    return backoff(attempt, rng)
+
+
+class Concurrency:
+    """How many requests may be in flight: at most `maximum`, cut by a fifth on a rate limit (once per
+    round of requests: a 429 of a request sent before the last cut does not cut again), raised by one
+    after as many successes as the limit (additive increase)."""
+
+    def __init__(self, maximum: int):
+        self.maximum = maximum
+        self.limit = float(maximum)
+        self.active = 0
+        self.lowest = float(maximum)
+        self.cuts = 0
+        self._last_cut = -1.0
+        self._cond = asyncio.Condition()
+
+    async def acquire(self) -> float:
+        """Wait for a slot; returns when the request was let through (for `rate_limited`)."""
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.active < max(1, int(self.limit)))
+            self.active += 1
+        return time.monotonic()
+
+    async def release(self) -> None:
+        async with self._cond:
+            self.active -= 1
+            self._cond.notify_all()
+
+    def rate_limited(self, sent_at: float) -> None:
+        if sent_at < self._last_cut:
+            return
+        self.limit = max(1.0, self.limit * CUT)
+        self.lowest = min(self.lowest, self.limit)
+        self.cuts += 1
+        self._last_cut = time.monotonic()
+
+    async def succeeded(self) -> None:
+        if self.limit < self.maximum:
+            self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+            async with self._cond:
+                self._cond.notify_all()

@@ -1,0 +1,272 @@
+"""The endpoint engine at the engine seam: the same calls as a local model's (`engine.completion`),
+from the job's typed spec.
+
+An item's key holds what decides its result: the endpoint's public base URL and the model's name (in
+place of a local model's fingerprint), every request setting (`item_params`: max_new_tokens, sampling,
+extra_body, prefill...) and the messages as sent. The API key is in none of them. Only a successful,
+complete response is stored, the moment it arrives; a rerun sends only what is not stored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+
+from genjudge.engine.endpoint.cost import Budget
+from genjudge.engine.endpoint.requests import LogprobVerdict, body, messages, with_prefill
+from genjudge.engine.endpoint.settings import Endpoint
+from genjudge.errors import InputError
+from genjudge.models.endpoints import identity
+from genjudge.store.item_store import item_key
+
+log = logging.getLogger("endpoint")
+
+
+class EndpointPromptSet:
+    """A model behind an endpoint and the keyed prompts it will complete (no tokenizer, no weights)."""
+
+    engine = "openai"
+
+    def __init__(self, spec, kind: str, suffix: str = "", verdict: LogprobVerdict | None = None, where: str = ""):
+        t0 = time.monotonic()
+        self.spec = spec
+        self.kind = kind
+        self.where = where or ("judge" if kind.startswith("judge") else "generator")
+        self.endpoint = Endpoint.of(spec)
+        self.verdict = verdict
+        self.suffix = suffix
+        self.chat = True
+        self.tok = None
+        self.fp = identity(self.endpoint.url, spec.model)
+        self.sampling = bool(getattr(spec, "do_sample", False)) and verdict is None
+        self.info: dict = {}
+        self.probed: dict | None = None
+        # One budget per job, over all its completions (a conversation's turns).
+        self.budget = Budget(self.endpoint.price, self.endpoint.max_cost_usd, batch=self.endpoint.batch)
+        self._counted: set = set()  # keys whose earlier cost the budget holds
+        self.setup_seconds = time.monotonic() - t0
+
+    def check_labels(self, labels, marker) -> None:
+        """Labels are matched to the listed tokens per response (requests.label_logprobs)."""
+
+    def render(self, texts: list[str], conversations: list | None = None) -> list[str]:
+        """The messages of each prompt as sent, as JSON text (the item's prompt and its key's)."""
+        conversations = conversations or [None] * len(texts)
+        return [
+            json.dumps(
+                with_prefill(messages(t, self.spec.system_prompt, c), self.verdict, self.endpoint.prefill),
+                ensure_ascii=False,
+            )
+            for t, c in zip(texts, conversations)
+        ]
+
+    def key(self, prompt: str, sample: int | None = None) -> str:
+        parts = dict(kind=self.kind, model=self.fp, params=self.spec.item_params(), prompt=prompt)
+        return item_key(**parts) if sample is None else item_key(**parts, sample=sample)
+
+    def seed(self, prompt: str, sample: int) -> int:
+        from genjudge.engine.sampling import sample_seed
+
+        return sample_seed(self.spec.seed, self.key(prompt), sample)
+
+
+def complete_endpoint(
+    pset: EndpointPromptSet,
+    texts: list[str],
+    ids: list[str],
+    store,
+    desc: str,
+    log_stream,
+    conversations: list | None = None,
+    samples: list[int] | None = None,
+    keep_going: bool = False,
+):
+    """engine.completion.complete for an endpoint model; `incomplete` of the result names the items
+    the retry budget or max_cost_usd left without a result (each with why)."""
+    from genjudge.engine import collector
+    from genjudge.engine.results import Completion
+
+    collector.resume()  # paused for a model's loading, which an endpoint job has none of
+    spec, ep = pset.spec, pset.endpoint
+    prompts = pset.render(texts, conversations)
+    if pset.sampling:
+        samples = samples or [0] * len(prompts)
+        keys = [pset.key(p, s) for p, s in zip(prompts, samples)]
+    elif samples and any(samples):
+        raise ValueError("several samples of an item need sampling (do_sample: true)")
+    else:
+        keys = [pset.key(p) for p in prompts]
+    done = store.load(set(keys))
+    todo, queued = [], set()
+    for i, k in enumerate(keys):  # identical requests are sent once
+        if k not in done and k not in queued:
+            todo.append(i)
+            queued.add(k)
+    log.info(
+        "%s: %d items, %d already done (checkpoint/cache), %d to request from %s",
+        desc,
+        len(keys),
+        sum(k in done for k in keys),
+        len(todo),
+        ep.url,
+    )
+    budget = pset.budget
+    for k, rec in done.items():  # what this job's earlier attempts paid counts against its budget
+        if rec.get("job") == store.writer and k not in pset._counted:
+            pset._counted.add(k)
+            budget.stored(rec.get("cost_usd"))
+    setup, pset.setup_seconds = pset.setup_seconds, 0.0
+    stats, too_long, incomplete, computed = None, {}, {}, 0
+    t1 = time.monotonic()
+    if todo:
+        key = ep.api_key()
+        if pset.probed is None and spec.endpoint["check_capabilities"]:
+            t0 = time.monotonic()
+            from genjudge.engine.endpoint.probe import probe
+
+            pset.probed = probe(spec, ep, key, pset.where, pset.verdict)
+            setup += time.monotonic() - t0
+            log.info("%s: capability probe passed (served model %s)", desc, pset.probed.get("served_model"))
+        bodies = [
+            body(
+                spec,
+                ep,
+                json.loads(prompts[i]),
+                pset.seed(prompts[i], samples[i]) if pset.sampling else None,
+                pset.verdict,
+            )
+            for i in todo
+        ]
+
+        def on_result(j: int, res: dict) -> None:
+            i = todo[j]
+            extra = {"sample": samples[i]} if pset.sampling else {}
+            rec = {**res, "key": keys[i], "id": ids[i], "job": store.writer, **extra}
+            store.append([rec])
+            done[keys[i]] = rec
+            pset._counted.add(keys[i])
+
+        names = [str(ids[i]) for i in todo]
+        if ep.batch:
+            from genjudge.engine.endpoint.batch import BatchSender
+
+            sender = BatchSender(ep, budget, on_result, pset.verdict, names, desc, store, keys=[keys[i] for i in todo])
+        else:
+            from genjudge.engine.endpoint.client import Sender
+
+            sender = Sender(ep, budget, on_result, pset.verdict, names, desc)
+        report = sender.run(bodies, key)
+        computed = report.done
+        if report.refused:
+            raise InputError(f"{desc}: {ep.url} refused a request ({report.refused}); nothing more was sent")
+        by_key = {keys[todo[j]]: why for j, why in report.too_long.items()}
+        if by_key and not keep_going:
+            j = min(report.too_long)
+            raise InputError(
+                f"{desc}: item {ids[todo[j]]!r} is too long for {spec.model} at {ep.url}: {report.too_long[j]} "
+                f"(the dataset's on_too_long: skip would skip it)"
+            )
+        too_long = {i: by_key[k] for i, k in enumerate(keys) if k in by_key}
+        stopped = {keys[todo[j]]: why for j, why in report.failed.items()}
+        for j in report.unsent:
+            stopped.setdefault(keys[todo[j]], "not sent: " + ("max_cost_usd reached" if budget.stopped else "stopped"))
+        incomplete = {i: stopped[k] for i, k in enumerate(keys) if k in stopped}
+        stats = endpoint_stats(pset, report, budget)
+    results = [None if i in too_long or i in incomplete else done.get(k) for i, k in enumerate(keys)]
+    info = {
+        "engine": "openai",
+        "endpoint": stats or endpoint_stats(pset, None, budget),
+        "engine_settings": {"base_url": ep.url, "max_connections": ep.max_connections, "batch": ep.batch},
+    }
+    return Completion(
+        prompts,
+        keys,
+        results,
+        len(keys) - sum(k in queued for k in keys),
+        computed,
+        pset.fp,
+        True,
+        0.0,
+        time.monotonic() - t1 if todo else 0.0,
+        None,
+        info,
+        sum(r["n_generated_tokens"] for k, r in done.items() if k in {keys[i] for i in todo}),
+        {keys[i] for i in todo if keys[i] in done},
+        setup_seconds=setup,
+        too_long=too_long,
+        incomplete=incomplete,
+    )
+
+
+def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget) -> dict:
+    """The endpoint's part of the job's meta: what was asked, what came back, what it cost."""
+    ep = pset.endpoint
+    out = {
+        "base_url": ep.url,
+        "model": pset.spec.model,
+        "batch": ep.batch,
+        "max_connections": ep.max_connections,
+        "probe": pset.probed,
+        "requests": 0,
+        "completed": 0,
+        "retries": {},
+        "given_up": {},
+        "too_long": 0,
+        "not_sent": 0,
+        "wait_seconds": 0.0,
+        "seconds": 0.0,
+        "requests_per_second": None,
+        "prompt_tokens": budget.prompt_tokens,
+        "completion_tokens": budget.completion_tokens,
+        "cost_usd": round(budget.spent - budget.earlier, 6) if ep.price.known else None,
+        "cost_usd_earlier_attempts": round(budget.earlier, 6) if ep.price.known else None,
+        "max_cost_usd": ep.max_cost_usd,
+        "budget_stopped": budget.stopped,
+        "served_models": {},
+        "system_fingerprints": {},
+        "lowest_concurrency": None,
+        "rate_limit_cuts": 0,
+    }
+    if report is not None:
+        out.update(
+            requests=report.requests,
+            completed=report.done,
+            retries=dict(report.retries),
+            given_up=dict(report.given_up),
+            too_long=len(report.too_long),
+            not_sent=len(report.unsent),
+            wait_seconds=round(report.wait_seconds, 3),
+            seconds=round(report.seconds, 3),
+            requests_per_second=round(report.done / report.seconds, 3) if report.seconds else None,
+            served_models={str(k): v for k, v in report.served_models.items()},
+            system_fingerprints={str(k): v for k, v in report.fingerprints.items()},
+            lowest_concurrency=report.lowest_concurrency,
+            rate_limit_cuts=report.rate_limit_cuts,
+        )
+        if getattr(report, "batches", None) is not None:
+            out["batches"] = report.batches
+    return out
+
+
+SUMMED = ("requests", "completed", "too_long", "not_sent", "wait_seconds", "seconds", "rate_limit_cuts")
+
+
+def merged_stats(parts: list[dict]) -> dict:
+    """One job's endpoint stats from its completions' (a conversation's turns): counts summed; the
+    budget's figures (one budget per job) are the last completion's."""
+    parts = [p for p in parts if p]
+    if len(parts) <= 1:
+        return parts[0] if parts else {}
+    out = dict(parts[-1])
+    for name in SUMMED:
+        out[name] = sum(p[name] or 0 for p in parts)
+    for name in ("retries", "given_up", "served_models", "system_fingerprints"):
+        out[name] = dict(sum((Counter(p[name]) for p in parts), Counter()))
+    out["budget_stopped"] = any(p["budget_stopped"] for p in parts)
+    out["probe"] = next((p["probe"] for p in parts if p["probe"]), None)
+    lows = [p["lowest_concurrency"] for p in parts if p["lowest_concurrency"] is not None]
+    out["lowest_concurrency"] = min(lows) if lows else None
+    out["requests_per_second"] = round(out["completed"] / out["seconds"], 3) if out["seconds"] else None
+    return out

@@ -1,0 +1,33 @@
+"""What a completion of a job's prompts returns, whichever engine made it (engine.completion for local
+models, engine.endpoint.run for endpoints)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from genjudge.engine.decoding import Timing
+
+
+@dataclass
+class Completion:
+    prompts: list[str]  # as sent
+    keys: list[str]
+    results: list[dict]  # output, n_prompt_tokens, n_generated_tokens, finish_reason
+    resumed: int
+    computed: int
+    model_fingerprint: str
+    chat_template: bool
+    load_seconds: float
+    compute_seconds: float
+    batch_size: int | None
+    info: dict = field(default_factory=dict)  # placement, device
+    computed_tokens: int = 0
+    computed_keys: set = field(default_factory=set)  # keys computed now (the rest came from the store)
+    timing: Timing = field(default_factory=Timing)  # prefill and decode seconds (generation only)
+    setup_seconds: float = 0.0  # the tokenizer and the model's fingerprint, paid even when nothing is computed
+    batch_choice: dict | None = None  # how batch_size was chosen (planning.batch_choice.Choice.meta)
+    batch_search_seconds: float = 0.0  # batch_size auto's probes
+    compile_seconds: float = 0.0  # compiling the decode step (compile), first call of each shape
+    too_long: dict = field(default_factory=dict)  # keep_going: position -> why its prompt does not fit (no result)
+    # An endpoint's items left without a result (position -> why): retries given up, max_cost_usd reached.
+    incomplete: dict = field(default_factory=dict)
