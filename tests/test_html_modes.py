@@ -375,3 +375,19 @@ def test_labels_holding_dollar_signs_are_drawn_as_text(tmp_path):
     view = write(page, tmp_path / "report.html", tmp_path / "plots")
     assert "per_category" in [p.name for p in view.plots]
     assert Image.open(tmp_path / "plots" / "per_category.png").size[0] > 100
+
+
+def test_the_human_confusion_matrix_has_one_orientation_in_report_md_and_report_html(modes_page):
+    """Rows: the judge's verdicts; columns: the human labels, in report.md's table and report.html's matrix alike
+    (summary.json holds {human label: {judge label: count}}: human 7 was judged 8 four times)."""
+    from genjudge.stages.validity import _confusion
+
+    _, view = modes_page
+    human = next(s for s in view.sections if s.ident == "human")
+    ((name, m),) = human.matrices
+    assert name == "judge scorer"
+    assert m.index.tolist() == ["7", "8", "9"] and m.columns.tolist() == ["7", "8", "9"]
+    assert m.loc["8", "7"] == 4 and m.loc["7", "8"] == 3  # judge 8 where the human said 7: 4
+    md = _confusion({"7": {"7": 10, "8": 4}, "8": {"7": 3, "8": 7}, "9": {"9": 5}})
+    assert md[0] == "| judge \\ human | 7 | 8 | 9 |"
+    assert md[2:] == ["| 7 | 10 | 3 | 0 |", "| 8 | 4 | 7 | 0 |", "| 9 | 0 | 0 | 5 |"]

@@ -106,6 +106,15 @@ def confusion(human: list, judge: list) -> dict:
     return {h: dict(sorted(r.items())) for h, r in sorted(out.items())}
 
 
+def confusion_rows(c: dict) -> tuple[list[str], list[str], list[list[int]]]:
+    """summary.json's {human label: {judge label: count}} as report.md and report.html both show it: one
+    row per judge verdict, one column per human label (as the judge-against-exact-match matrix has the
+    judge's verdicts on its rows). (row labels, column labels, counts)."""
+    humans = sorted(c, key=str)
+    verdicts = sorted({j for r in c.values() for j in r}, key=str)
+    return verdicts, humans, [[int(c[h].get(v, 0)) for h in humans] for v in verdicts]
+
+
 def agreement(human: list, judge: list, kappa: bool = True) -> dict:
     """Agreement rate with its 95% Wilson interval, Cohen's kappa (nominal labels; None with
     `cohen_kappa_undefined` saying why where it is not defined) and the confusion matrix of parsed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from genjudge.judging import agreement as human_agreement
 from genjudge.judging import modes, tables
 from genjudge.judging import paired as paired_diffs
 from genjudge.judging.headline import headline_rows, truncated_text
@@ -210,9 +211,8 @@ class ResultSections:
                 h = (e or {}).get("human") or {}
                 if not h.get("confusion"):
                     continue
-                m = pd.DataFrame(h["confusion"]).fillna(0).astype(int)  # rows: judge labels, columns: human
-                m = m.reindex(sorted(m.index, key=str)).reindex(columns=sorted(m.columns, key=str), fill_value=0)
-                mats.append((f"{kind} {name}", m))
+                verdicts, humans, counts = human_agreement.confusion_rows(h["confusion"])  # as report.md shows it
+                mats.append((f"{kind} {name}", pd.DataFrame(counts, index=verdicts, columns=humans)))
                 kappa = h.get("cohen_kappa")
                 rows.append(
                     [
@@ -225,10 +225,12 @@ class ResultSections:
                     ]
                 )
         agreement = plot = None
+        matrices = []
         if mats:
             head = ["judge", "labels", "labelled", "unparsed", "agreement", "Cohen's kappa"]
             agreement = Table(head, rows, "narrow")
             plot = self.plot("judge_vs_human", plots.confusions(mats[:12], xlabel="human label"))
+        matrices = mats
         pairwise, length = self.bias(v)
         view = Human(
             warnings=list(v.get("self_preference") or []),
@@ -238,6 +240,7 @@ class ResultSections:
             bias_length=length,
             length_measure=v.get("length_measure"),
             panels=self.panels(v),
+            matrices=matrices,
         )
         if not (view.warnings or view.agreement or view.plot or view.has_bias or view.panels):
             return None

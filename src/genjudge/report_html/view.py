@@ -158,6 +158,8 @@ class Human:
     bias_length: Table | None
     length_measure: str | None
     panels: Table | None
+    # (judge or panel, its confusion matrix: rows the judge's verdicts, columns human labels, as in report.md)
+    matrices: list = field(default_factory=list)
     ident = "human"
 
     @property

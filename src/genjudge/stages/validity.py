@@ -100,9 +100,9 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
 
 
 def _confusion(c: dict) -> list[str]:
-    cols = sorted({j for r in c.values() for j in r})
-    out = ["| human \\ judge | " + " | ".join(map(md_text, cols)) + " |", "|---|" + "---|" * len(cols)]
-    out += [f"| {md_text(h)} | " + " | ".join(str(r.get(j, 0)) for j in cols) + " |" for h, r in c.items()]
+    verdicts, humans, counts = agreement.confusion_rows(c)
+    out = ["| judge \\ human | " + " | ".join(map(md_text, humans)) + " |", "|---|" + "---|" * len(humans)]
+    out += [f"| {md_text(v)} | " + " | ".join(map(str, row)) + " |" for v, row in zip(verdicts, counts)]
     return out
 
 
@@ -146,7 +146,7 @@ def render(v: dict) -> list[str]:
             if not h["confusion"]:
                 continue
             out += [
-                f"Confusion matrix, {k} {md_text(n)} (rows: human labels, columns: verdicts):",
+                f"Confusion matrix, {k} {md_text(n)} (rows: the judge's verdicts, columns: human labels):",
                 "",
                 *_confusion(h["confusion"]),
                 "",
