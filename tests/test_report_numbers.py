@@ -234,6 +234,23 @@ def test_two_generators_on_the_same_items_get_a_paired_difference_and_mcnemars_t
     assert "## Paired differences" in md and "| j | data | a - b | accuracy | +30.0 pp [" in md
 
 
+def test_an_interval_and_a_test_that_disagree_say_which_to_read():
+    """115 items, 1 only a got right and 7 only b: -5.2 pp with a bootstrap interval that excludes 0, and
+    McNemar's exact p = 0.0703. The row says so, and to read the test; a pair that agrees says nothing."""
+    a = [C] * 1 + [W] * 7 + [C] * 20 + [W] * 87
+    b = [W] * 1 + [C] * 7 + [C] * 20 + [W] * 87
+    run, _, md = summarise([judgments("a", a), judgments("b", b)], ["a", "b"])
+    (p,) = run.to_dict()["paired"]
+    assert p["difference"] == pytest.approx(-6 / 115) and p["p_value"] == pytest.approx(0.0703, abs=1e-4)
+    assert p["ci95"][1] < 0
+    assert p["disagreement"].startswith(
+        "the interval excludes 0 but p is not below 0.05: read the test. Only 8 discordant items tell the two apart"
+    )
+    assert "only b); the interval excludes 0 but p is not below 0.05: read the test." in md
+    agree, _, _ = summarise([judgments("a", [C] * 24 + [W] * 6), judgments("b", [C] * 12 + [W] * 18)], ["a", "b"])
+    assert "disagreement" not in agree.to_dict()["paired"][0]
+
+
 def test_scores_with_samples_are_paired_by_item_and_tested_with_wilcoxon():
     from scipy.stats import wilcoxon
 

@@ -8,7 +8,9 @@ intervals of the two headlines are the wrong test. Over the items both have a pa
   paired): an item's turns and samples are resampled together;
 - a paired test: McNemar's exact test (the binomial test on the discordant items,
   `scipy.stats.binomtest`) where each item has one answer graded correct or not; otherwise, and for
-  scores, the Wilcoxon signed-rank test (`scipy.stats.wilcoxon`) on the items' differences.
+  scores, the Wilcoxon signed-rank test (`scipy.stats.wilcoxon`) on the items' differences;
+- where the interval and the test disagree at 5% (one excludes 0, the other does not), a comment
+  saying which to read and why (`disagreement`).
 
 Each side comes as one row per item: `num` (answers judged correct, or the sum of scores) over `den`
 (parsed answers), the mode's `per_item`.
@@ -61,10 +63,36 @@ def paired_difference(
         out.update(test=MCNEMAR, a_only=a_only, b_only=b_only)
         # No discordant item: nothing tells the two apart (the exact test's p is 1).
         out["p_value"] = float(stats.binomtest(a_only, a_only + b_only, 0.5).pvalue) if a_only + b_only else 1.0
-        return out
+        return _with_disagreement(out)
     diffs = ca / na - cb / nb
     out["test"] = f"{WILCOXON} over items' accuracies" if binary else WILCOXON
     out["p_value"] = float(stats.wilcoxon(diffs).pvalue) if np.any(diffs != 0) else 1.0
+    return _with_disagreement(out)
+
+
+def _with_disagreement(out: dict) -> dict:
+    """`disagreement`: which to read, and why, where the 95% interval and the test at 5% disagree (one
+    excludes 0, the other does not); nothing where they agree."""
+    ci, p = out["ci95"], out["p_value"]
+    if ci is None or p is None or (ci[0] > 0 or ci[1] < 0) == (p < 0.05):
+        return out
+    says = (
+        "the interval excludes 0 but p is not below 0.05"
+        if p >= 0.05
+        else "p is below 0.05 but the interval includes 0"
+    )
+    if out["test"] == MCNEMAR:
+        n = out["a_only"] + out["b_only"]
+        out["disagreement"] = (
+            f"{says}: read the test. Only {n} discordant items tell the two apart; McNemar's exact test holds at "
+            "any count, while a percentile bootstrap over so few is only approximate (often too narrow)"
+        )
+    else:
+        out["disagreement"] = (
+            f"{says}: they ask different questions. The interval is of the difference of the headlines (answers "
+            "pooled), the signed-rank test of whether the items' differences centre on 0; read the interval for "
+            "the size, and take the difference as unsettled"
+        )
     return out
 
 
@@ -120,6 +148,8 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         test = r["test"] or ""
         if "a_only" in r:
             test += f" ({r['a_only']} items only {r['a']} right, {r['b_only']} only {r['b']})"
+        if r.get("disagreement"):
+            test += f"; {r['disagreement']}"
         p = "" if r["p_value"] is None else f"{r['p_value']:.3g}"
         out.append([r["judge"], r["dataset"], f"{r['a']} - {r['b']}", r["measure"], value, str(r["n_items"]), test, p])
     head = ["judge", "dataset", "pair", "measure", "difference (95% interval)", "items", "test", "p"]
