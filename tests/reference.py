@@ -329,12 +329,19 @@ def cell_figures(df: pd.DataFrame, mode: str, dataset: dict, score_range) -> dic
         "exact_match_shown": exact_match_shown(df, dataset),
         **mode_measures(df, mode),
     }
+    if "answer_strict" in df:  # exact match's answers read by a fallback heuristic, by how
+        loose = df[df["exact_match"].notna() & df["answer_extraction"].notna()]
+        loose = loose[~loose["answer_strict"].astype(bool)]
+        out["exact_match_fallbacks"] = dict(Counter(str(h) for h in loose["answer_extraction"]))
     if mode == "reference":
         parsed = _parsed(df)
         both = parsed[parsed["exact_match"].notna() & (parsed["decided_by"] == "judge")]
         agree = ((both["verdict"] == "correct") == both["exact_match"].astype(bool)).astype(float)
         out["judge_exact_match_agreement"] = cluster_rate(agree, both["id"])
         out["decided_by"] = {str(k): int(v) for k, v in Counter(df["decided_by"]).items()}
+        if "answer_extraction" in df:  # the cascade's rule decisions by the extraction that found the answer
+            ruled = df.loc[df["decided_by"] == "rule", "answer_extraction"]
+            out["rule_extraction"] = dict(Counter("whole text" if missing(h) else str(h) for h in ruled))
         # summary.json: the rate as `accuracy_rate`, its value and interval as `accuracy`, `accuracy_ci95`
         rate = out.pop("accuracy")
         out.update(accuracy=rate["value"], accuracy_ci95=rate["ci95"], accuracy_rate=rate)

@@ -24,7 +24,9 @@ VERDICTS = {
     "score": ["1", "2.5", "7", "10", None],
     "pairwise": ["win", "tie", "loss", None],
 }
-OUTPUTS = ["A", "a", "the cat", "Cat", "4", "four", "", "The answer is B", "a an the"]
+OUTPUTS = ["A", "a", "the cat", "Cat", "4", "four", "", "The answer is B", "a an the", "x^2", "x_2", "(1,2)"]
+# How an answer was found (extraction.STRICT and the fallbacks), as the parse stage writes it.
+HOWS = ["whole text", "\\boxed{}", "the answer is X", "last number in the text", "the one marked letter"]
 REFERENCES = ["A", "cat", "4", "a long reference answer of many more words than five", None]
 CATEGORIES = ["x", "$z$", None]
 
@@ -123,6 +125,8 @@ def judgments(shape: dict, name: str, judge: dict, items: dict, samples: int, se
                         "exact_match": None if ref is None else normalise(out) == normalise(ref),
                         "answer_extracted": None,
                         "answer_reason": None,
+                        "answer_extraction": str(rng.choice(HOWS)),
+                        "answer_strict": bool(rng.random() < 0.5),
                         "decided_by": str(rng.choice(["judge", "judge", "judge", "rule"])),
                         "judge_output": "x",
                         "p_correct": float(rng.random()) if mode == "reference" and rng.random() < 0.3 else np.nan,

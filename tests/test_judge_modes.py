@@ -110,6 +110,8 @@ def test_reference_mode_with_cascade_sends_only_non_matches_to_the_judge(tmp_pat
     assert s["decided_by"] == {"judge": 4, "rule": 2}
     assert s["n_judged"] == df["verdict"].notna().sum() == 6 - s["n_unparsed"]
     assert "decided by | judge: 4, rule: 2" in md
+    # which extraction the rule decided by (here the whole texts: no extraction configured)
+    assert s["rule_extraction"] == {"whole text": 2} and "(rule, by extraction: whole text 2)" in md
 
 
 def test_logprob_verdicts_are_never_unparsed(tmp_path, gens_path, random_judge):

@@ -32,7 +32,8 @@ is a number (`1,000` = `1000` = `1000.0`, `-5` != `5`, `1/2` = `0.5`, `1.5e3` = 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import unicodedata
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 
@@ -46,6 +47,10 @@ BUILTINS = ("gsm8k", "last_number", "boxed", "choice")
 class Extracted:
     value: str | None  # the extracted answer, or None
     reason: str | None  # why nothing was extracted (None when a value was)
+    # How the value was found (`STRICT` or `FALLBACK` names); strict: in the format the prompt asked for,
+    # one candidate, nothing taken back or rejected. Only a strict extraction lets the cascade decide.
+    how: str | None = field(default=None, compare=False)
+    strict: bool = field(default=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -56,8 +61,29 @@ def _none(reason: str) -> Extracted:
     return Extracted(None, reason)
 
 
+def _found(value: str, how: str, strict: bool) -> Extracted:
+    return Extracted(value, None, how, strict)
+
+
+# How an answer was found. Strict ones (the format a prompt asks for) may decide an item by rule.
+WHOLE_TEXT = "whole text"
+MARKER = "#### n"
+BOXED = "\\boxed{}"
+STATED = "the answer is X"
+PATTERN = "pattern"
+STRICT = (WHOLE_TEXT, MARKER, BOXED, STATED, PATTERN)
+# Fallback heuristics: exact match may use them, the cascade never does.
+LAST_NUMBER = "last number in the text"
+LAST_LINE = "a last line that is the letter"
+MARKED = "the one marked letter"
+MENTIONED = "the one letter mentioned"
+RETRACTED = "the letter after a retraction"
+
+
 # A number as written. Its digits are read as one run of digits, commas and points (so that
 # `1,2,3` is one list, never `2,3`), then interpreted by `_run_value`.
+_VULGAR = "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅐⅛⅜⅝⅞⅑⅒"  # vulgar fractions: unicodedata.numeric gives their value
+_SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _MINUS = "-\u2212"  # ASCII hyphen-minus and the Unicode minus sign
 _MINUS_CLASS = r"\-\u2212"  # the same inside a character class
 _SPACES = " \u00a0\u2009\u202f"  # a space, no-break space, thin space, narrow no-break space
@@ -66,13 +92,17 @@ _TOKEN = re.compile(
     rf"(?:(?<![\w)])(?P<sign>[+{_MINUS_CLASS}]))?[$€£]?(?<![\w.])(?P<n>"
     r"(?:(?P<whole>\d+) (?P<mnum>\d+)/(?P<mden>\d+)(?![\d/])"  # a mixed number: 2 1/2
     r"|(?<!/)(?P<num>\d+)/(?P<den>\d+)(?![\d/])"  # a fraction, not a date's 12/25/2023
+    r"|\\[dt]?frac\s*\{\s*(?P<fnum>\d+)\s*\}\s*\{\s*(?P<fden>\d+)\s*\}"  # \frac{1}{2}, \dfrac, \tfrac
+    rf"|(?:(?P<vwhole>\d+)\s?)?(?P<vulgar>[{_VULGAR}])"  # 2½, ¾
+    r"|(?P<swiss>[1-9]\d{0,2}(?:['\u2019]\d{3})+(?:\.\d+)?)(?![\d'\u2019])"  # 1'000 (Swiss grouping)
     # groups of exactly three digits after a space (no-break, thin) and 1-3 digits: 1 234,50, 12 500
     rf"|(?P<spaced>[1-9]\d{{0,2}}(?:[{_SPACES}]\d{{3}})+(?![\d/])(?:[.,]\d+)?)(?![.,]?\d)"
     r"|(?P<run>\d[\d,.]*\d|\d|\.\d+))"
     # an exponent: 1.5e3, 2E-4, 1.5 × 10^3, 1.5 \times 10^{3}
     rf"(?:(?P<e>[eE][+{_MINUS_CLASS}]?\d+)"
-    r"|\s*(?:×|x|\*|\\times|\\cdot)\s*10\s*(?:\^|\*\*)\s*"
-    rf"(?P<brace>\{{)?(?P<p>[+{_MINUS_CLASS}]?\d+)(?(brace)\}})(?![\d.]\d))?)"
+    r"|\s*(?:×|x|\*|\\times|\\cdot)\s*10\s*(?:(?:\^|\*\*)\s*"
+    rf"(?P<brace>\{{)?(?P<p>[+{_MINUS_CLASS}]?\d+)(?(brace)\}})(?![\d.]\d)"
+    rf"|(?P<sup>[⁺⁻]?[{_SUPERSCRIPTS}]+)))?)"  # 3.0×10⁸
     r"(?:\s?%)?"
 )
 _PLAIN = re.compile(r"\d+(?:\.\d+)?|\.\d+")
@@ -110,6 +140,15 @@ def _malformed(run: str) -> bool:
     return len(groups) > 2 and _run_value(run) is None and any(re.fullmatch(r"\d{3}(?:\.\d*)?", g) for g in groups[1:])
 
 
+_FROM_SUPERSCRIPT = str.maketrans(_SUPERSCRIPTS + "⁺⁻", "0123456789+-")
+
+
+def _vulgar_value(ch: str) -> Fraction:
+    """½ is 1/2, ⅞ is 7/8 (exact: from the fraction's decomposition, 1⁄2)."""
+    num, den = unicodedata.normalize("NFKD", ch).split("\u2044")
+    return Fraction(int(num), int(den))
+
+
 def _spaced_value(spaced: str) -> Fraction:
     """`1 234,50`, `12 500`, `1 000 000.5`: spaces (any of `_SPACES`) group thousands."""
     return Fraction(re.sub(f"[{_SPACES}]", "", spaced).replace(",", "."))
@@ -126,6 +165,14 @@ def _token_value(m: re.Match) -> Fraction | None:
             if int(m.group("den")) == 0:
                 return None
             value = Fraction(int(m.group("num")), int(m.group("den")))
+        elif m.group("fnum") is not None:
+            if int(m.group("fden")) == 0:
+                return None
+            value = Fraction(int(m.group("fnum")), int(m.group("fden")))
+        elif m.group("vulgar") is not None:
+            value = int(m.group("vwhole") or 0) + _vulgar_value(m.group("vulgar"))
+        elif m.group("swiss") is not None:
+            value = Fraction(re.sub("['\u2019]", "", m.group("swiss")))
         elif m.group("spaced") is not None:
             value = _spaced_value(m.group("spaced"))
         else:
@@ -133,6 +180,8 @@ def _token_value(m: re.Match) -> Fraction | None:
             if value is None:
                 return None
         power = m.group("e")[1:] if m.group("e") else m.group("p")
+        if m.group("sup"):
+            power = m.group("sup").translate(_FROM_SUPERSCRIPT)
         if power:
             k = int(power.replace("\u2212", "-"))
             if abs(k) > _MAX_EXPONENT:
@@ -169,6 +218,18 @@ def _leading_signs(text: str) -> str:
     return (m.group(1) or m.group(3)) + m.group(2) + text[m.end() :]
 
 
+# A phrase that takes an answer back ("The answer is A. Wait, no, it is C."): an answer before it
+# is not certain, so it never decides an item by rule.
+_RETRACTION = re.compile(
+    r"(?i)\b(?:wait|actually|hold on|on second thought|correction|scratch that|i mean|oops|"
+    r"let me (?:re-?check|reconsider|correct)|i made a mistake|no,? (?:it|that)(?:'s|\u2019s| is| was)|rather)\b"
+)
+
+
+def _retracted_after(text: str, at: int) -> re.Match | None:
+    return _RETRACTION.search(text, at)
+
+
 def _gsm8k(text: str) -> Extracted:
     at = text.rfind("####")
     if at < 0:
@@ -177,31 +238,74 @@ def _gsm8k(text: str) -> Extracted:
     m = _TOKEN.match(_leading_signs(after.lstrip()))
     if not m:
         return _none(f"no number after '####' (found {_snippet(after)})")
-    return _number(m)
+    # One candidate: every marker gives the same number.
+    values = {parse_number(_marker_text(text, i)) for i in _marker_starts(text)}
+    return _number(m, MARKER, len(values) == 1 and not _retracted_after(text, at))
 
 
-def _number(m: re.Match) -> Extracted:
+def _marker_starts(text: str) -> list[int]:
+    return [m.start() for m in re.finditer("####", text)]
+
+
+def _marker_text(text: str, at: int) -> str:
+    m = _TOKEN.match(_leading_signs(text[at + 4 :].lstrip()))
+    return m.group(0) if m else ""
+
+
+def _number(m: re.Match, how: str = LAST_NUMBER, strict: bool = False) -> Extracted:
     value = _token_text(m)
     if value is None:
         return _none(f"digits grouped in no known way ({m.group('n')!r}): not read as a number")
-    return Extracted(value, None)
+    return _found(value, how, strict)
+
+
+# A number that is part of an expression, never an answer on its own: a power's base or exponent, an
+# index, a root, a LaTeX command's argument (`x^2`, `2^{10}`, `a_3`, `\\sqrt{2}`, `\\frac{x}{2}`), or
+# one followed by a constant or a function (`2\\pi`, `3\\sqrt{2}`).
+_WRAPPERS = r"(?:boxed|fbox|text|textbf|textrm|mathrm|mathbf|mbox|bf)"
+_EXPRESSION_BEFORE = re.compile(
+    rf"(?:[\^_]\s*\{{?|\}}\s*\{{|\\(?!{_WRAPPERS}\b)[a-zA-Z]+\s*(?:\[[^\]]*\]\s*)?\{{)\s*[+{_MINUS_CLASS}]?\s*$"
+)
+_EXPRESSION_AFTER = re.compile(
+    r"\s*(?:[\^_]|\}\s*\{|\\(?:pi|sqrt|infty|frac|dfrac|tfrac|sin|cos|tan|log|ln|exp)\b|\u221a|\u03c0)"
+)
+# "The answer is 72", "Final answer: 72", "answer = **72**": the number a reply states.
+_ANSWER_LEAD = re.compile(r"(?i:\b(?:final\s+)?answer)(?i:\s+is)?\s*[:=]?\s*(?:\*\*)?\s*(?:\$\s*)?")
+_MARKER_LEAD = re.compile(r"####\s*$")
+_BOXED_LEAD = re.compile(r"\\(?:boxed|fbox)\s*\{\s*$")
 
 
 def _last_number(text: str) -> Extracted:
     last = next(reversed(list(_TOKEN.finditer(text))), None)
     if last is None:
         return _none("no number in the text")
-    return _number(last)
+    before, after = text[: last.start()], text[last.end() :]
+    if _EXPRESSION_BEFORE.search(before) or _EXPRESSION_AFTER.match(after):
+        around = text[max(0, last.start() - 12) : last.end() + 12]
+        return _none(f"the last number is part of an expression ({_snippet(around)}): not read as a number")
+    found = _number(last)
+    if not found.ok:
+        return found
+    # Strict only where the number is the reply, or the answer it states (one value, nothing taken back).
+    if not text[: last.start()].strip() and re.fullmatch(r"[\s.!*$]*", after):
+        return _found(found.value, WHOLE_TEXT, True)
+    if _BOXED_LEAD.search(before):
+        return _found(found.value, BOXED, not _retracted_after(text, last.end()))
+    if _MARKER_LEAD.search(before):
+        return _gsm8k(text)
+    stated = [(lead, _TOKEN.match(text, lead.end())) for lead in _ANSWER_LEAD.finditer(text)]
+    stated = [t for lead, t in stated if t]
+    if stated and stated[-1].start() == last.start():
+        one = len({parse_number(t.group(0)) for t in stated}) == 1
+        return _found(found.value, STATED, one and not _retracted_after(text, last.end()))
+    return found
 
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
 
-def _boxed(text: str) -> Extracted:
-    starts = list(_BOXED.finditer(text))
-    if not starts:
-        return _none("no \\boxed{...}")
-    m = starts[-1]
+def _boxed_content(text: str, m: re.Match) -> str | None:
+    """The content of the `\\boxed{` at `m`, nested braces included; None where it is never closed."""
     depth, i = 1, m.end()
     while i < len(text):
         ch = text[i]
@@ -213,12 +317,23 @@ def _boxed(text: str) -> Extracted:
         elif ch == "}":
             depth -= 1
             if depth == 0:
-                content = text[m.end() : i].strip()
-                if not content:
-                    return _none("empty \\boxed{}")
-                return Extracted(content, None)
+                return text[m.end() : i].strip()
         i += 1
-    return _none("\\boxed{ is never closed (the text may be cut off)")
+    return None
+
+
+def _boxed(text: str) -> Extracted:
+    starts = list(_BOXED.finditer(text))
+    if not starts:
+        return _none("no \\boxed{...}")
+    content = _boxed_content(text, starts[-1])
+    if content is None:
+        return _none("\\boxed{ is never closed (the text may be cut off)")
+    if not content:
+        return _none("empty \\boxed{}")
+    # One candidate: every box holds the same answer, and none is taken back after the last.
+    one = len({_boxed_content(text, m) for m in starts}) == 1
+    return _found(content, BOXED, one and not _retracted_after(text, starts[-1].end()))
 
 
 # The whole reply, or its last line, is one letter: `B`, `(c)`, `D.`, ` E) `, `**B**`.
@@ -261,43 +376,101 @@ _ARTICLE_A = re.compile(
 )
 
 
+# Words that reject the letter after them in their clause ("It can't be C", "The answer is not B",
+# "I would not pick D", "rule out A"), and what rejects the letter before it ("C is wrong").
+_NEGATION_BEFORE = re.compile(
+    r"(?i)(?:\b(?:not|no|never|cannot|neither|nor|except|exclude[sd]?|eliminat\w*|rule[sd]?\s+out|"
+    r"reject\w*|(?:wrong|incorrect|false)\s+(?:answers?|options?|choices?|ones?))\b|n['\u2019]t\b)"
+)
+_NEGATION_AFTER = re.compile(
+    r"(?i)[\s)*\]]*(?:(?:is|was|are|seems|looks|would\s+be|can\s+be|could\s+be)\s+)?"
+    r"(?:not\b|n['\u2019]t\b|wrong|incorrect|false|ruled\s+out|eliminated|excluded|impossible|out\b)"
+)
+_CLAUSE_END = re.compile(r"[.;!?\n,]|\b(?:but|and|while|whereas)\b")
+
+
+def _negated(text: str, start: int, end: int) -> bool:
+    """Whether the letter at text[start:end] is rejected in its clause."""
+    clause = max((c.end() for c in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    return bool(_NEGATION_BEFORE.search(text, clause, start) or _NEGATION_AFTER.match(text, end))
+
+
+def _letter(m: re.Match) -> tuple[str, int, int]:
+    i = next(i for i, g in enumerate(m.groups(), 1) if g)
+    return m.group(i).upper(), m.start(i), m.end(i)
+
+
+def _mentioned(text: str, start: int = 0) -> list[tuple[str, bool]]:
+    """Each capital letter A-E standing alone from `start` on (not the article "A"), and whether it is rejected."""
+    return [
+        (m.group(1), _negated(text, m.start(1), m.end(1)))
+        for m in _CHOICE_MENTIONED.finditer(text, start)
+        if not _ARTICLE_A.match(text, m.start())
+    ]
+
+
+def _one_letter(found: list[tuple[str, bool]], how: str) -> Extracted | None:
+    """The one letter of `found` (several: ambiguous; only rejected ones: none), or None if there is none."""
+    letters = sorted({letter for letter, _ in found})
+    if len(letters) > 1:
+        return _none(f"ambiguous: several choices ({', '.join(letters)}) and no 'answer is X'")
+    if not letters:
+        return None
+    if all(rejected for _, rejected in found):
+        return _none(f"the reply rejects {letters[0]} and chooses no letter")
+    return _found(letters[0], how, False)
+
+
 def _choice(text: str) -> Extracted:
     """One letter A-E, never a guess: the whole reply; else the last stated answer ("answer is B",
-    "Answer: B", \\boxed{B}), unless it names several ("answer is A and C": ambiguous); else a
-    last line that is the letter alone; else the one marked letter (`(B)`, `B)` starting a line,
-    `**B**`; several: ambiguous); else the one capital letter the reply mentions standing alone (not
-    the article "A") where it ends the reply; several mentioned: ambiguous."""
+    "Answer: B", \\boxed{B}) that the reply does not reject ("I don't think the answer is A"), unless it
+    names several ("answer is A and C": ambiguous), or a letter after a retraction ("The answer is A.
+    Wait, no, it is C." reads C); else a last line that is the letter alone; else the one marked letter
+    (`(B)`, `B)` starting a line, `**B**`; several: ambiguous); else the one capital letter the reply
+    mentions standing alone (not the article "A") where it ends the reply; several mentioned:
+    ambiguous. A letter the reply rejects ("It can't be C.", "not B", "I would not pick D") is never
+    read. Only the whole reply and a stated answer with nothing rejected or taken back are strict."""
     stripped = text.strip()
     alone = _CHOICE_ALONE.fullmatch(stripped)
     if alone:
-        return Extracted(alone.group(1).upper(), None)
-    stated = [*_CHOICE_STATED.finditer(text), *_CHOICE_BOXED.finditer(text)]
+        return _found(alone.group(1).upper(), WHOLE_TEXT, True)
+    stated = [
+        m
+        for m in sorted([*_CHOICE_STATED.finditer(text), *_CHOICE_BOXED.finditer(text)], key=lambda m: m.start())
+        if not _negated(text, *_letter(m)[1:])
+    ]
     if stated:
-        last = max(stated, key=lambda m: m.start())
-        letter = next(g for g in last.groups() if g).upper()
+        last = stated[-1]
+        letter = _letter(last)[0]
         listed = _CHOICE_LISTED.match(text, last.end()) if last.re is _CHOICE_STATED else None
         if listed:
             other = next(g for g in listed.groups() if g).upper()
             if other != letter:
                 return _none(f"ambiguous: the stated answer names several choices ({letter}, {other})")
-        return Extracted(letter, None)
+        retraction = _retracted_after(text, last.end())
+        if retraction:
+            later = _one_letter(_mentioned(text, retraction.end()), RETRACTED)
+            if later is not None and (not later.ok or later.value != letter):
+                return later
+            return _found(letter, STATED, False)  # nothing else chosen after it, but not certain
+        return _found(letter, STATED, len({_letter(m)[0] for m in stated}) == 1)
     last_line = _CHOICE_ALONE.fullmatch(stripped.rsplit("\n", 1)[-1].strip())
     if last_line:
-        return Extracted(last_line.group(1).upper(), None)
+        return _found(last_line.group(1).upper(), LAST_LINE, False)
     # A reply that marks one letter ("(B) Paris, since vitamin C ...") chose it; one marking several did not.
-    marked = sorted({m.group(1) for rx in _CHOICE_MARKED for m in rx.finditer(text)})
-    if len(marked) == 1:
-        return Extracted(marked[0], None)
-    if marked:
-        return _none(f"ambiguous: several choices ({', '.join(marked)}) and no 'answer is X'")
-    mentioned = sorted({m.group(1) for m in _CHOICE_MENTIONED.finditer(text) if not _ARTICLE_A.match(text, m.start())})
-    if len(mentioned) > 1:
-        return _none(f"ambiguous: several choices ({', '.join(mentioned)}) and no 'answer is X'")
+    marked = [(m.group(1), _negated(text, m.start(1), m.end(1))) for rx in _CHOICE_MARKED for m in rx.finditer(text)]
+    one = _one_letter(marked, MARKED)
+    if one is not None:
+        return one
+    mentioned = _mentioned(text)
+    one = _one_letter(mentioned, MENTIONED)
+    if one is not None and not one.ok:
+        return one
     # A letter only mentioned is read where it ends the reply ("The best option is B"); one in passing
     # ("Vitamin C deficiency causes scurvy.") is no choice.
     ending = _CHOICE_ENDING.search(text)
-    if mentioned and ending and ending.group(1) == mentioned[0]:
-        return Extracted(mentioned[0], None)
+    if one is not None and ending and ending.group(1) == one.value:
+        return one
     return _none("no choice letter A-E")
 
 
@@ -331,7 +504,9 @@ def _pattern(text: str, pattern: str) -> Extracted:
     value = matches[-1].group(1).strip()
     if not value:
         return _none(f"pattern {pattern!r} matched an empty answer")
-    return Extracted(value, None)
+    # One candidate: every match gives the same answer.
+    one = len({(m.group(1) or "").strip() for m in matches}) == 1
+    return _found(value, PATTERN, one and not _retracted_after(text, matches[-1].end()))
 
 
 _METHODS = {"gsm8k": _gsm8k, "last_number": _last_number, "boxed": _boxed, "choice": _choice}
@@ -346,41 +521,57 @@ def extract(text: str | None, method: str | None) -> Extracted:
         return _none("empty text")
     text = str(text)
     if method is None:
-        return Extracted(text.strip(), None)
+        return _found(text.strip(), WHOLE_TEXT, True)
     if method in _METHODS:
         return _METHODS[method](text)
     return _pattern(text, method)
 
 
-_FRAC = re.compile(rf"(?P<sign>[+{_MINUS_CLASS}]?)\s*\\[dt]?frac\s*\{{\s*(?P<a>\d+)\s*\}}\s*\{{\s*(?P<b>\d+)\s*\}}")
-
-
-def parse_number(value: str | None) -> Fraction | None:
-    """The exact value of a number in any shape `last_number` reads (`1,000`, `1,23,456`,
-    `12 500`, `1 234,50`, `-3.5`, `$18`, `50%`, `12,50`, `1/2`, `2 1/2`, `1.5e3`) or
-    `\\frac{1}{2}`; a trailing full stop is
-    ignored. None when `value` is not just one number (`1,2,3` is a list)."""
+def _number_token(value: str | None) -> re.Match | None:
     if is_missing(value):
         return None
     text = str(value).strip()
     text = text[:-1].rstrip() if text.endswith(".") else text
-    m = _FRAC.fullmatch(text)
-    if m:
-        if int(m.group("b")) == 0:
-            return None
-        return (-1 if m.group("sign") in tuple(_MINUS) else 1) * Fraction(int(m.group("a")), int(m.group("b")))
-    m = _TOKEN.fullmatch(_leading_signs(text))
+    return _TOKEN.fullmatch(_leading_signs(text))
+
+
+def parse_number(value: str | None) -> Fraction | None:
+    """The exact value of a number in any shape `last_number` reads (`1,000`, `1,23,456`,
+    `12 500`, `1 234,50`, `1'000`, `-3.5`, `$18`, `50%`, `12,50`, `1/2`, `2 1/2`, `2½`, `\\frac{1}{2}`,
+    `1.5e3`, `3.0×10⁸`); a trailing full stop is ignored. None when `value` is not just one number
+    (`1,2,3` is a list)."""
+    m = _number_token(value)
     return _token_value(m) if m else None
 
 
-def answers_match(candidate: str | None, reference: str | None) -> bool:
-    """Whether two extracted answers agree: numbers by value, other text after normalisation.
-    A number never matches a non-number (`-5` against `5 apples` is False); missing never matches."""
+def _math_number(value: str | None) -> tuple[Fraction, bool] | None:
+    """(value, written as a decimal) of one number, for Math-Verify: a fraction (`1/2`, `\\frac{1}{2}`,
+    `2½`) is exact, a non-integer written with decimals (`0.5`, `12,50`, `1.5e-3`) a float."""
+    m = _number_token(value)
+    number = _token_value(m) if m else None
+    if number is None:
+        return None
+    fraction = any(m.group(g) is not None for g in ("num", "whole", "fnum", "vulgar"))
+    return number, number.denominator != 1 and not fraction
+
+
+def answers_match(candidate: str | None, reference: str | None, math: bool = False) -> bool:
+    """Whether two extracted answers agree. Two numbers: by Math-Verify's rule (exact, or to 6 decimal
+    places where one is written with decimals); with `math` (a `\\boxed{}` answer) anything else is
+    compared by Math-Verify as LaTeX (`mathcompare`); otherwise a number never matches a non-number
+    (`-5` against `5 apples` is False) and other text is compared after `textnorm.normalise`.
+    Missing never matches."""
+    from genjudge.judging import mathcompare
+
     if candidate is None or reference is None:
         return False
-    a, b = parse_number(candidate), parse_number(reference)
+    a, b = _math_number(candidate), _math_number(reference)
+    if a is not None and b is not None:
+        return mathcompare.numbers_equal(a, b)
+    if math:
+        return mathcompare.latex_equal(str(candidate), str(reference))
     if a is not None or b is not None:
-        return a is not None and b is not None and a == b
+        return False
     na, nb = normalise(str(candidate)), normalise(str(reference))
     return nb != "" and na == nb
 
@@ -393,6 +584,9 @@ class AnswerCheck:
     candidate: str | None = None  # the extracted answer
     reference: str | None = None  # the extracted reference
     reason: str | None = None  # why there is no match to speak of, or no answer was found
+    how: str | None = None  # how the candidate's answer was found (`STRICT` and the fallbacks)
+    # Both answers found strictly: a match may decide the item by rule (the cascade).
+    strict: bool = False
 
 
 NO_ANSWER = "no answer extracted"
@@ -407,11 +601,18 @@ def check_answer(candidate: str | None, reference: str | None, methods: dict | N
     if is_missing(reference) or not str(reference).strip():
         return AnswerCheck(None, reason="no reference")
     if not methods.get("reference") and not methods.get("candidate"):
-        return AnswerCheck(exact_match(candidate, reference))
+        return AnswerCheck(exact_match(candidate, reference), how=WHOLE_TEXT, strict=True)
     ref = extract(reference, methods.get("reference"))
     if not ref.ok:
         return AnswerCheck(None, reason=f"reference: {ref.reason}")
     cand = extract(candidate, methods.get("candidate"))
     if not cand.ok:
         return AnswerCheck(False, None, ref.value, f"{NO_ANSWER}: {cand.reason}")
-    return AnswerCheck(answers_match(cand.value, ref.value), cand.value, ref.value)
+    math = "boxed" in (methods.get("reference"), methods.get("candidate"))
+    return AnswerCheck(
+        answers_match(cand.value, ref.value, math),
+        cand.value,
+        ref.value,
+        how=cand.how,
+        strict=cand.strict and ref.strict,
+    )

@@ -54,6 +54,9 @@ def parse_judgments(
     df["answer_extracted"] = [c.candidate for c in checks]
     df["reference_extracted"] = [c.reference for c in checks]
     df["answer_reason"] = [c.reason for c in checks]
+    # How each answer was found, and whether strictly (what the cascade and the report count by).
+    df["answer_extraction"] = [c.how for c in checks]
+    df["answer_strict"] = [c.strict for c in checks]
     df = modes.get(mode).parse(df, raw, pattern, options)
     return with_skipped(df, raw)
 

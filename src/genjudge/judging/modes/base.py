@@ -38,6 +38,12 @@ class JudgeRequest:
     sample: int = 0  # which of the item's samples (generator.n_samples) the answer is
 
 
+def decided_by_rule(check) -> bool:
+    """The cascade decides only what is certain: a match of answers both found strictly (the format the
+    prompt asked for, one candidate, nothing rejected or taken back); a fallback's match goes to the judge."""
+    return bool(check.match) and check.strict
+
+
 NO_REFERENCE = "no reference"
 SKIPPED = "skipped"  # not asked: too long for a model's context (dataset.on_too_long: skip); not counted
 
@@ -133,7 +139,7 @@ class JudgeMode:
             history = row_history(row)
             if unfinished(row):  # no answer to grade: the trace never closed
                 out.append(JudgeRequest(row.id, 0, NOT_FINISHED, None, turn, sample))
-            elif spec.cascade and check_answer(row.output, row.reference, answer).match:
+            elif spec.cascade and decided_by_rule(check_answer(row.output, row.reference, answer)):
                 out.append(JudgeRequest(row.id, 0, "rule", None, turn, sample))
             elif lacks_reference(history, self.needs_reference, ref_turns):
                 out.append(JudgeRequest(row.id, 0, NO_REFERENCE, None, turn, sample))

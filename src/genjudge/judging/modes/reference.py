@@ -36,6 +36,10 @@ class Reference(JudgeMode):
             "accuracy_rate": metrics["accuracy"],  # with n (items) and, clustered, n_answers and n_effective
             "judge_exact_match_agreement": item_rate(both, agree),
             "decided_by": counts(df["decided_by"]),
+            # the cascade's rule decisions, by the (strict) extraction that found the answer
+            "rule_extraction": counts(df.loc[df["decided_by"] == "rule", "answer_extraction"].fillna("whole text"))
+            if "answer_extraction" in df
+            else {},
         }
 
     def headline(self, s: dict) -> list[tuple[str, str]]:
@@ -44,7 +48,10 @@ class Reference(JudgeMode):
             rows.append(("mean judge probability of CORRECT (logprob)", f"{s['mean_p_correct']:.3f}"))
         if s.get("exact_match_shown", True):
             rows.append(("judge agrees with exact match", rate_text(s["judge_exact_match_agreement"])))
-        rows.append(("decided by", ", ".join(f"{k}: {v}" for k, v in s["decided_by"].items())))
+        decided = ", ".join(f"{k}: {v}" for k, v in s["decided_by"].items())
+        if s.get("rule_extraction"):
+            decided += " (rule, by extraction: " + ", ".join(f"{k} {v}" for k, v in s["rule_extraction"].items()) + ")"
+        rows.append(("decided by", decided))
         return rows
 
     def over_samples(self, df: pd.DataFrame) -> dict:

@@ -19,7 +19,8 @@ def _fmt(x: float) -> str:
 
 class Score(JudgeMode):
     name = "score"
-    pattern = r"SCORE:\s*\**\s*\[{0,2}\s*(-?\d+(?:\.\d+)?)(?![\d.])"
+    # A full stop after the score ends the sentence (`SCORE: 8.`); `8.5` is a decimal, `8.5.1` no score.
+    pattern = r"SCORE:\s*\**\s*\[{0,2}\s*(-?\d+(?:\.\d+)?)(?!\d|\.\d)"
     labels: dict[str, str] = {}  # the captured number is the verdict
     marker = "SCORE"
     paired_measure = "mean_score"
