@@ -253,6 +253,12 @@ def test_the_report_counts_unfinished_reasoning_on_its_own_line(judged):
     md = render_markdown(summary, df)
     assert "| reasoning not finished (trace never closed: no answer, not judged) | 3 (75.0%) |" in md
     assert "## Reasoning not finished" in md
+    # q1 (planted) reached the token limit; q2 (planted) and q3 (the model's own) ended by end-of-sequence
+    assert df.set_index("id").loc[["q1", "q2", "q3"], "finish_reason"].tolist() == ["length", "stop", "eos"]
+    assert summary.reasoning_unfinished_causes == {reasoning.LIMIT: 1, reasoning.ENDED: 2}
+    assert "1 reached generator.max_new_tokens inside the trace: raise generator.max_new_tokens" in md
+    assert "2 ended by an end-of-sequence token (or a stop string) inside the trace" in md
+    assert "more tokens will not help" in md
     assert summary.n_unparsed == 3  # not judged, so never wrong: among the unparsed with their own reason
     assert summary.unparsed_reasons == {reasoning.REASONING_UNFINISHED: 3}
 

@@ -23,6 +23,33 @@ REASONING_UNFINISHED = "reasoning not finished: the trace never closed, so there
 JUDGE_REASONING_UNFINISHED = "the judge's reasoning did not finish before its verdict (raise judge.max_new_tokens)"
 
 
+# Why a trace never closed, from the generator's finish reason: the token limit, or an end of sequence
+# (or a stop string) the model wrote inside its trace, which more tokens do not mend.
+LIMIT, ENDED = "token limit", "end of sequence inside the trace"
+
+
+def unfinished_cause(finish_reason) -> str:
+    return LIMIT if finish_reason == "length" else ENDED
+
+
+def unfinished_advice(causes: dict) -> list[str]:
+    """What to do about the traces that never closed, one sentence per cause ({cause: answers})."""
+    out = []
+    if causes.get(LIMIT):
+        out.append(
+            f"{causes[LIMIT]} reached generator.max_new_tokens inside the trace: raise generator.max_new_tokens, "
+            "or turn thinking off through generator.chat_template_kwargs."
+        )
+    if causes.get(ENDED):
+        out.append(
+            f"{causes[ENDED]} ended by an end-of-sequence token (or a stop string) inside the trace, before its "
+            "close marker: more tokens will not help. Check that generator.reasoning.close is the marker this model "
+            "writes and that its chat template and stop settings let it close the trace, or turn thinking off "
+            "through generator.chat_template_kwargs."
+        )
+    return out
+
+
 def unfinished(row) -> bool:
     """Whether a generations row's trace never closed (files written before traces: never)."""
     return getattr(row, "reasoning_state", None) == UNCLOSED

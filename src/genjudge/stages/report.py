@@ -13,7 +13,7 @@ from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
 from genjudge.judging.modes.base import pct, rate_text
-from genjudge.judging.reasoning import UNCLOSED
+from genjudge.judging.reasoning import LIMIT, UNCLOSED, unfinished_advice, unfinished_cause
 from genjudge.judging.tables import markdown_table, md_code, md_line, md_text
 from genjudge.stages import controlled
 from genjudge.stages.report_table import Study
@@ -104,6 +104,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         truncated_examples=truncated_examples(df, cut, int(config["report"]["n_examples"])),
         n_reasoning_unfinished=int(unfinished.sum()),
         reasoning_unfinished_rate=float(unfinished.mean()) if n else None,
+        reasoning_unfinished_causes=unfinished_causes(df, unfinished),
         n_reasoning_tokens=sum(m.n_reasoning_tokens or 0 for m in gen_metas),
         accuracy=extra.pop("accuracy", None),
         accuracy_ci95=extra.pop("accuracy_ci95", None),
@@ -131,6 +132,16 @@ def fallback_counts(df: pd.DataFrame) -> dict:
         df["exact_match"].notna() & df["answer_extraction"].notna() & ~df["answer_strict"].fillna(False).astype(bool)
     ]
     return {str(k): int(v) for k, v in loose["answer_extraction"].value_counts().items()}
+
+
+def unfinished_causes(df: pd.DataFrame, unfinished: pd.Series) -> dict:
+    """{cause: answers} of the traces that never closed: the token limit, or an end of sequence inside them."""
+    finish = df["finish_reason"] if "finish_reason" in df else pd.Series(None, index=df.index)
+    out: dict = {}
+    for f in finish[unfinished]:
+        cause = unfinished_cause(f)
+        out[cause] = out.get(cause, 0) + 1
+    return out
 
 
 # How judgments parsed before causes and details were apart wrote them: the detail inside the reason.
@@ -337,8 +348,9 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
             "",
             f"{s.n_reasoning_unfinished} answer(s) ({pct(s.reasoning_unfinished_rate)}) ended inside their reasoning "
             "trace (generator.reasoning): the trace never closed, so there is no answer. They were not judged and "
-            "count among the unparsed, never as wrong; raise generator.max_new_tokens, or turn thinking off through "
-            f"generator.chat_template_kwargs. Reasoning traces held {s.n_reasoning_tokens} tokens in all.",
+            "count among the unparsed, never as wrong. "
+            + " ".join(unfinished_advice(s.reasoning_unfinished_causes or {LIMIT: s.n_reasoning_unfinished}))
+            + f" Reasoning traces held {s.n_reasoning_tokens} tokens in all.",
             "",
         ]
     out += skipped_markdown(s)
@@ -505,6 +517,10 @@ def summarise_experiment(
         truncated_rate=n_cut / n if n else None,
         n_reasoning_unfinished=(n_think := sum(s.n_reasoning_unfinished for s in summaries)),
         reasoning_unfinished_rate=n_think / n if n else None,
+        reasoning_unfinished_causes={
+            c: sum(s.reasoning_unfinished_causes.get(c, 0) for s in summaries)
+            for c in dict.fromkeys(c for s in summaries for c in s.reasoning_unfinished_causes)
+        },
         n_reasoning_tokens=sum(m.n_reasoning_tokens or 0 for m in gen_metas),
         n_skipped=sum(s.n_skipped for s in summaries),
         skipped_items=[

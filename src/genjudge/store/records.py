@@ -362,6 +362,8 @@ class RunSummary(_Record):
     # the unparsed, with their own reason), and the tokens of every trace.
     n_reasoning_unfinished: int = 0
     reasoning_unfinished_rate: float | None = None  # of the answers
+    # why: {"token limit": answers, "end of sequence inside the trace": answers} (generator's finish reason)
+    reasoning_unfinished_causes: dict = field(default_factory=dict)
     n_reasoning_tokens: int = 0
     accuracy: float | None = None
     accuracy_ci95: list | None = None
