@@ -93,6 +93,11 @@ def judge_template(wildcards):
     return template_paths(wfconfig.judge_template({**config, "judge": section}), section["templates"])
 
 
+def plugin_files(wildcards):
+    """The plugins' files: a judge's mode may come from one, so editing it reruns its judge and parse."""
+    return wfconfig.plugin_files(config)
+
+
 def judge_baseline(wildcards):
     """An outside baseline file (pairwise against a parquet file rather than a generator)."""
     j = JUDGES[wildcards.judge]

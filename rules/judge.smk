@@ -3,6 +3,7 @@ rule judge:
         generations=judge_generations,
         template=judge_template,
         baseline=judge_baseline,
+        plugins=plugin_files,
         model=demo_judge,
         submission=submission_settings,
     output:
@@ -47,6 +48,7 @@ rule parse_verdicts:
         raw=f"{RESULTS}/judge/{{judge}}/raw.parquet",
         # what the judge skipped, or that it failed
         meta=f"{RESULTS}/judge/{{judge}}/raw.meta.json",
+        plugins=plugin_files,
     output:
         f"{RESULTS}/judgments/{{judge}}.parquet",
     log:

@@ -202,6 +202,16 @@ def test_a_mode_of_ones_own_runs_end_to_end_from_a_plugin_file(workflow):
     assert "| answered yes | 100.0% [" in md and "| category | items | judged | unparsed | yes |" in md
     raw = pd.read_parquet(workflow.results("yn") / "judge" / "yesno-judge" / "raw.parquet")
     assert raw["judge_prompt"].str.contains("End with ANSWER: YES or ANSWER: NO.", regex=False).all()
+    # Editing the plugin's label mapping reruns its judge (which resumes every item: the requests are
+    # unchanged) and the parse: the new mapping is the one applied.
+    (workflow.path / "yesno_mode.py").write_text(YESNO_MODE.replace('{"YES": "yes", "NO": "no"}', '{"YES": "no"}'))
+    plan = plan_counts(workflow, cfg)
+    assert plan["judge"] == "1" and plan["parse_verdicts"] == "1" and plan["report"] == "1", plan
+    workflow.run("--cores", "2", "--configfile", cfg)
+    s = json.loads((workflow.results("yn") / "report" / "summary.json").read_text())
+    assert s["yes_rate"]["value"] == 0.0 and s["n_unparsed"] == 0
+    meta = json.loads((workflow.results("yn") / "judge" / "yesno-judge" / "raw.meta.json").read_text())
+    assert meta["computed_items"] == 0 and meta["resumed_items"] == 44
 
 
 def test_an_unknown_mode_is_refused_while_planning(workflow):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -164,6 +165,30 @@ def load(configfiles=(), overrides=(), root=None) -> dict:
     return validate(config, root)
 
 
+def _plugin_module_name(path: Path) -> str:
+    """A module name of its own for each plugin file: two files both called modes.py in different
+    folders are two modules (keyed by the resolved path), and one file imported twice is one."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    return f"genjudge_plugin_{path.stem}_{digest}"
+
+
+def plugin_files(config: dict) -> list[str]:
+    """The files of the config's plugins (a module name: the file it imports from): a judge's mode may
+    come from one, so the jobs that use modes take them as inputs and editing one reruns them."""
+    out = []
+    for entry in config.get("plugins") or []:
+        if entry.endswith(".py"):
+            out.append(entry)
+            continue
+        try:
+            spec = importlib.util.find_spec(entry)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin and Path(spec.origin).is_file():
+            out.append(spec.origin)
+    return out
+
+
 def load_plugins(config: dict) -> None:
     """Import the modules listed under `plugins` (Python files or module names); they register modes."""
     for entry in config.get("plugins") or []:
@@ -171,7 +196,7 @@ def load_plugins(config: dict) -> None:
             path = Path(entry)
             if not path.exists():
                 raise InputError(f"plugins: {entry!r} not found")
-            name = f"genjudge_plugin_{path.stem}"
+            name = _plugin_module_name(path)
             if name in sys.modules:
                 continue
             spec = importlib.util.spec_from_file_location(name, path)
