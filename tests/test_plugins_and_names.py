@@ -1,5 +1,7 @@
 """Plugin files and the names of runs, generators, datasets and judges."""
 
+import re
+
 import pytest
 
 from genjudge.config import load_plugins, plugin_files
@@ -42,3 +44,31 @@ def test_a_missing_plugin_file_is_a_clear_error(tmp_path):
 
     with pytest.raises(InputError, match="plugins: '.*nowhere.py' not found"):
         load_plugins({"plugins": [str(tmp_path / "nowhere.py")]})
+
+
+# --- names: a path component of results/<run>/..., never `.` or `..` --------------------------------
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_the_names_dot_and_dot_dot_are_refused(name):
+    from genjudge.config import defaults
+    from genjudge.config.experiment import resolve
+    from genjudge.errors import InputError
+
+    base = {"dataset": {"path": "d.jsonl"}, "generator": {"model": "g"}, "judge": {"model": "j"}}
+    with pytest.raises(
+        InputError, match=r"^run: '\.{1,2}': a name is letters, digits, '\.', '_' and '-' only, and not"
+    ):
+        defaults(run=name, **base)
+    for key in ("generators", "datasets", "judges"):
+        config = defaults(run="r", **base)
+        config[key] = {name: {}}
+        with pytest.raises(InputError, match=rf"^{key}\.{re.escape(name)}: a name is .* and not '\.' or '\.\.'"):
+            resolve(config, check_pairs=False)
+
+
+def test_a_default_name_is_never_dot_dot():
+    from genjudge.config.experiment import default_name
+
+    assert default_name("models/..") == "default" and default_name(".") == "default"
+    assert default_name("data/gsm8k.jsonl") == "gsm8k" and default_name("a..b") == "a..b"

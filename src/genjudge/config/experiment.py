@@ -16,7 +16,8 @@ from pathlib import Path
 
 from genjudge.errors import InputError
 
-NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+# A name is a path component of results/<run>/...: never `.` or `..`.
+NAME = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9._-]+$")
 MAPS = {"generators": "generator", "datasets": "dataset", "judges": "judge"}
 
 
@@ -41,7 +42,8 @@ def default_name(value: str | None) -> str:
         return "default"
     p = Path(str(value).rstrip("/"))
     base = p.stem if p.suffix in (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".pq", ".ndjson") else p.name
-    return re.sub(r"[^A-Za-z0-9._-]", "-", base) or "default"
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", base)
+    return name if NAME.match(name) else "default"
 
 
 def _validate_entry(section_schema: dict, entry: dict, where: str) -> None:
@@ -179,7 +181,9 @@ def resolve(config: dict, schema: dict | None = None, check_pairs: bool = True) 
         resolved = {}
         for name, entry in entries.items():
             if not NAME.match(str(name)):
-                raise InputError(f"{map_key}.{name}: a name is letters, digits, '.', '_' and '-' only")
+                raise InputError(
+                    f"{map_key}.{name}: a name is letters, digits, '.', '_' and '-' only, and not '.' or '..'"
+                )
             if not isinstance(entry, dict):
                 raise InputError(f"{map_key}.{name}: expected a map of {section} settings")
             merged = copy.deepcopy(config[section])

@@ -131,6 +131,10 @@ def validate(config: dict, root=None) -> dict:
         if cause is None:
             raise
         where = ".".join(str(x) for x in cause.absolute_path) or "config"
+        if where == "run" and cause.validator == "pattern":
+            raise InputError(
+                f"run: {cause.instance!r}: a name is letters, digits, '.', '_' and '-' only, and not '.' or '..'"
+            ) from None
         raise InputError(f"{where}: {cause.message}") from None
     return config
 
