@@ -261,3 +261,11 @@ def test_a_constant_instruction_difficulty_is_no_term_and_leaves_the_fit_as_alon
     assert "instruction" not in with_others["coefficients"] and not with_others["penalised"]
     assert with_others["value"] == pytest.approx(by_itself["value"])
     assert with_others["coefficients"] == pytest.approx(by_itself["coefficients"])
+
+
+def test_style_counts_no_markdown_inside_fenced_code():
+    # Arena-Hard-Auto removes fenced code before counting: a `# comment` is no header, `- x` no list item.
+    code = "Here:\n```python\n# read it\n- x\n**not bold**\n```\n## Notes\n- one\n**bold**"
+    assert style_control.style(code) == {"length": len(code), "headers": 1, "lists": 1, "bold": 1}
+    only_code = "```python\n# a comment\n# another\n- x\n```"
+    assert style_control.style(only_code) == {"length": len(only_code), "headers": 0, "lists": 0, "bold": 0}

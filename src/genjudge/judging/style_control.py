@@ -18,7 +18,9 @@ pair, where its mean is exactly 0: centring on the pairs as listed would turn an
 an advantage of the first side.
 
 Here: length in characters (the same for every tokenizer), headers are lines starting with 1-6 `#`,
-list items lines starting with `-`, `*`, `+` or `1.`, bold spans `**…**` or `__…__`. A tie is a
+list items lines starting with `-`, `*`, `+` or `1.`, bold spans `**…**` or `__…__`, all counted
+outside fenced code blocks (a `# comment` in a Python block is no header), as Arena-Hard-Auto's
+`add_markdown_info.py` removes them first; the length counts the whole answer. A tie is a
 preference of 0.5. The fit is statsmodels' GLM (binomial, logit link; a weak ridge penalty where one
 generator won or lost everything, said so), strengths centred at 0 on the log-odds scale like the
 report's other Bradley-Terry table; 95% intervals from a seeded bootstrap over items.
@@ -38,16 +40,19 @@ N_BOOT = 200
 _HEADER = re.compile(r"^\s{0,3}#{1,6}\s", re.M)
 _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S", re.M)
 _BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
+# A fenced code block, as Arena-Hard-Auto finds it (```...``` with no backtick inside).
+_CODE = re.compile(r"```[^`]*```")
 
 
 def style(text) -> dict:
-    """The style counts of one answer."""
+    """The style counts of one answer: markdown outside fenced code blocks, the length of all of it."""
     t = "" if text is None or (isinstance(text, float) and pd.isna(text)) else str(text).strip()
+    prose = _CODE.sub("", t)
     return {
         "length": len(t),
-        "headers": len(_HEADER.findall(t)),
-        "lists": len(_LIST.findall(t)),
-        "bold": len(_BOLD.findall(t)),
+        "headers": len(_HEADER.findall(prose)),
+        "lists": len(_LIST.findall(prose)),
+        "bold": len(_BOLD.findall(prose)),
     }
 
 
@@ -155,7 +160,8 @@ def style_controlled(games: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -
 NOTE = (
     "Style control (Chatbot Arena, Li, Angelopoulos and Chiang 2024): Bradley-Terry as a logistic regression with "
     "each pair's style differences as covariates: normalize((f_a - f_b) / (f_a + f_b)) for the answers' length "
-    "(characters), markdown headers, list items and bold spans, normalize scaling to unit variance over both "
+    "(characters), markdown headers, list items and bold spans (outside fenced code blocks), normalize scaling to "
+    "unit variance over both "
     "orientations of every pair. "
     "Strengths on the log-odds scale, centred at 0; raw: the same fit without the covariates. A style coefficient is "
     "the change in log-odds of winning per standard deviation of that difference (positive: the judge prefers more "
