@@ -3,7 +3,8 @@ style-controlled strengths, on a made-up set where one generator answers in fenc
 time (its code holds `# comment` and `- x` lines) and others write real headers, `1)` lists and
 indented headers. Writes bench/style_results.json; docs/judging-modern.md quotes it.
 
-    .venv/bin/python bench/style_bench.py
+    .venv/bin/python bench/style_bench.py            # the figures, written to bench/style_results.json
+    .venv/bin/python bench/style_bench.py --quick    # tiny sizes, nothing written
 
 Each variant changes one thing in the features and refits the same games; the figure is the largest
 change of a generator's controlled strength (log-odds), beside the largest bootstrap half-width.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -116,8 +118,9 @@ def controlled(g: pd.DataFrame, features=None, plus_one: bool = False, n_boot: i
 
 
 def main() -> None:
-    g = games()
-    base = controlled(g, n_boot=200)
+    quick = "--quick" in sys.argv[1:]
+    g = games(n_items=20 if quick else 300)
+    base = controlled(g, n_boot=5 if quick else 200)
     half = max((v["controlled_ci95"][1] - v["controlled_ci95"][0]) / 2 for v in base["strengths"].values())
     variants = {
         "fenced code counted (before this change)": controlled(g, with_code_counted),
@@ -143,7 +146,8 @@ def main() -> None:
             for name, r in variants.items()
         },
     }
-    OUT.write_text(json.dumps(out, indent=2) + "\n")
+    if not quick:
+        OUT.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
 
 
