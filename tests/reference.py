@@ -314,12 +314,27 @@ def sample_measures(df: pd.DataFrame, mode: str) -> dict:
     return out
 
 
+def counted_unfinished(df: pd.DataFrame, mode: str, score_range, policy: str) -> pd.DataFrame:
+    """report.unfinished_reasoning (`incorrect` by default): an answer whose trace never closed
+    (reasoning_state `unclosed`, no verdict) counts as `incorrect` (reference) or the lowest score of the
+    range (score); pairwise modes, and `leave_out`, leave it without a verdict."""
+    if policy != "incorrect" or mode == "pairwise" or "reasoning_state" not in df:
+        return df
+    hit = (df["reasoning_state"] == "unclosed") & df["verdict"].isna()
+    df = df.copy()
+    worst = "incorrect" if mode == "reference" else f"{float(score_range[0]):g}"
+    df.loc[hit, "verdict"] = worst
+    df.loc[hit, "unparsed_reason"] = None
+    return df
+
+
 def cell_figures(df: pd.DataFrame, mode: str, dataset: dict, score_range) -> dict:
     """summary.json's figures of one cell from its judgments (skipped answers already left out)."""
     df = df.copy()
     df["turn"] = df.get("turn", 1)
     cut = truncated(df)
     n = len(df)
+    unclosed = df["reasoning_state"].eq("unclosed") if "reasoning_state" in df else pd.Series(False, index=df.index)
     out = {
         **counts(df),
         "unparsed_rate": (n - len(_parsed(df))) / n if n else None,
@@ -328,6 +343,8 @@ def cell_figures(df: pd.DataFrame, mode: str, dataset: dict, score_range) -> dic
         "exact_match": exact_match(df),
         "exact_match_shown": exact_match_shown(df, dataset),
         **mode_measures(df, mode),
+        "n_reasoning_unfinished": int(unclosed.sum()),
+        "reasoning_unfinished_counted_as": next(iter(df.loc[unclosed & df["verdict"].notna(), "verdict"]), None),
     }
     if "answer_strict" in df:  # exact match's answers read by a fallback heuristic, by how
         loose = df[df["exact_match"].notna() & df["answer_extraction"].notna()]
@@ -700,9 +717,14 @@ def expected(config: dict, judgments: dict, strengths: dict, labels: dict | None
         kept[j], skipped[j] = df[~gone].reset_index(drop=True), df[gone].reset_index(drop=True)
     several_judges = len(config["_judges"]) > 1
     cells, rows, frames = {}, [], {}
+    policy = (config.get("report") or {}).get("unfinished_reasoning", "incorrect")
+    judged = {  # the headline's view: unfinished traces counted (the judge's agreement never sees them)
+        j: counted_unfinished(kept[j], judge["mode"], judge["score_range"], policy)
+        for j, judge in config["_judges"].items()
+    }
     for j, judge in config["_judges"].items():
         for cell in judge_cells(config, judge):
-            df = of_cell(kept[j], cell)
+            df = of_cell(judged[j], cell)
             fig = cell_figures(df, judge["mode"], config["_datasets"][cell[1]], judge["score_range"])
             fig["n_skipped"] = len(of_cell(skipped[j], cell))
             fig["leaderboard"] = [leaderboard_row(fig, cell, j, judge["mode"])]
@@ -722,6 +744,11 @@ def expected(config: dict, judgments: dict, strengths: dict, labels: dict | None
         "n_truncated": cut,
         "truncated_rate": cut / n if n else None,
         "n_skipped": sum(f["n_skipped"] for f in figs),
+        "n_reasoning_unfinished": sum(f["n_reasoning_unfinished"] for f in figs),
+        "reasoning_unfinished_counted_as": " / ".join(
+            dict.fromkeys(f["reasoning_unfinished_counted_as"] for f in figs if f["reasoning_unfinished_counted_as"])
+        )
+        or None,
         "leaderboard": rows,
         "paired": paired(config, frames),
         "table": table(config, rows, strengths),

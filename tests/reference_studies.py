@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from reference import compare, expected, judge_cells, normalise
 
 from genjudge import config as wfconfig
+from genjudge.judging.reasoning import REASONING_UNFINISHED
 from genjudge.stages.report import read_judgments, summary_of
 from genjudge.store.records import GenerateMeta, JudgeMeta
 
@@ -90,7 +91,15 @@ def studies(draw):
             rule = "mean" if mode == "score" else draw(st.sampled_from(["majority", "unanimous"]))
             panels[f"p_{members[0]}"] = {"judges": members, "rule": rule}
     labelled = [j for j, judge in judges.items() if judge["mode"] != "pairwise" and draw(st.booleans())]
-    return {"shape": shape, "frames": frames, "panels": panels, "labelled": labelled, "seed": seed}
+    unfinished = draw(st.sampled_from(["incorrect", "incorrect", "leave_out"]))  # report.unfinished_reasoning
+    return {
+        "shape": shape,
+        "frames": frames,
+        "panels": panels,
+        "labelled": labelled,
+        "seed": seed,
+        "unfinished_reasoning": unfinished,
+    }
 
 
 def _shape(gens, datasets, judges) -> dict:
@@ -146,6 +155,19 @@ def judgments(shape: dict, name: str, judge: dict, items: dict, samples: int, se
                             position_consistent=None if verdict is None else consistent,
                             opponent_output=None if opp is None else str(rng.choice(OUTPUTS)),
                         )
+                    row["reasoning_state"] = "absent"
+                    if not skipped and rng.random() < 0.08:  # a trace that never closed: no answer, never judged
+                        row.update(
+                            reasoning_state="unclosed",
+                            output="",
+                            decided_by="reasoning not finished",
+                            judge_output=None,
+                            verdict=None,
+                            unparsed_reason=REASONING_UNFINISHED,
+                            exact_match=None,
+                        )
+                        if mode == "pairwise":
+                            row.update(outcome_order0=None, outcome_order1=None, position_consistent=None)
                     if skipped:
                         row.update(verdict=None, unparsed_reason=None, exact_match=None)
                         if mode == "pairwise":
@@ -212,7 +234,7 @@ def check_study(study: dict, tmp: Path) -> dict:
         **base,
         # The controlled comparisons' bootstrap refits a GLM per resample; this reference does not
         # recompute them (tests/test_controlled.py checks them against statsmodels), so none is drawn.
-        "report": {**base["report"], "bootstrap": 0},
+        "report": {**base["report"], "bootstrap": 0, "unfinished_reasoning": study["unfinished_reasoning"]},
         "generators": {g: {} for g in shape["_generators"]},
         "datasets": {d: {"answer": dict(v.get("answer") or {})} for d, v in shape["_datasets"].items()},
         "judges": judges_cfg,
@@ -232,7 +254,7 @@ def check_study(study: dict, tmp: Path) -> dict:
     s = json.loads(json.dumps(run.to_dict()))  # as summary.json holds it
     strengths = {j: m.get("bradley_terry", {}) for j, m in s["across_cells"].items()}
     want = expected(
-        {**shape, "panels": study["panels"]},
+        {**shape, "panels": study["panels"], "report": {"unfinished_reasoning": study["unfinished_reasoning"]}},
         {j: pd.read_parquet(p) for j, p in paths.items()},
         strengths,
         labels,

@@ -251,16 +251,29 @@ def test_the_report_counts_unfinished_reasoning_on_its_own_line(judged):
     assert summary.n_reasoning_unfinished == 3 and summary.reasoning_unfinished_rate == 0.75
     assert summary.n_reasoning_tokens == gen_meta.n_reasoning_tokens
     md = render_markdown(summary, df)
-    assert "| reasoning not finished (trace never closed: no answer, not judged) | 3 (75.0%) |" in md
-    assert "## Reasoning not finished" in md
+    assert (
+        "| reasoning not finished (trace never closed: no answer, not judged) | 3 (75.0%); counted as incorrect "
+        "(report.unfinished_reasoning) |" in md
+    )
+    assert "## Reasoning not finished" in md and "they count as incorrect (report.unfinished_reasoning)" in md
     # q1 (planted) reached the token limit; q2 (planted) and q3 (the model's own) ended by end-of-sequence
     assert df.set_index("id").loc[["q1", "q2", "q3"], "finish_reason"].tolist() == ["length", "stop", "eos"]
     assert summary.reasoning_unfinished_causes == {reasoning.LIMIT: 1, reasoning.ENDED: 2}
     assert "1 reached generator.max_new_tokens inside the trace: raise generator.max_new_tokens" in md
     assert "2 ended by an end-of-sequence token (or a stop string) inside the trace" in md
     assert "more tokens will not help" in md
-    assert summary.n_unparsed == 3  # not judged, so never wrong: among the unparsed with their own reason
-    assert summary.unparsed_reasons == {reasoning.REASONING_UNFINISHED: 3}
+    # By default an unfinished trace counts as incorrect in the headline (lm-evaluation-harness's rule):
+    # a model that never finishes is not rewarded for it.
+    q0 = df.set_index("id").loc["q0", "verdict"]
+    assert summary.reasoning_unfinished_counted_as == "incorrect" and summary.n_unparsed == 0
+    assert summary.n_judged == 4 and summary.metrics["verdict_counts"]["incorrect"] >= 3
+    assert summary.accuracy == (1.0 if q0 == "correct" else 0.0) / 4
+    # report.unfinished_reasoning: leave_out: not judged, so left out: among the unparsed with their own reason
+    config["report"]["unfinished_reasoning"] = "leave_out"
+    left = summarise(df, [gen_meta], JudgeMeta(), config)
+    assert left.n_unparsed == 3 and left.unparsed_reasons == {reasoning.REASONING_UNFINISHED: 3}
+    assert left.reasoning_unfinished_counted_as is None and left.n_judged == 1
+    assert "; left out of the measures (report.unfinished_reasoning: leave_out) |" in render_markdown(left, df)
 
 
 def test_a_judge_verdict_is_read_after_the_judges_own_trace():
@@ -311,3 +324,30 @@ def test_a_judge_whose_prompt_opens_its_trace_and_runs_out_of_tokens_is_unparsed
         assert by_id.loc["a", "unparsed_reason"] == reasoning.JUDGE_REASONING_UNFINISHED
         assert by_id.loc["b", "verdict"] == "incorrect"
         assert "judge_prompt" not in df
+
+
+def test_a_conversation_whose_turn_never_finished_thinking_gets_no_later_turn(tmp_path, thinker):
+    """Turn 2 would follow an empty reply: it is skipped (left out of every count, listed with the reason),
+    never generated, as on_too_long: skip leaves out the turns after one that did not fit."""
+    from genjudge.engine.completion import PromptSet
+
+    data = tmp_path / "mt.jsonl"
+    rows = [
+        {"id": "c1", "turns": ["What is 2 + 3?", "Now multiply that by 4."]},  # turn 1 planted, closed
+        {"id": "c2", "turns": ["What is 7 * 6?", "And minus 2?"]},  # turn 1 the model's own: never closed
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_shard(tmp_path / "0.jsonl", load_items(data, {"id": "id", "prompt": "turns"}))
+    spec = gen_spec(thinker)
+    pset = PromptSet(spec, kind="generate")
+    prompt = pset.render(["What is 2 + 3?"])[0]
+    record = {"key": pset.key(prompt), "id": "c1", "output": "Add them.</think>\n5", "n_prompt_tokens": 10}
+    ItemStore(tmp_path / "store", "planted").append([{**record, "n_generated_tokens": 6, "finish_reason": "stop"}])
+    out, meta = generate_shard(tmp_path, spec)
+    got = out.set_index(["id", "turn"])
+    assert got.loc[("c1", 1), "reasoning_state"] == "closed" and got.loc[("c1", 1), "output"] == "5"
+    assert pd.isna(got.loc[("c1", 2), "skipped"])  # followed a real answer: generated
+    assert got.loc[("c2", 1), "reasoning_state"] == "unclosed" and pd.isna(got.loc[("c2", 1), "skipped"])
+    assert got.loc[("c2", 2), "skipped"] == "the reasoning of turn 1 never closed: no answer to continue from"
+    assert pd.isna(got.loc[("c2", 2), "output"]) and pd.isna(got.loc[("c2", 2), "prompt_sent"])
+    assert meta.n_skipped == 1 and meta.n_items == 4

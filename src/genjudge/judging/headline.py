@@ -91,7 +91,12 @@ def headline_rows(s) -> list[tuple[str, str]]:
             [
                 (
                     "reasoning not finished (trace never closed: no answer, not judged)",
-                    truncated_text(s.n_reasoning_unfinished, s.reasoning_unfinished_rate),
+                    truncated_text(s.n_reasoning_unfinished, s.reasoning_unfinished_rate)
+                    + (
+                        f"; counted as {s.reasoning_unfinished_counted_as} (report.unfinished_reasoning)"
+                        if s.reasoning_unfinished_counted_as
+                        else "; left out of the measures (report.unfinished_reasoning: leave_out)"
+                    ),
                 )
             ]
             if s.n_reasoning_unfinished

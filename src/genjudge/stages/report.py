@@ -12,7 +12,7 @@ from genjudge.judging import modes, paired, sampling_stats
 from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
-from genjudge.judging.modes.base import pct, rate_text
+from genjudge.judging.modes.base import count_unfinished, pct, rate_text
 from genjudge.judging.reasoning import LIMIT, UNCLOSED, unfinished_advice, unfinished_cause
 from genjudge.judging.tables import markdown_table, md_code, md_line, md_text
 from genjudge.stages import controlled
@@ -27,8 +27,16 @@ def parse_options(judge: dict) -> dict:
     return {"score_range": judge["score_range"]}
 
 
+def counted_unfinished(df: pd.DataFrame, judge: dict, config: dict) -> pd.DataFrame:
+    """The judgments with report.unfinished_reasoning applied (an unfinished trace counted as incorrect)."""
+    return count_unfinished(
+        df, modes.get(judge["mode"]), parse_options(judge), config["report"]["unfinished_reasoning"]
+    )
+
+
 def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: JudgeMeta, config: dict) -> RunSummary:
     mode = modes.get(config["judge"]["mode"])
+    df = counted_unfinished(df, config["judge"], config)
     n = len(df)  # answers: items x turns x samples
     parsed = df[df["verdict"].notna()]
     metrics = mode.metrics(df)
@@ -105,6 +113,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         n_reasoning_unfinished=int(unfinished.sum()),
         reasoning_unfinished_rate=float(unfinished.mean()) if n else None,
         reasoning_unfinished_causes=unfinished_causes(df, unfinished),
+        reasoning_unfinished_counted_as=counted_as(df, unfinished),
         n_reasoning_tokens=sum(m.n_reasoning_tokens or 0 for m in gen_metas),
         accuracy=extra.pop("accuracy", None),
         accuracy_ci95=extra.pop("accuracy_ci95", None),
@@ -132,6 +141,12 @@ def fallback_counts(df: pd.DataFrame) -> dict:
         df["exact_match"].notna() & df["answer_extraction"].notna() & ~df["answer_strict"].fillna(False).astype(bool)
     ]
     return {str(k): int(v) for k, v in loose["answer_extraction"].value_counts().items()}
+
+
+def counted_as(df: pd.DataFrame, unfinished: pd.Series) -> str | None:
+    """The verdict the unfinished answers count as (report.unfinished_reasoning), None where left out."""
+    verdicts = df.loc[unfinished & df["verdict"].notna(), "verdict"]
+    return str(verdicts.iloc[0]) if len(verdicts) else None
 
 
 def unfinished_causes(df: pd.DataFrame, unfinished: pd.Series) -> dict:
@@ -347,8 +362,12 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
             "## Reasoning not finished",
             "",
             f"{s.n_reasoning_unfinished} answer(s) ({pct(s.reasoning_unfinished_rate)}) ended inside their reasoning "
-            "trace (generator.reasoning): the trace never closed, so there is no answer. They were not judged and "
-            "count among the unparsed, never as wrong. "
+            "trace (generator.reasoning): the trace never closed, so there is no answer. They were not judged; "
+            + (
+                f"they count as {s.reasoning_unfinished_counted_as} (report.unfinished_reasoning). "
+                if s.reasoning_unfinished_counted_as
+                else "they count among the unparsed, left out of the measures (report.unfinished_reasoning: leave_out). "
+            )
             + " ".join(unfinished_advice(s.reasoning_unfinished_causes or {LIMIT: s.n_reasoning_unfinished}))
             + f" Reasoning traces held {s.n_reasoning_tokens} tokens in all.",
             "",
@@ -462,6 +481,7 @@ def summarise_experiment(
     Returns (run summary, {cell key: (summary, judgments frame)})."""
     cells = {}
     skipped = skipped or {}
+    judgments = {j: counted_unfinished(df_j, exp.judges[j], config) for j, df_j in judgments.items()}
     for judge, df_j in judgments.items():
         for cell in exp.cells(judge):
             df = of_cell(df_j, cell).reset_index(drop=True)
@@ -521,6 +541,11 @@ def summarise_experiment(
             c: sum(s.reasoning_unfinished_causes.get(c, 0) for s in summaries)
             for c in dict.fromkeys(c for s in summaries for c in s.reasoning_unfinished_causes)
         },
+        # cells of different modes count them differently: the run's line names the verdicts used
+        reasoning_unfinished_counted_as=" / ".join(
+            dict.fromkeys(s.reasoning_unfinished_counted_as for s in summaries if s.reasoning_unfinished_counted_as)
+        )
+        or None,
         n_reasoning_tokens=sum(m.n_reasoning_tokens or 0 for m in gen_metas),
         n_skipped=sum(s.n_skipped for s in summaries),
         skipped_items=[

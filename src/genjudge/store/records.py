@@ -364,6 +364,8 @@ class RunSummary(_Record):
     reasoning_unfinished_rate: float | None = None  # of the answers
     # why: {"token limit": answers, "end of sequence inside the trace": answers} (generator's finish reason)
     reasoning_unfinished_causes: dict = field(default_factory=dict)
+    # report.unfinished_reasoning: the verdict those answers count as in the headline (None: left out)
+    reasoning_unfinished_counted_as: str | None = None
     n_reasoning_tokens: int = 0
     accuracy: float | None = None
     accuracy_ci95: list | None = None

@@ -88,6 +88,7 @@ class JudgeMode:
     marker: str | None = None  # word that names the verdict line, for unparsed reasons
     logprob_labels: tuple[str, ...] | None = None  # labels scored after `marker:` by `verdict: logprob`
     rule_verdict: str | None = None  # `cascade: true`: the verdict of an exact match, decided without the judge
+    unfinished_verdict: str | None = None  # report.unfinished_reasoning: incorrect: an unfinished trace's verdict
     needs_baseline = False
     needs_reference = False  # grades against the reference: an item without one is "no reference"
     requests_per_item = 1  # judge calls per answer (pairwise: both orders)
@@ -242,6 +243,28 @@ class JudgeMode:
             and {"value", "ci95"} <= set(v)
             and k not in ("exact_match", "judge_exact_match_agreement")
         }
+
+
+def count_unfinished(df: pd.DataFrame, mode: JudgeMode, options: dict | None, policy: str) -> pd.DataFrame:
+    """`report.unfinished_reasoning`: with `incorrect`, an answer whose trace never closed (never judged, so
+    unparsed) counts as the mode's worst verdict (reference: incorrect; score: the lowest score), as
+    lm-evaluation-harness counts a missing end marker wrong; `leave_out` (and a mode without such a
+    verdict, pairwise) leaves it unparsed. The rows keep `decided_by` "reasoning not finished"."""
+    verdict = mode.unfinished_verdict
+    if mode.name == "score":
+        lo = ((options or {}).get("score_range") or (1, 10))[0]
+        verdict = f"{float(lo):g}"
+    if policy != "incorrect" or verdict is None or "decided_by" not in df:
+        return df
+    hit = (df["decided_by"] == NOT_FINISHED) & df["verdict"].isna()
+    if not hit.any():
+        return df
+    df = df.copy()
+    df["verdict"] = df["verdict"].astype(object).where(~hit, verdict)
+    df["unparsed_reason"] = df["unparsed_reason"].astype(object).where(~hit, None)
+    if "score" in df:
+        df["score"] = pd.to_numeric(df["verdict"], errors="coerce")
+    return df
 
 
 # Requests no judge saw, by their decided_by, and the reason their verdict is missing.

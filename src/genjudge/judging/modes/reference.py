@@ -15,6 +15,7 @@ class Reference(JudgeMode):
     marker = "VERDICT"
     logprob_labels = ("CORRECT", "INCORRECT")
     rule_verdict = "correct"
+    unfinished_verdict = "incorrect"
     needs_reference = True  # an item without a reference is "no reference", never graded against "(none)"
     paired_measure = "accuracy"
 
