@@ -3,7 +3,8 @@
 
 An item whose prompt does not fit the generator's context stops the job (`on_too_long: fail`), or
 (`skip`) gets rows without an answer whose `skipped` says why, from that turn on: the judges and
-the report leave them out and list them."""
+the report leave them out and list them. A conversation whose turn's reasoning never closed has no
+answer to continue from: its later turns are skipped the same way, whatever `on_too_long` says."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def run_generate(
     threads = [(i, s) for i in range(len(items)) for s in range(n)]
     rows, completions = [], []
     answers: dict = {t: [] for t in threads}
-    skipped: dict = {}  # (item, sample) -> why, from the turn that did not fit on
+    skipped: dict = {}  # (item, sample) -> why its later turns are skipped
     # Turn k needs each item's answers to turns 1..k-1: the turns run in order, one completion
     # each (one model load), every (item, sample, turn) its own cached record.
     most = max((len(t) for t in turns), default=1)
@@ -120,11 +121,16 @@ def run_generate(
             )
         for j, ((i, s), item_id, p, r, key) in enumerate(zip(idx, ids, c.prompts, c.results, c.keys)):
             if j in c.too_long:
-                skipped[(i, s)] = f"too long for the generator (turn {k}): {c.too_long[j]}"
-                rows.append(_skipped_row(item_id, s, k, skipped[(i, s)], p))
+                why = f"too long for the generator (turn {k}): {c.too_long[j]}"
+                skipped[(i, s)] = f"an earlier turn was skipped: {why}"
+                rows.append(_skipped_row(item_id, s, k, why, p))
                 continue
             part = reasoning.split(r["output"], thinking, shows, reasoning.prompt_opens(p, thinking))
             answers[(i, s)].append(part.answer)  # a later turn's history holds the answer, not the trace
+            if part.state == reasoning.UNCLOSED and len(turns[i]) > k:
+                # no answer for the next turn to follow: the turns after it are skipped, never generated
+                # from an empty reply
+                skipped[(i, s)] = f"the reasoning of turn {k} never closed: no answer to continue from"
             rows.append(
                 {
                     "id": item_id,
@@ -171,7 +177,8 @@ def reasoning_tokens(tok, traces) -> int | None:
 
 
 def _skipped_row(item_id, sample: int, turn: int, why: str, prompt: str | None = None) -> dict:
-    """The row of an answer not generated: its item's prompt did not fit (now or at an earlier turn)."""
+    """The row of an answer not generated: its item's prompt did not fit (now or at an earlier turn), or
+    an earlier turn's reasoning never closed."""
     return {
         "id": item_id,
         "sample": sample,
@@ -182,7 +189,7 @@ def _skipped_row(item_id, sample: int, turn: int, why: str, prompt: str | None =
         "n_generated_tokens": 0,
         "finish_reason": None,
         "key": None,
-        "skipped": why if prompt is not None else f"an earlier turn was skipped: {why}",
+        "skipped": why,
     }
 
 
