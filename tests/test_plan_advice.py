@@ -69,10 +69,18 @@ def test_the_advice_for_a_new_users_study_is_vllm_with_one_shard_per_gpu(study, 
     assert options[("transformers", "none", "tensor")] < options[("transformers", "4bit", "replicas")]
     assert "8-bit (LLM.int8) is the slowest precision here" in advice
     layer = yaml.safe_load((tmp_path / "overlay.yaml").read_text())
-    assert layer["shards"] == 4 and layer["generator"] == {"engine": "vllm", "batch_size": "auto"}
-    assert layer["judge"]["engine"] in ("vllm", "transformers") and layer["judge"]["parallel"] in ("tensor", "replicas")
+    # The overlay writes only what leaves results unchanged: the engine is in every item key.
+    assert layer["shards"] == 4 and "generator" not in layer
+    assert "engine" not in layer["judge"] and layer["judge"]["parallel"] in ("tensor", "replicas")
+    assert "  changes results: generators Llama-3.1-8B-Instruct: engine vllm" in advice
+    assert "--write leaves it out unless given --allow-result-changes" in advice
     for step in ("generate", "judge"):
         assert set(layer["resources"][step]) == {"runtime", "mem_mb"}
+    # ... and another engine only when asked for.
+    out, _ = plan_lines(cfg, write=str(tmp_path / "all.yaml"), allow_result_changes=True)
+    layer = yaml.safe_load((tmp_path / "all.yaml").read_text())
+    assert layer["generator"] == {"engine": "vllm", "batch_size": "auto"}
+    assert "  written with --allow-result-changes: generators Llama-3.1-8B-Instruct: engine vllm" in out
 
 
 def test_vllm_decodes_the_answers_tokens_over_its_concurrency(study):

@@ -143,6 +143,7 @@ def cmd_plan(args) -> int:
             calibrate=args.calibrate,
             workflow_dir=args.directory,
             write=args.write,
+            allow_result_changes=args.allow_result_changes,
         )
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -294,8 +295,15 @@ def main(argv=None) -> int:
     pl.add_argument(
         "--write",
         metavar="FILE",
-        help="write the advice as a config layer (engine, shards, judge.parallel, and each role's "
-        "resources runtime and mem_mb from the estimates) to pass with --configfile after your config",
+        help="write the advice as a config layer (shards, judge.parallel, and each role's resources runtime "
+        "and mem_mb from the estimates) to pass with --configfile after your config; an engine other than "
+        "the configured one changes every result and is written only with --allow-result-changes",
+    )
+    pl.add_argument(
+        "--allow-result-changes",
+        action="store_true",
+        help="with --write, also write advised settings that change results (another engine: every item "
+        "generated and judged again)",
     )
     pl.add_argument(
         "--slurm",

@@ -105,6 +105,7 @@ def make_plan(
     calibrate: str | None = None,
     workflow_dir: str | None = None,
     write: str | None = None,
+    allow_result_changes: bool = False,
 ) -> tuple[list[str], list[dict]]:
     """(lines to print, one plan per generator and judge). `gpus_spec`: the GPUs to plan for (one
     spec or ROLE=SPEC strings) instead of this machine's; `nodes`: SLURM node counts for the
@@ -172,8 +173,11 @@ def make_plan(
             config, exp, entries, role_gpus, {r: p.nodes for r, p in pools.items()}, bool(slurm_nodes)
         )
         lines += advised
+        from genjudge.stages.plan_advice import result_change_lines
+
+        lines += result_change_lines(chosen, entries, allow_result_changes and bool(write))
         if write:
-            layer = overlay(config, exp, chosen, entries)
+            layer = overlay(config, exp, chosen, entries, allow_result_changes)
             write_overlay(write, layer, config)
             lines.append(f"written to {write}: pass it after your config files, e.g. --configfile CONFIG {write}")
     return lines, plans

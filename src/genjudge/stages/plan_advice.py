@@ -308,10 +308,55 @@ def _engine_settings(engine: str) -> dict:
     return {"engine": engine, "batch_size": "auto"} if engine == "vllm" else {"engine": engine}
 
 
-def overlay(config: dict, exp, chosen: dict, entries: list) -> dict:
-    """A config layer with the recommended settings and each role's runtime and host memory (the longest
-    job's estimate + 50%, the host memory estimate + 25%), for `--configfile`."""
+RESULT_CHANGES = "--allow-result-changes"
+
+
+def engine_changes(chosen: dict, entries: list) -> list[str]:
+    """Lines for each advised engine that differs from the configured one: the engine is in every item
+    key (another engine's outputs differ), so switching it regenerates or re-judges everything."""
+    configured = {e.name: e.spec.engine for e in entries}
+    out = []
+    gen = chosen.get("generators")
+    if gen is not None:
+        names = sorted(
+            {e.name for e in entries if e.role == "generator" and configured[e.name] != gen.settings["engine"]}
+        )
+        if names:
+            out.append(f"generators {', '.join(names)}: engine {gen.settings['engine']}")
+    for name, o in chosen.items():
+        if name != "generators" and configured.get(name) != o.settings["engine"]:
+            out.append(f"judge {name}: engine {o.settings['engine']}")
+    return out
+
+
+def result_change_lines(chosen: dict, entries: list, allowed: bool) -> list[str]:
+    """What the overlay leaves out (or, with --allow-result-changes, writes) because it changes results."""
+    changes = engine_changes(chosen, entries)
+    if not changes:
+        return []
+    if allowed:
+        return [
+            f"  written with {RESULT_CHANGES}: {'; '.join(changes)}: the engine is in every item key, so "
+            "every answer is generated and every verdict judged again, and they may differ"
+        ]
+    return [
+        f"  changes results: {'; '.join(changes)}: the engine is in every item key, so applying it generates "
+        "every answer and judges every verdict again, and they may differ (as another precision does); "
+        f"--write leaves it out unless given {RESULT_CHANGES}"
+    ]
+
+
+def overlay(config: dict, exp, chosen: dict, entries: list, allow_result_changes: bool = False) -> dict:
+    """A config layer with the recommended settings that leave results unchanged (shards, judge.parallel)
+    and each role's runtime and host memory (the longest job's estimate + 50%, the host memory estimate
+    + 25%), for `--configfile`; an engine other than the configured one only with `allow_result_changes`
+    (it is in every item key)."""
     from genjudge.stages.plan_roles import MEMORY_MARGIN, runtime_minutes
+
+    configured = {e.name: e.spec.engine for e in entries}
+
+    def engine(name: str, advised: str) -> dict:
+        return _engine_settings(advised) if allow_result_changes or configured.get(name) == advised else {}
 
     out: dict = {}
     gen = chosen.get("generators")
@@ -319,9 +364,11 @@ def overlay(config: dict, exp, chosen: dict, entries: list) -> dict:
         out["shards"] = gen.settings["shards"]
         names = [e.name for e in entries if e.role == "generator"]
         if config.get("generators"):
-            out["generators"] = {n: _engine_settings(gen.settings["engine"]) for n in names}
-        else:
-            out["generator"] = _engine_settings(gen.settings["engine"])
+            settings = {n: engine(n, gen.settings["engine"]) for n in names}
+            if any(settings.values()):
+                out["generators"] = {n: v for n, v in settings.items() if v}
+        elif settings := engine(names[0], gen.settings["engine"]) if names else {}:
+            out["generator"] = settings
         out.setdefault("resources", {})["generate"] = {
             "runtime": runtime_minutes(gen.longest_job),
             "mem_mb": int(math.ceil(gen.host_mem_mb * MEMORY_MARGIN / 1000) * 1000),
@@ -329,7 +376,7 @@ def overlay(config: dict, exp, chosen: dict, entries: list) -> dict:
     judges = [o for k, o in chosen.items() if k != "generators"]
     if judges:
         settings = {
-            o.name: {**_engine_settings(o.settings["engine"]), "parallel": o.settings["parallel"]} for o in judges
+            o.name: {**engine(o.name, o.settings["engine"]), "parallel": o.settings["parallel"]} for o in judges
         }
         if config.get("judges"):
             out["judges"] = settings
