@@ -1,4 +1,5 @@
 # Config validation and the small named functions the rules use; the logic is in the package.
+import functools
 import json
 import os
 import re
@@ -316,13 +317,25 @@ def split_params(wildcards):
     ds = EXP.datasets[wildcards.dataset]
     # The datasets library's cache_dir says where, not what: it is no reason to split again.
     hf = {k: v for k, v in ds["hf"].items() if k != "cache_dir"}
-    return {
+    out = {
         "path": ds["path"],
         "fields": ds["fields"],
         "format": ds["format"],
         "hf": hf,
         "n_shards": len(shards_of(wildcards.dataset)),
     }
+    if os.path.isdir(ds["path"]):
+        # save_to_disk again in place rewrites the same file names: the directory's mtime holds, so its
+        # files' digest is what tells a new dataset (large files' digests kept in cache_dir's index)
+        out["content"] = dataset_digest(ds["path"])
+    return out
+
+
+@functools.cache
+def dataset_digest(path):
+    from genjudge.models.modelref import fingerprint
+
+    return fingerprint(path, digests=DIGESTS)
 
 
 def generation_shards(wildcards):

@@ -639,3 +639,30 @@ def test_a_prompt_field_some_rows_leave_out_is_joined_where_it_is_there(tmp_path
     p.write_text('{"id": 1, "instruction": "do", "input": "this"}\n{"id": 2, "instruction": "go"}\n')
     items = load_items(p, {"id": "id", "prompt": ["instruction", "input"], "reference": None, "category": None})
     assert items["prompt"].tolist() == ["do\n\nthis", "go"]
+
+
+@pytest.mark.workflow
+def test_a_hf_dataset_saved_again_in_place_is_split_again(workflow):
+    """save_to_disk over the same directory rewrites the same file names, so the directory's mtime holds:
+    the split is keyed on the digest of its files, and a changed dataset is split again."""
+    import datasets
+
+    path = workflow.path / "hfq"
+    rows = [{"id": f"q{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(4)]
+    datasets.Dataset.from_list(rows).save_to_disk(str(path))
+    fields = {"id": "id", "prompt": "question", "reference": "answer", "category": None}
+    cfg = workflow.write_config(
+        "hf.yaml", run="hf", shards=1, dataset={"path": "hfq", "format": "hf", "fields": fields}
+    )
+    target = "results/hf/items/hfq.parquet"
+    workflow.run("--cores", "1", target, "--configfile", cfg)
+    before = os.stat(path).st_mtime_ns
+    rows[0]["answer"] = "changed"
+    datasets.Dataset.from_list(rows).save_to_disk(str(path))
+    assert os.stat(path).st_mtime_ns == before  # what Snakemake alone would look at
+    plan = workflow.run("-n", target, "--configfile", cfg, "--quiet", "rules").stdout
+    assert re.search(r"^split\s+1$", plan, re.M), plan
+    workflow.run("--cores", "1", target, "--configfile", cfg)
+    assert pd.read_parquet(workflow.path / target).set_index("id").loc["q0", "reference"] == "changed"
+    # Unchanged since: nothing to do (the digest is read from the index, not recomputed into a new value).
+    assert "Nothing to be done" in workflow.run("-n", target, "--configfile", cfg).stdout + ""
