@@ -351,3 +351,24 @@ def test_a_conversation_whose_turn_never_finished_thinking_gets_no_later_turn(tm
     assert got.loc[("c2", 2), "skipped"] == "the reasoning of turn 1 never closed: no answer to continue from"
     assert pd.isna(got.loc[("c2", 2), "output"]) and pd.isna(got.loc[("c2", 2), "prompt_sent"])
     assert meta.n_skipped == 1 and meta.n_items == 4
+
+
+def test_a_logprob_verdict_after_a_template_that_opens_a_trace_is_read_after_it_closed(tmp_path):
+    """Qwen3's and DeepSeek-R1's templates end the prompt inside `<think>`: a logprob verdict appended there
+    would be read inside the trace. The trace is closed empty first, as enable_thinking: false does."""
+    from genjudge.engine.completion import PromptSet
+
+    judge = tmp_path / "thinking-judge"
+    shutil.copytree(ROOT / "models" / "demo-judge", judge)
+    (judge / "chat_template.jinja").write_text(THINKING_TEMPLATE)
+    spec = spec_for("judge", model=str(judge), verdict="logprob", max_new_tokens=4)
+    (prompt,) = PromptSet(spec, "judge-logprob", suffix="VERDICT:").render(["Is 5 right?"])
+    assert prompt.endswith("<|assistant|>\n<think>\n</think>\n\nVERDICT:"), prompt
+    # A template that closes it itself (thinking off), or generated verdicts: as before.
+    off = spec_for(
+        "judge", model=str(judge), verdict="logprob", max_new_tokens=4, chat_template_kwargs={"enable_thinking": False}
+    )
+    (prompt,) = PromptSet(off, "judge-logprob", suffix="VERDICT:").render(["Is 5 right?"])
+    assert prompt.endswith("<think>\n\n</think>\n\nVERDICT:") and prompt.count("</think>") == 1
+    (prompt,) = PromptSet(spec_for("judge", model=str(judge), max_new_tokens=4), "judge").render(["Is 5 right?"])
+    assert prompt.endswith("<|assistant|>\n<think>\n")

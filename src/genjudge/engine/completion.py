@@ -166,10 +166,34 @@ class PromptSet:
         """Prompts as sent; `conversations[i]`, when not None, is item i's list of chat messages."""
         conversations = conversations or [None] * len(texts)
         return [
-            render_prompt(self.tok, t, self.spec.system_prompt, self.chat, conv, self.spec.chat_template_kwargs)
+            self._closed(
+                render_prompt(self.tok, t, self.spec.system_prompt, self.chat, conv, self.spec.chat_template_kwargs)
+            )
             + self.suffix
             for t, conv in zip(texts, conversations)
         ]
+
+    def _closed(self, prompt: str) -> str:
+        """A logprob verdict after a chat template that opens a reasoning trace (Qwen3, DeepSeek-R1 append
+        `<think>`) would be read inside the trace: the trace is closed empty first, as a non-thinking
+        template does (`<think>\n</think>\n\n`). (judging.reasoning.prompt_opens, which this wing may not
+        import, decides the same way.)"""
+        settings = getattr(self.spec, "reasoning", None) or {}
+        opening, closing = settings.get("open"), settings.get("close")
+        if not self.suffix or not opening or not closing or settings.get("strip") is False:
+            return prompt
+        at_open, at_close = prompt.rfind(opening), prompt.rfind(closing)
+        if at_open < 0 or at_open < at_close or prompt[at_open + len(opening) :].strip():
+            return prompt
+        if not getattr(self, "_said_closed", False):
+            self._said_closed = True
+            log.info(
+                "the judge's chat template opens a reasoning trace (%s): closed empty before %r, so the logprob "
+                "verdict is read after it",
+                opening,
+                self.suffix,
+            )
+        return prompt + ("" if prompt.endswith("\n") else "\n") + closing + "\n\n"
 
     def load(self, seq_len: int):
         """The model (for engine vllm: the started engine), loaded on first use and kept for later
