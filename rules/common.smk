@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
 from genjudge import config as wfconfig
-from genjudge.cluster import job_resources, slurm_array_task, slurm_submission
+from genjudge.cluster import interrupt, job_resources, slurm_array_task, slurm_submission
 from genjudge.cluster.gpu_lease import resolve_inventory
 from genjudge.config.checks import endpoint_warnings
 from genjudge.config.experiment import entry_key, judge_inputs, resolve
@@ -34,6 +34,9 @@ if ARRAY_TASK_ARGV:
 # Every job of this command records it (its meta, its recorded failure): the report draws each command apart.
 if workflow.is_main_process:
     os.environ[INVOCATION_ENV] = new_invocation()
+
+# A Ctrl-C, or `kill -INT` on snakemake alone, reaches every running job (Snakemake's own waits for them).
+interrupt.forward_to_jobs()
 
 try:
     wfconfig.validate(config, workflow.basedir)

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -223,3 +224,85 @@ def test_greedy_runs_are_byte_identical_and_provenance_is_recorded(workflow):
     ds = prov["inputs"]["datasets"]["questions"]
     assert ds["sha256"] == hashlib.sha256((workflow.path / ds["path"]).read_bytes()).hexdigest()
     assert prov["inputs"]["labels"] == {}
+
+
+def job_processes(proc, script):
+    """The running processes below `proc` whose command line runs `script`."""
+    out = []
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        try:
+            if any(script in part for part in child.cmdline()):
+                out.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def interrupt_when_running(workflow, cfg, store, at_least, group: bool, within=6.0):
+    """Start `cfg` in a session of its own, and once `store` holds `at_least` records send SIGINT to the
+    process group (a terminal's Ctrl-C) or to snakemake alone (`kill -INT PID`). Every generation job must be
+    gone `within` seconds and snakemake must end with an error. Returns (stored at the signal, its output)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(cfg)],
+        cwd=workflow.path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: the Ctrl-C reaches it, not pytest
+    )
+    deadline = time.monotonic() + 300
+    while complete_lines(store) < at_least or len(job_processes(proc, "generate.py")) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, "the jobs never got going"
+        time.sleep(0.05)
+    jobs = job_processes(proc, "generate.py")
+    stored = complete_lines(store)
+    if group:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    gone, alive = psutil.wait_procs(jobs, timeout=within)
+    stopped = time.monotonic() - t0
+    assert not alive, (
+        f"{len(alive)} job(s) still running {within} s after SIGINT to the {'group' if group else 'snakemake'}"
+    )
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode != 0, out[-2000:]
+    print(
+        f"SIGINT to the {'group' if group else 'snakemake process'}: jobs gone {stopped:.1f} s after, "
+        f"snakemake {time.monotonic() - t0:.1f} s after"
+    )
+    return stored, stopped, out
+
+
+def test_ctrl_c_stops_every_job_within_seconds_keeps_what_was_stored_and_every_attempts_log(workflow):
+    """SIGINT to the process group (Ctrl-C) and then to snakemake alone (kill -INT): both running generation
+    jobs stop within seconds; the rerun resumes from every stored item; each attempt's log is kept."""
+    n = 1200  # far more than the jobs finish in the seconds the test allows them after the signal
+    write_dataset(workflow.path / "big.jsonl", n)
+    kw = {"dataset": {"path": "big.jsonl"}, "shards": 2, "generator": {"batch_size": 1, "max_new_tokens": 32}}
+    cfg = workflow.write_config(**kw)
+    store = workflow.path / "results/.cache/generations"
+    first, _, out = interrupt_when_running(workflow, cfg, store, 10, group=True)
+    assert "Exception ignored" not in out and complete_lines(store) >= first
+    second, _, out = interrupt_when_running(workflow, cfg, store, complete_lines(store) + 10, group=False)
+    assert "Exception ignored" not in out
+    kept = complete_lines(store)
+    assert first < second <= kept < n  # nothing stored was lost, and the jobs did not run on to the end
+
+    merged = "results/demo/generations/demo-generator/big.parquet"
+    workflow.run(
+        "--cores",
+        "2",
+        merged,
+        "--configfile",
+        workflow.write_config(**{**kw, "generator": {**kw["generator"], "batch_size": 16}}),
+    )
+    metas = workflow.metas()
+    assert sum(m["resumed_items"] for m in metas) == kept and sum(m["computed_items"] for m in metas) == n - kept
+    log = workflow.path / "logs/demo/generate/demo-generator/big/0.log"
+    attempts = sorted((log.parent / f"{log.name}.attempts").glob("*.log"), key=lambda p: int(p.stem))
+    assert [p.stem for p in attempts] == ["1", "2", "3"]
+    assert all("stopped by SIGINT" in p.read_text() for p in attempts[:2])
+    assert "done in" in attempts[2].read_text() and log.read_text() == attempts[2].read_text()

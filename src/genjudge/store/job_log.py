@@ -3,12 +3,45 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import socket
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
+from genjudge.cluster import interrupt
 from genjudge.errors import InputError
+
+ATTEMPTS = ".attempts"  # `<log>.attempts/<k>.log`: every attempt's log, kept across reruns
+
+
+def attempt_log(path: str) -> tuple[Path, object]:
+    """The next attempt's log file beside `path` (`<path>.attempts/<k>.log`, k one more than the last),
+    created and open for writing, with `path` a hard link to it: Snakemake removes a job's log before it
+    runs it again, which takes only that name, so each attempt's log survives the reruns. Where the file
+    system has no hard links, `path` itself (appended)."""
+    folder = Path(f"{path}{ATTEMPTS}")
+    folder.mkdir(parents=True, exist_ok=True)
+    k = max((int(p.stem) for p in folder.glob("*.log") if p.stem.isdigit()), default=0)
+    while True:
+        k += 1
+        try:
+            fd = os.open(folder / f"{k}.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            break
+        except FileExistsError:
+            continue
+    stream = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+    try:
+        if os.path.lexists(path):
+            os.unlink(path)
+        os.link(folder / f"{k}.log", path)
+    except OSError:
+        stream.close()
+        (folder / f"{k}.log").unlink()
+        return Path(path), open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    return folder / f"{k}.log", stream
 
 
 @contextmanager
@@ -17,9 +50,12 @@ def job_log(path: str, name: str):
 
     A failure is logged in full to the file and reported on stderr in one line
     for an InputError (the message names the file and field) so that Snakemake's
-    console shows what is wrong without a traceback to dig through.
+    console shows what is wrong without a traceback to dig through. Each attempt
+    writes a numbered log of its own (`attempt_log`), and the first SIGINT or
+    SIGTERM stops the job within seconds (cluster.interrupt), said in one line.
     """
-    stream = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed when the context exits
+    attempt, stream = attempt_log(path)
+    interrupt.stop_when_asked(stream)
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -28,7 +64,9 @@ def job_log(path: str, name: str):
     logging.captureWarnings(True)
     old_stderr = sys.stderr
     sys.stderr = stream  # transformers/torch warnings and tqdm default to stderr
-    logging.getLogger(name).info("start on %s", socket.gethostname())
+    logging.getLogger(name).info(
+        "start on %s (pid %d; this attempt's log: %s)", socket.gethostname(), os.getpid(), attempt
+    )
     t0 = time.monotonic()
     try:
         yield stream
@@ -37,6 +75,18 @@ def job_log(path: str, name: str):
         sys.stderr = old_stderr
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        signum = interrupt.stopped() or signal.SIGINT
+        logging.getLogger(name).warning(
+            "stopped by %s after %.1fs; what was stored is kept", signal.Signals(signum).name, time.monotonic() - t0
+        )
+        sys.stderr = old_stderr
+        print(f"{name}: stopped by {signal.Signals(signum).name} [log: {attempt}]", file=sys.stderr, flush=True)
+        stream.close()
+        # Now, not through the interpreter's shutdown: torch's finalisers took up to 8 s more here. What the
+        # job stored is on disk already (the item store syncs each batch before it links it), and the GPU
+        # leases are flocks the kernel drops.
+        os._exit(interrupt.EXIT_STATUS[signum])
     except BaseException:
         logging.getLogger(name).exception("failed after %.1fs", time.monotonic() - t0)
         raise
