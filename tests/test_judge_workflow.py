@@ -143,6 +143,14 @@ def test_data_parallel_judge_shards_each_lease_their_gpu_and_merge(workflow):
     judged = pd.read_parquet(workflow.results("jp") / "judgments" / "demo-judge.parquet")
     assert s["n_items"] == 44 == len(judged) and s["n_judged"] == judged["verdict"].notna().sum()
     assert s["judge"]["shards"] == 2
+    # GPUs 0 and 1 leased on this CPU machine: each job says in its log that it ran on the CPU despite its
+    # lease, and the report shows where it really ran, with a note at the top of the page.
+    logs = sorted((workflow.path / "logs" / "jp" / "judge" / "demo-judge").glob("*.log"))
+    assert len(logs) == 2 and all("runs on the CPU despite its lease of GPU(s)" in p.read_text() for p in logs)
+    assert s["judge"]["ran_on_cpu"] is True
+    md = (workflow.results("jp") / "report" / "report.md").read_text()
+    assert "leased, ran on the CPU: torch saw no CUDA device)" in md
+    assert "> **Warning:** judge: leased GPU(s) 0 but ran on the CPU" in md
 
 
 YESNO_MODE = '''

@@ -198,6 +198,10 @@ class PromptSet:
     def load(self, seq_len: int):
         """The model (for engine vllm: the started engine), loaded on first use and kept for later
         completions (the turns of a conversation): (model, info, seconds this call spent loading)."""
+        if self.model is None:  # the GPUs of the lease are the ones torch sees, or the job says it runs on the CPU
+            from genjudge.engine.devices import check_leased_devices
+
+            check_leased_devices(log)
         if self.model is None and self.spec.engine == "vllm":
             from genjudge.engine import collector
             from genjudge.engine.memory_plan import model_plan

@@ -84,6 +84,58 @@ def torch_device_info() -> dict:
     return info
 
 
+def lease_check(
+    leased: list[str], cuda_available: bool, visible: int, visible_uuids: list[str] | None = None
+) -> str | None:
+    """Whether torch sees the GPUs this job leased (`leased`: CUDA_VISIBLE_DEVICES's entries). Where torch
+    sees CUDA but fewer devices than leased, or not a leased UUID, the job stops (InputError naming
+    gpu_inventory: CUDA stops at an id the machine lacks, so gpu_inventory [0, 7] on one GPU shows one).
+    Where torch sees no CUDA at all (a CPU machine, or every leased id missing), the job runs on the CPU:
+    the returned line says so for its log (the report notes it from the meta's `device`)."""
+    from genjudge.errors import InputError
+
+    if not leased:
+        return None
+    ids = ",".join(leased)
+    if not cuda_available:
+        return (
+            f"runs on the CPU despite its lease of GPU(s) {ids} (CUDA_VISIBLE_DEVICES): torch sees no CUDA device "
+            "(no GPU here, or none of these ids exists on this machine: check gpu_inventory)"
+        )
+    if visible < len(leased):
+        raise InputError(
+            f"this job leased GPU(s) {ids} (CUDA_VISIBLE_DEVICES, from gpu_inventory) but torch sees {visible} of "
+            f"them: list in gpu_inventory only GPUs this machine has (nvidia-smi -L); nothing was computed"
+        )
+    wanted = [d for d in leased if d.startswith(("GPU-", "MIG-"))]
+    if wanted and visible_uuids is not None:
+        missing = [d for d in wanted if d not in visible_uuids]
+        if missing:
+            raise InputError(
+                f"this job leased GPU(s) {', '.join(missing)} (gpu_inventory) but torch sees no device with that "
+                f"UUID (it sees {', '.join(visible_uuids) or 'none'}); nothing was computed"
+            )
+    return None
+
+
+def check_leased_devices(log) -> None:
+    """`lease_check` of this process: CUDA_VISIBLE_DEVICES against torch's devices (at the first model load)."""
+    import torch
+
+    leased = [d.strip() for d in (os.environ.get("CUDA_VISIBLE_DEVICES") or "").split(",") if d.strip()]
+    available = torch.cuda.is_available()
+    visible = torch.cuda.device_count() if available else 0
+    uuids = None
+    if available:
+        try:
+            uuids = [f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(visible)]
+        except (AttributeError, RuntimeError):  # a torch without the UUID: the count only
+            uuids = None
+    line = lease_check(leased, available, visible, uuids)
+    if line:
+        log.warning("%s", line)
+
+
 def cpu_matmul_flops(threads: int, size: int = 1024, repeats: int = 5) -> float:
     """FLOP/s of a square fp32 matmul in torch on `threads` threads (the median of `repeats`), as a
     CPU job with that many threads runs the model's matmuls."""

@@ -67,6 +67,12 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
             warnings.append(
                 f"{who}: the memory plan put layers on {', '.join(mp['offloaded_to'])} ({mp.get('recommendation', '')})"
             )
+        if on_cpu_despite_lease(m):
+            who = f"shard {m.shard}" if isinstance(m, GenerateMeta) else "judge"
+            warnings.append(
+                f"{who}: leased GPU(s) {m.cuda_visible_devices} but ran on the CPU: torch saw no CUDA device "
+                "(no GPU there, or none of these ids exists on that machine: check gpu_inventory)"
+            )
     shards = _shard_rows(gen_metas)
     g, j = config["generator"], config["judge"]
     cut = truncated_answers(df)
@@ -80,6 +86,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         "load_seconds": round(sum(m.load_seconds for m in gen_metas), 3),
         "generate_seconds": round(sum(m.generate_seconds for m in gen_metas), 3),
         "resumed_items": sum(m.resumed_items for m in gen_metas),
+        "shared_items": sum(m.shared_items for m in gen_metas),
         "computed_items": sum(m.computed_items for m in gen_metas),
     }
     judge = {
@@ -90,10 +97,12 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         "quantization": j["quantization"],
         "shards": j["shards"],
         "cuda_visible_devices": judge_meta.cuda_visible_devices,
+        "ran_on_cpu": any(on_cpu_despite_lease(m) for m in judge_meta.jobs()),  # despite its GPUs' lease
         "placement": judge_meta.placement,
         "load_seconds": judge_meta.load_seconds,
         "judge_seconds": judge_meta.judge_seconds,
         "resumed_items": judge_meta.resumed_items,
+        "shared_items": judge_meta.shared_items,
         "computed_items": judge_meta.computed_items,
     }
     return RunSummary(
@@ -141,6 +150,11 @@ def fallback_counts(df: pd.DataFrame) -> dict:
         df["exact_match"].notna() & df["answer_extraction"].notna() & ~df["answer_strict"].fillna(False).astype(bool)
     ]
     return {str(k): int(v) for k, v in loose["answer_extraction"].value_counts().items()}
+
+
+def on_cpu_despite_lease(meta) -> bool:
+    """A job that leased GPUs (CUDA_VISIBLE_DEVICES set) and loaded its model where torch saw no CUDA."""
+    return bool(meta.cuda_visible_devices) and (meta.device or {}).get("cuda_available") is False
 
 
 def counted_as(df: pd.DataFrame, unfinished: pd.Series) -> str | None:
@@ -323,7 +337,9 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         f"- Generator: {md_code(s.generator['model'])}",
         f"- Judge: {md_code(j['model'])} "
         f"(mode {md_text(j['mode'])}, verdict {md_text(j['verdict'])}, quantization {md_text(j['quantization'])}, "
-        f"GPUs {md_text(j['cuda_visible_devices'] or 'none (CPU)')})",
+        f"GPUs {md_text(j['cuda_visible_devices'] or 'none (CPU)')}"
+        + (" leased, ran on the CPU: torch saw no CUDA device" if j.get("ran_on_cpu") else "")
+        + ")",
         "",
     ]
     for w in s.placement_warnings:
@@ -396,20 +412,25 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         "",
         "Load time is paid once per job; when it dominates, use fewer, larger shards.",
         "",
-        "| shard | items | GPUs | host | load s | generate s | tokens/s | resumed | computed |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Answers of each shard: taken from an earlier run's records (from an earlier run), answered by an identical "
+        "request of this run (shared: a repeated question, another job's record), or computed by the shard.",
+        "",
+        "| shard | answers | GPUs | host | load s | generate s | tokens/s | from an earlier run | shared in this run "
+        "| computed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in s.shards:
         out.append(
             f"| {md_text(m['shard'])} | {m['n_items']} | {md_text(m['cuda_visible_devices'] or 'CPU')} | "
             f"{md_text(m['hostname'])} | "
             f"{m['load_seconds']:.1f} | {m['generate_seconds']:.1f} | {m['tokens_per_second'] or '-'} | "
-            f"{m['resumed_items']} | {m['computed_items']} |"
+            f"{m['resumed_items']} | {m.get('shared_items', 0)} | {m['computed_items']} |"
         )
     out += [
         "",
-        f"Judge: load {j['load_seconds']} s, judging {j['judge_seconds']} s, "
-        f"resumed {j['resumed_items']}, computed {j['computed_items']}; parameters per device: "
+        f"Judge: load {j['load_seconds']} s, judging {j['judge_seconds']} s; verdicts from an earlier run "
+        f"{j['resumed_items']}, shared with an identical request in this run {j.get('shared_items', 0)}, computed "
+        f"{j['computed_items']}; parameters per device: "
         f"{md_text(json.dumps(j['placement']))}",
         "",
     ]
@@ -495,7 +516,9 @@ def summarise_experiment(
             s = summarise(df, metas, judge_metas[judge], cfg)
             own = judge_metas[judge].cells.get(cell.key)
             if own:  # this cell's share of the judge's work, not the whole job's
-                s.judge.update(resumed_items=own["resumed"], computed_items=own["computed"])
+                s.judge.update(
+                    resumed_items=own["resumed"], shared_items=own.get("shared", 0), computed_items=own["computed"]
+                )
             gone = skipped.get(judge)
             if gone is not None and len(gone):
                 s.skipped_items = skipped_list(of_cell(gone, cell))
@@ -577,6 +600,7 @@ def _shard_rows(gen_metas) -> list[dict]:
             "load_seconds": m.load_seconds,
             "generate_seconds": m.generate_seconds,
             "resumed_items": m.resumed_items,
+            "shared_items": m.shared_items,
             "computed_items": m.computed_items,
             "tokens_per_second": m.tokens_per_second,
             "wall_seconds": m.wall_seconds,
