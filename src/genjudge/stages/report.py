@@ -86,7 +86,6 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         "load_seconds": round(sum(m.load_seconds for m in gen_metas), 3),
         "generate_seconds": round(sum(m.generate_seconds for m in gen_metas), 3),
         "resumed_items": sum(m.resumed_items for m in gen_metas),
-        "shared_items": sum(m.shared_items for m in gen_metas),
         "computed_items": sum(m.computed_items for m in gen_metas),
     }
     judge = {
@@ -102,7 +101,6 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         "load_seconds": judge_meta.load_seconds,
         "judge_seconds": judge_meta.judge_seconds,
         "resumed_items": judge_meta.resumed_items,
-        "shared_items": judge_meta.shared_items,
         "computed_items": judge_meta.computed_items,
     }
     return RunSummary(
@@ -412,25 +410,20 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         "",
         "Load time is paid once per job; when it dominates, use fewer, larger shards.",
         "",
-        "Answers of each shard: taken from an earlier run's records (from an earlier run), answered by an identical "
-        "request of this run (shared: a repeated question, another job's record), or computed by the shard.",
-        "",
-        "| shard | answers | GPUs | host | load s | generate s | tokens/s | from an earlier run | shared in this run "
-        "| computed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| shard | items | GPUs | host | load s | generate s | tokens/s | resumed | computed |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for m in s.shards:
         out.append(
             f"| {md_text(m['shard'])} | {m['n_items']} | {md_text(m['cuda_visible_devices'] or 'CPU')} | "
             f"{md_text(m['hostname'])} | "
             f"{m['load_seconds']:.1f} | {m['generate_seconds']:.1f} | {m['tokens_per_second'] or '-'} | "
-            f"{m['resumed_items']} | {m.get('shared_items', 0)} | {m['computed_items']} |"
+            f"{m['resumed_items']} | {m['computed_items']} |"
         )
     out += [
         "",
-        f"Judge: load {j['load_seconds']} s, judging {j['judge_seconds']} s; verdicts from an earlier run "
-        f"{j['resumed_items']}, shared with an identical request in this run {j.get('shared_items', 0)}, computed "
-        f"{j['computed_items']}; parameters per device: "
+        f"Judge: load {j['load_seconds']} s, judging {j['judge_seconds']} s, "
+        f"resumed {j['resumed_items']}, computed {j['computed_items']}; parameters per device: "
         f"{md_text(json.dumps(j['placement']))}",
         "",
     ]
@@ -516,9 +509,7 @@ def summarise_experiment(
             s = summarise(df, metas, judge_metas[judge], cfg)
             own = judge_metas[judge].cells.get(cell.key)
             if own:  # this cell's share of the judge's work, not the whole job's
-                s.judge.update(
-                    resumed_items=own["resumed"], shared_items=own.get("shared", 0), computed_items=own["computed"]
-                )
+                s.judge.update(resumed_items=own["resumed"], computed_items=own["computed"])
             gone = skipped.get(judge)
             if gone is not None and len(gone):
                 s.skipped_items = skipped_list(of_cell(gone, cell))
@@ -600,7 +591,6 @@ def _shard_rows(gen_metas) -> list[dict]:
             "load_seconds": m.load_seconds,
             "generate_seconds": m.generate_seconds,
             "resumed_items": m.resumed_items,
-            "shared_items": m.shared_items,
             "computed_items": m.computed_items,
             "tokens_per_second": m.tokens_per_second,
             "wall_seconds": m.wall_seconds,
