@@ -129,15 +129,21 @@ class Sender:
                 r.unsent.append(i)
                 return
             token = object()
+            sent_at = await self.concurrency.acquire()  # then the budget: only what is in flight is set aside
             try:
                 self.budget.reserve(token, body)
             except BudgetReached as exc:
+                await self.concurrency.release()
                 if not self.stop.is_set():
                     log.warning("%s: budget reached, no more requests are sent: %s", self.desc, exc)
                 self.stop.set()
                 r.unsent.append(i)
                 return
-            sent_at = await self.concurrency.acquire()
+            if self.stop.is_set():
+                self.budget.release(token)
+                await self.concurrency.release()
+                r.unsent.append(i)
+                return
             tries += 1
             r.requests += 1
             try:

@@ -45,6 +45,15 @@ class Budget:
         prompt = int(size * per_byte) + OVERHEAD_TOKENS * len(msgs)
         return self.price.cost(prompt, int(body.get("max_tokens") or 0), self.batch)
 
+    def affords(self, *bodies: dict) -> bool:
+        """Whether requests like `bodies` could be sent now (False also marks the budget as reached)."""
+        if self.limit is None or not self.price.known:
+            return True
+        if self.spent + self.reserved + sum(self.worst_case(b) for b in bodies) > self.limit:
+            self.stopped = True
+            return False
+        return True
+
     def reserve(self, token, body: dict) -> None:
         """Set the request's worst case aside, or raise BudgetReached (and remember that the budget stopped)."""
         if self.limit is None or not self.price.known:

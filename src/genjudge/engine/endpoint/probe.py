@@ -72,15 +72,26 @@ def _refusal(exc: policy.Refused, spec, endpoint: Endpoint, role: str, message: 
     return f"{role}: {endpoint.url} refused the capability probe for model {spec.model!r}: {message}{asked}"
 
 
+def probe_body(spec, endpoint: Endpoint, verdict: LogprobVerdict | None) -> dict:
+    """The probe's request: like the job's (the same settings), with a short text and a short answer."""
+    msgs = with_prefill(messages(PROBE_TEXT, spec.system_prompt), verdict, endpoint.prefill)
+    b = body(spec, endpoint, msgs, seed=12345, verdict=verdict)
+    if verdict is None:
+        b["max_tokens"] = min(int(b["max_tokens"]), 16)
+    return b
+
+
+def tries(spec, verdict: LogprobVerdict | None) -> int:
+    """Requests the probe sends: two where it checks that `seed` is honoured."""
+    return 2 if getattr(spec, "do_sample", False) and verdict is None else 1
+
+
 async def _probe(spec, endpoint: Endpoint, key: str, role: str, verdict: LogprobVerdict | None) -> dict:
     client = make_client(endpoint, key)
     async with client:
-        msgs = with_prefill(messages(PROBE_TEXT, spec.system_prompt), verdict, endpoint.prefill)
-        b = body(spec, endpoint, msgs, seed=12345, verdict=verdict)
-        if verdict is None:
-            b["max_tokens"] = min(int(b["max_tokens"]), 16)
-        first = await _once(client, b, verdict, endpoint, key, role, spec)
-        if getattr(spec, "do_sample", False) and verdict is None:
+        b = probe_body(spec, endpoint, verdict)
+        first, second = await _once(client, b, verdict, endpoint, key, role, spec), None
+        if tries(spec, verdict) == 2:
             second = await _once(client, b, verdict, endpoint, key, role, spec)
             if second["output"] != first["output"]:
                 raise InputError(
@@ -88,4 +99,9 @@ async def _probe(spec, endpoint: Endpoint, key: str, role: str, verdict: Logprob
                     f"gave two texts): sampled answers would not be reproducible; use do_sample: false, or "
                     f"{role}.endpoint.check_capabilities: false to accept that"
                 )
-    return {"served_model": first.get("served_model"), "system_fingerprint": first.get("system_fingerprint")}
+    return {
+        "served_model": first.get("served_model"),
+        "system_fingerprint": first.get("system_fingerprint"),
+        "body": b,  # what was sent, and what it cost, for the job's budget
+        "usage": [(r["n_prompt_tokens"], r["completion_tokens"]) for r in (first, second) if r],
+    }

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections import Counter
+from pathlib import Path
 
 from genjudge.engine.endpoint.cost import Budget
 from genjudge.engine.endpoint.requests import LogprobVerdict, body, messages, with_prefill
@@ -46,6 +47,7 @@ class EndpointPromptSet:
         # One budget per job, over all its completions (a conversation's turns).
         self.budget = Budget(self.endpoint.price, self.endpoint.max_cost_usd, batch=self.endpoint.batch)
         self._counted: set = set()  # keys whose earlier cost the budget holds
+        self._probes_counted = False  # the earlier attempts' probes, likewise
         self.setup_seconds = time.monotonic() - t0
 
     def check_labels(self, labels, marker) -> None:
@@ -117,28 +119,49 @@ def complete_endpoint(
         if rec.get("job") == store.writer and k not in pset._counted:
             pset._counted.add(k)
             budget.stored(rec.get("cost_usd"))
+    probes = Path(store.directory) / "probes" / f"{store.writer}.jsonl"  # and their capability probes
+    if not pset._probes_counted:
+        pset._probes_counted = True
+        if probes.exists():
+            for line in probes.read_text().splitlines():
+                budget.stored(json.loads(line)["cost_usd"] if line.strip() else 0.0)
     setup, pset.setup_seconds = pset.setup_seconds, 0.0
     stats, too_long, incomplete, computed = None, {}, {}, 0
     t1 = time.monotonic()
+    bodies = [
+        body(
+            spec, ep, json.loads(prompts[i]), pset.seed(prompts[i], samples[i]) if pset.sampling else None, pset.verdict
+        )
+        for i in todo
+    ]
+    probing = bool(todo) and pset.probed is None and spec.endpoint["check_capabilities"]
+    from genjudge.engine.endpoint.probe import probe, probe_body, tries
+
+    first = [bodies[0]] if todo else []
+    if probing:
+        first += [probe_body(spec, ep, pset.verdict)] * tries(spec, pset.verdict)
+    if todo and not budget.affords(*first):  # not even the probe and one request can be sent
+        log.warning(
+            "%s: max_cost_usd %g reached (spent $%.4f); no request is sent", desc, ep.max_cost_usd, budget.spent
+        )
+        incomplete = {i: "not sent: max_cost_usd reached" for i, k in enumerate(keys) if k in queued}
+        stats = endpoint_stats(pset, None, budget)
+        stats["not_sent"] = len(todo)
+        todo = []
     if todo:
         key = ep.api_key()
-        if pset.probed is None and spec.endpoint["check_capabilities"]:
+        if probing:
             t0 = time.monotonic()
-            from genjudge.engine.endpoint.probe import probe
-
-            pset.probed = probe(spec, ep, key, pset.where, pset.verdict)
+            probed = probe(spec, ep, key, pset.where, pset.verdict)
+            paid = [budget.paid(None, probed["body"], p, c) for p, c in probed.pop("usage")]
+            probed.pop("body")
+            if ep.price.known:
+                probes.parent.mkdir(parents=True, exist_ok=True)
+                with open(probes, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"cost_usd": sum(paid), "at": round(time.time(), 3)}) + "\n")
+            pset.probed = probed
             setup += time.monotonic() - t0
             log.info("%s: capability probe passed (served model %s)", desc, pset.probed.get("served_model"))
-        bodies = [
-            body(
-                spec,
-                ep,
-                json.loads(prompts[i]),
-                pset.seed(prompts[i], samples[i]) if pset.sampling else None,
-                pset.verdict,
-            )
-            for i in todo
-        ]
 
         def on_result(j: int, res: dict) -> None:
             i = todo[j]

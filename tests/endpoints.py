@@ -1,0 +1,300 @@
+"""Real endpoints for the tests: vLLM's OpenAI-compatible server on loopback, and a loopback proxy in
+front of it that injects faults with a fixed seed and counts what each item was sent and answered.
+
+The proxy speaks HTTP/1.1 itself (keep-alive, Content-Length bodies) so that it can fail the way
+networks and providers do: a 429 with Retry-After, a 500 or 503, an answer slower than the client's
+timeout, a connection dropped without an answer, a 200 whose JSON body is cut off, and a 200 whose
+logprobs were stripped (as some proxies and providers do). It can also enforce a rate limit of R
+requests a second, answering 429 beyond it, as a provider's limit does. Everything else it forwards
+to the real server unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter, deque
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FAULTS = ("429", "500", "503", "timeout", "drop", "truncated", "strip_logprobs")
+# What the engine's log and meta call each fault's retry (engine.endpoint.policy causes).
+CAUSE = {
+    "429": "429",
+    "500": "500",
+    "503": "503",
+    "timeout": "timeout",
+    "drop": "connection",
+    "truncated": "truncated",
+    "strip_logprobs": "incomplete",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class VllmServer:
+    """`python -m vllm.entrypoints.openai.api_server` serving one model on loopback (about 75 s to start
+    on 2 busy cores); its own process group, stopped at exit."""
+
+    def __init__(self, model: str, log_path: Path, max_model_len: int = 1024, extra: tuple = ()):
+        self.model = model
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        self.log = open(log_path, "w")  # noqa: SIM115 - the server writes to it until stop()
+        cmd = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--max-model-len",
+            str(max_model_len),
+            "--dtype",
+            "float32",
+            "--gpu-memory-utilization",
+            "0.1",
+            "--enforce-eager",
+            "--disable-uvicorn-access-log",
+            *extra,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def wait(self, timeout: float = 600) -> VllmServer:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM server for {self.model} exited: {Path(self.log.name).read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/models", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(1)
+        raise RuntimeError(f"vLLM server for {self.model} did not start in {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.log.close()
+
+
+class RunningServer:
+    """A server started elsewhere (GENJUDGE_TEST_SERVERS), by its URL."""
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+
+
+def item_of(body: dict) -> str:
+    """Which item a request is for: its messages and its seed (a sample's own)."""
+    return hashlib.sha256(json.dumps([body.get("messages"), body.get("seed")], sort_keys=True).encode()).hexdigest()[
+        :16
+    ]
+
+
+class FaultProxy:
+    """A loopback proxy to `upstream` (an http://host:port/v1 URL). `rate` of the requests for items
+    (`spare(body)` true: never faulted, e.g. a capability probe) get one of `faults`, drawn with `seed`.
+    `limit`: requests a second it lets through (a sliding second), 429 beyond. `delay`: seconds added
+    to every answer. `key`: the bearer token it requires (401 otherwise)."""
+
+    def __init__(
+        self,
+        upstream: str,
+        rate: float = 0.0,
+        faults=FAULTS,
+        seed: int = 0,
+        limit: float | None = None,
+        delay: float = 0.0,
+        timeout_delay: float = 3.0,
+        retry_after: str = "1",
+        key: str | None = None,
+        spare=None,
+    ):
+        self.upstream = upstream.rstrip("/")
+        self.rate, self.faults, self.limit, self.delay = rate, tuple(faults), limit, delay
+        self.timeout_delay, self.retry_after, self.key = timeout_delay, retry_after, key
+        self.spare = spare or (lambda body: False)
+        self.rng = random.Random(seed)
+        self.requests: Counter = Counter()  # item -> requests received
+        self.answered: Counter = Counter()  # item -> complete 200 answers written
+        self.injected: Counter = Counter()  # fault -> times injected
+        self.admitted: deque = deque()  # times of requests let through (rate limit)
+        self.events: list = []  # (monotonic time, item, what)
+        self.auth_seen: Counter = Counter()
+        self.lock = threading.Lock()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+
+    # --- plumbing -----------------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._start())
+        self._ready.set()
+        self.loop.run_forever()
+
+    async def _start(self) -> None:
+        import aiohttp
+
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600))
+        self.server = await asyncio.start_server(self._connection, "127.0.0.1", self.port)
+
+    def stop(self) -> None:
+        async def close():
+            self.server.close()
+            await self.session.close()
+
+        asyncio.run_coroutine_threadsafe(close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests.clear()
+            self.answered.clear()
+            self.injected.clear()
+            self.events.clear()
+
+    # --- HTTP/1.1 ------------------------------------------------------------------------------------
+
+    async def _connection(self, reader, writer) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)}
+                body = await reader.readexactly(int(headers.get("content-length", 0)))
+                keep = await self._handle(method, path, headers, body, writer)
+                if not keep or headers.get("connection", "").lower() == "close":
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    async def _write(self, writer, status: int, payload: bytes, extra: dict | None = None):
+        reason = {
+            200: "OK",
+            401: "Unauthorized",
+            429: "Too Many Requests",
+            500: "Internal Server Error",
+            503: "Service Unavailable",
+        }
+        head = f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
+        head += f"content-length: {len(payload)}\r\n"
+        for k, v in (extra or {}).items():
+            head += f"{k}: {v}\r\n"
+        writer.write(head.encode() + b"\r\n" + payload)
+        await writer.drain()
+
+    def _error(self, status: int, message: str) -> bytes:
+        return json.dumps({"error": {"message": message, "type": "injected", "code": status}}).encode()
+
+    async def _forward(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        url = self.upstream.rsplit("/v1", 1)[0] + path
+        async with self.session.request(
+            method, url, data=body or None, headers={"content-type": "application/json"}
+        ) as r:
+            return r.status, await r.read()
+
+    async def _handle(self, method, path, headers, raw: bytes, writer) -> bool:
+        if self.key is not None and headers.get("authorization") != f"Bearer {self.key}":
+            # As providers do, the refusal repeats what it was given: the client must not pass it on.
+            given = headers.get("authorization", "").removeprefix("Bearer ")
+            await self._write(writer, 401, self._error(401, f"Incorrect API key provided: {given}"))
+            return True
+        with self.lock:
+            self.auth_seen[headers.get("authorization", "")[:7]] += 1
+        if method != "POST" or not path.endswith("/chat/completions"):
+            status, payload = await self._forward(method, path, raw)
+            await self._write(writer, status, payload)
+            return True
+        body = json.loads(raw)
+        item = item_of(body)
+        fault = None
+        with self.lock:
+            self.requests[item] += 1
+            now = time.monotonic()
+            if self.limit is not None:
+                while self.admitted and now - self.admitted[0] >= 1.0:
+                    self.admitted.popleft()
+                if len(self.admitted) >= self.limit:
+                    wait = 1.0 - (now - self.admitted[0])
+                    fault = ("rate_limit", wait)
+                else:
+                    self.admitted.append(now)
+            if fault is None and not self.spare(body) and self.rng.random() < self.rate:
+                # Stripping logprobs is a fault only where the request asked for them.
+                kinds = [f for f in self.faults if f != "strip_logprobs" or body.get("logprobs")]
+                fault = (self.rng.choice(kinds), None)
+            if fault is not None:
+                self.injected[fault[0]] += 1
+            self.events.append((now, item, fault[0] if fault else "ok"))
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        kind = fault[0] if fault else None
+        if kind == "rate_limit":
+            hint = {"retry-after": str(max(1, round(fault[1] + 0.5))), "retry-after-ms": str(int(fault[1] * 1000) + 1)}
+            await self._write(writer, 429, self._error(429, "rate limit reached"), hint)
+            return True
+        if kind == "429":
+            await self._write(writer, 429, self._error(429, "rate limit reached"), {"retry-after": self.retry_after})
+            return True
+        if kind in ("500", "503"):
+            await self._write(writer, int(kind), self._error(int(kind), "injected server error"))
+            return True
+        if kind == "timeout":
+            await asyncio.sleep(self.timeout_delay)
+            return False
+        if kind == "drop":
+            writer.transport.abort()
+            return False
+        status, payload = await self._forward(method, path, raw)
+        if status == 200 and kind == "strip_logprobs":
+            data = json.loads(payload)
+            for choice in data.get("choices", []):
+                choice["logprobs"] = None
+            payload = json.dumps(data).encode()
+        if status == 200 and kind == "truncated":  # a complete HTTP answer whose JSON is cut off
+            await self._write(writer, 200, payload[: len(payload) // 2])
+            return True
+        await self._write(writer, status, payload)
+        if status == 200 and kind != "strip_logprobs":
+            with self.lock:
+                self.answered[item] += 1
+        return True

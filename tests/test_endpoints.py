@@ -1,0 +1,422 @@
+"""engine: openai against real servers: vLLM's OpenAI-compatible server on loopback serving the demo
+generator and the demo judge, with a loopback proxy in front that checks the key, injects faults with a
+fixed seed and counts what each item was sent and answered (tests/endpoints.py).
+
+Greedy answers and verdicts through the endpoint are the in-process vLLM engine's; a run whose requests
+fail one in five ends with the clean run's verdicts, each item stored once; a killed run resends only
+what was not stored; a budget stops a run part-way and a larger one finishes it without a repeated
+request; the key reaches no file of the run."""
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+from conftest import Workflow, clean_env, copy_workflow, generate_shard
+from endpoints import CAUSE, FaultProxy, RunningServer, VllmServer, item_of
+from judges import ROOT
+
+from genjudge.cluster.gpu_lease import Lease
+from genjudge.config.experiment import Cell
+from genjudge.config.specs import spec_for
+from genjudge.data.dataset import load_items
+from genjudge.data.shard_files import write_shard
+from genjudge.engine.endpoint.probe import PROBE_TEXT
+from genjudge.stages.judge import run_judge
+from genjudge.store.item_store import ItemStore
+
+pytestmark = [pytest.mark.workflow, pytest.mark.vllm]
+
+GENERATOR = "models/demo-generator"
+JUDGE = "models/demo-judge"
+KEY = "sk-genjudge-test-sentinel-7c1e9b"  # the API key: must reach no file of a run
+N = 44  # the demo's questions
+
+
+def probe_request(body) -> bool:
+    return PROBE_TEXT in json.dumps(body)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """vLLM's OpenAI server for each demo model, started together (about 75 s each on 2 cores).
+    GENJUDGE_TEST_SERVERS=GEN_URL,JUDGE_URL uses servers already running (started as VllmServer
+    starts them), to work on these tests without waiting for them each time."""
+    if os.environ.get("GENJUDGE_TEST_SERVERS"):
+        yield tuple(RunningServer(url) for url in os.environ["GENJUDGE_TEST_SERVERS"].split(","))
+        return
+    logs = tmp_path_factory.mktemp("servers")
+    both = [VllmServer(GENERATOR, logs / "generator.log"), VllmServer(JUDGE, logs / "judge.log")]
+    try:
+        yield tuple(s.wait() for s in both)
+    finally:
+        for s in both:
+            s.stop()
+
+
+@pytest.fixture(scope="module")
+def wf(tmp_path_factory, built_models) -> Workflow:
+    base = tmp_path_factory.mktemp("endpoints")
+    wd = base / "wf"
+    wd.mkdir()
+    copy_workflow(wd)
+    shutil.copytree(built_models, wd / "models")
+    (base / "locks").mkdir()
+    return Workflow(wd, base / "locks")
+
+
+def endpoint(proxy, **extra) -> dict:
+    return {"engine": "openai", "endpoint": {"base_url": proxy.url, **extra}}
+
+
+def study(wf, name, gen_proxy, judge_proxy, *, judge_endpoint=None, gen_endpoint=None, **overrides):
+    """A config of the demo study with the generator and two judges (verdicts written, and logprob
+    verdicts with a prefilled marker) behind the proxies; its own run and item cache."""
+    judge_endpoint = {"api_key_env": "GENJUDGE_TEST_KEY", **(judge_endpoint or {})}
+    gen_endpoint = {"api_key_env": "GENJUDGE_TEST_KEY", **(gen_endpoint or {})}
+    cfg = {
+        "run": name,
+        "shards": 1,
+        "cache_dir": f"results/.cache-{name}",
+        "generator": {"model": GENERATOR, **endpoint(gen_proxy, **gen_endpoint)},
+        "judges": {
+            "written": {"model": JUDGE, **endpoint(judge_proxy, **judge_endpoint)},
+            "logprob": {"model": JUDGE, "verdict": "logprob", **endpoint(judge_proxy, prefill=True, **judge_endpoint)},
+        },
+        **overrides,
+    }
+    return wf.write_config(f"{name}.yaml", **cfg)
+
+
+def run(wf, cfg, key=KEY, check=True, extra=()):
+    return wf.run("--cores", "2", "--configfile", cfg, *extra, env=clean_env(GENJUDGE_TEST_KEY=key), check=check)
+
+
+def raw(wf, name, judge):
+    return pd.read_parquet(wf.results(name) / "judge" / judge / "raw.parquet").sort_values("id", ignore_index=True)
+
+
+def meta(wf, name, judge):
+    return json.loads((wf.results(name) / "judge" / judge / "raw.meta.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def clean(wf, servers):
+    """The study through proxies that inject nothing and accept only the key."""
+    gen, judge = servers
+    proxies = FaultProxy(gen.url, key=KEY), FaultProxy(judge.url, key=KEY)
+    cfg = study(wf, "clean", *proxies)
+    run(wf, cfg)
+    yield cfg, proxies
+    for p in proxies:
+        p.stop()
+
+
+# --- the endpoint's results are the in-process engine's -------------------------------------------
+
+
+FIELDS = {"id": "id", "prompt": "question", "reference": "answer", "category": "category"}
+
+
+def shard_of_demo(tmp_path) -> pd.DataFrame:
+    items = load_items(ROOT / "config/demo/questions.jsonl", FIELDS)
+    write_shard(tmp_path / "0.jsonl", items)
+    return items
+
+
+VLLM = {"engine": "vllm", "dtype": "float32", "vllm": {"enforce_eager": True}}
+
+
+def test_greedy_answers_and_verdicts_equal_the_in_process_vllm_engines(tmp_path, servers):
+    gen, judge = servers
+    shard_of_demo(tmp_path)
+    # The server knows the model by the path it was started with, relative to the repository.
+    ep = spec_for("generator", model=GENERATOR, max_new_tokens=24, **endpoint(gen, api_key_env=None))
+    ours, _ = generate_shard(tmp_path, ep, "ep", "s1")
+    theirs, _ = generate_shard(
+        tmp_path, spec_for("generator", model=str(ROOT / GENERATOR), max_new_tokens=24, **VLLM), "vl", "s2"
+    )
+    cols = ["id", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason"]
+    pd.testing.assert_frame_equal(ours[cols], theirs[cols])
+    assert ours["prompt_sent"].map(lambda p: json.loads(p)[-1]["role"]).eq("user").all()
+
+    gens = tmp_path / "gens.parquet"
+    demo = pd.read_json(ROOT / "config/demo/questions.jsonl", lines=True, dtype=False)
+    demo.rename(columns={"question": "prompt", "answer": "reference"}).merge(
+        theirs[["id", "output", "n_generated_tokens", "finish_reason"]], on="id"
+    ).to_parquet(gens)
+    cells = [Cell("g", "d")]
+    template = ROOT / "config/demo/judge_template.txt"
+
+    def judged(name, **kw):
+        model = JUDGE if kw["engine"] == "openai" else str(ROOT / JUDGE)
+        spec = spec_for("judge", model=model, max_new_tokens=16, **kw)
+        run_judge(
+            cells=cells,
+            generations={("g", "d"): str(gens)},
+            out_path=tmp_path / f"{name}.parquet",
+            meta_path=tmp_path / f"{name}.meta.json",
+            spec=spec,
+            template_path=template,
+            store_dir=tmp_path / f"store-{name}",
+            run="t",
+            lease=Lease([], "none"),
+            log_stream=io.StringIO(),
+        )
+        return pd.read_parquet(tmp_path / f"{name}.parquet"), json.loads((tmp_path / f"{name}.meta.json").read_text())
+
+    a, am = judged("ep", **endpoint(judge, api_key_env=None))
+    b, _ = judged("vl", **VLLM)
+    assert a["judge_output"].tolist() == b["judge_output"].tolist()
+    assert (a["judge_n_prompt_tokens"] == b["judge_n_prompt_tokens"]).all()
+    assert am["engine"] == "openai" and am["endpoint"]["completed"] == N and am["endpoint"]["retries"] == {}
+    lp, lm = judged("lp", verdict="logprob", **endpoint(judge, api_key_env=None, prefill=True))
+    lv, _ = judged("lv", verdict="logprob", **VLLM)
+    assert lp["judge_output"].tolist() == lv["judge_output"].tolist()
+    assert (lp["p_correct"] - lv["p_correct"]).abs().max() < 1e-5
+    assert lm["endpoint"]["probe"]["served_model"] == JUDGE
+
+
+# --- a run through the workflow -------------------------------------------------------------------
+
+
+def test_an_endpoint_study_runs_without_gpus_and_records_what_it_sent(wf, clean):
+    cfg, (gen_proxy, judge_proxy) = clean
+    for judge_name in ("written", "logprob"):
+        judged = pd.read_parquet(wf.results("clean") / "judgments" / f"{judge_name}.parquet")
+        assert len(judged) == N and judged["verdict"].notna().all(), judge_name
+    m = meta(wf, "clean", "logprob")
+    e = m["endpoint"]
+    assert m["engine"] == "openai" and m["gpus"] == [] and m["gpu_source"] == "none"
+    assert e["requests"] == e["completed"] == N and e["retries"] == {} and e["given_up"] == {}
+    assert e["served_models"] == {JUDGE: N} and sum(e["system_fingerprints"].values()) == N
+    # One token per verdict, and the capability probe's one.
+    assert e["base_url"] == judge_proxy.url and e["prompt_tokens"] > 0 and e["completion_tokens"] == N + 1
+    # Every request carried the key; none reached the server without it.
+    assert set(judge_proxy.auth_seen) == {"Bearer "} and set(gen_proxy.auth_seen) == {"Bearer "}
+    gens = pd.read_parquet(wf.results("clean") / "generations" / "demo-generator" / "questions.parquet")
+    assert gens["output"].notna().all() and (gens["n_generated_tokens"] > 0).all()
+    # Nothing to do on a second run: the endpoint is part of the rerun params, the key is not.
+    dry = wf.run("-n", "--configfile", cfg, env=clean_env(GENJUDGE_TEST_KEY="another-key"))
+    assert "Nothing to be done" in dry.stdout
+    # The endpoint's URL is part of each result's key: another URL reruns the endpoint jobs.
+    moved = wf.run(
+        "-n", "--configfile", cfg, "--config", 'generator={"endpoint": {"base_url": "http://127.0.0.1:9/v1"}}'
+    )
+    assert "generate" in moved.stdout and "Nothing to be done" not in moved.stdout
+
+
+def test_endpoint_jobs_import_no_torch(wf, servers, tmp_path):
+    """The whole study, model jobs included, runs with torch and transformers unimportable."""
+    blocked = tmp_path / "blocked"
+    for name in ("torch", "transformers"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is blocked in this test')\n")
+    gen, judge = servers
+    cfg = wf.write_config(
+        "notorch.yaml",
+        run="notorch",
+        shards=1,
+        cache_dir="results/.cache-notorch",
+        generator={"model": GENERATOR, **endpoint(gen)},
+        judge={"model": JUDGE, **endpoint(judge)},
+    )
+    env = clean_env(PYTHONPATH=str(blocked))
+    out = wf.run("--cores", "2", "--configfile", cfg, env=env)
+    assert "is blocked" not in out.stderr
+    assert meta(wf, "notorch", "demo-judge")["endpoint"]["completed"] == N
+
+
+# --- faults, kills, budgets, secrets ----------------------------------------------------------------
+
+
+def stored_keys(store_dir: Path) -> Counter:
+    """How many records each key has in an item store's logs (a second record would be a duplicate)."""
+    counts: Counter = Counter()
+    for log in (store_dir / "logs").glob("*.jsonl"):
+        for line in log.read_text().splitlines()[1:]:
+            if line.strip():
+                counts[json.loads(line)["key"]] += 1
+    return counts
+
+
+def test_one_request_in_five_faulted_ends_with_the_clean_runs_results_each_item_stored_once(wf, servers, clean):
+    gen, judge = servers
+    spare = probe_request
+    gp = FaultProxy(
+        gen.url, rate=0.2, seed=11, timeout_delay=6, spare=spare, faults=[f for f in CAUSE if f != "strip_logprobs"]
+    )
+    jp = FaultProxy(judge.url, rate=0.2, seed=12, timeout_delay=6, spare=spare)
+    try:
+        settings = {"timeout": 4, "max_connections": 8}
+        cfg = study(wf, "faults", gp, jp, judge_endpoint=settings, gen_endpoint=settings)
+        run(wf, cfg)
+    finally:
+        gp.stop()
+        jp.stop()
+    assert sum(jp.injected.values()) >= 10 and len(jp.injected) >= 5, jp.injected
+    for judge_name in ("written", "logprob"):
+        a, b = raw(wf, "faults", judge_name), raw(wf, "clean", judge_name)
+        assert a["judge_output"].tolist() == b["judge_output"].tolist()
+        assert a["p_correct"].fillna(-1).round(9).tolist() == b["p_correct"].fillna(-1).round(9).tolist()
+    a = pd.read_parquet(wf.results("faults") / "generations" / "demo-generator" / "questions.parquet")
+    b = pd.read_parquet(wf.results("clean") / "generations" / "demo-generator" / "questions.parquet")
+    assert a["output"].tolist() == b["output"].tolist()
+    # Each item stored once, and answered in full by the server at most once.
+    for sub in ("judge", "generations"):
+        counts = stored_keys(wf.path / "results" / ".cache-faults" / sub)
+        assert counts and set(counts.values()) == {1}, sub
+    for proxy in (gp, jp):
+        assert max(proxy.answered.values()) == 1
+    # The log and the meta count every retry by its cause: exactly the faults the proxy injected.
+    retries = Counter()
+    for judge_name in ("written", "logprob"):
+        retries.update(meta(wf, "faults", judge_name)["endpoint"]["retries"])
+    assert retries == Counter({CAUSE[f]: n for f, n in jp.injected.items()})
+    gen_meta = json.loads((wf.results("faults") / "generations/demo-generator/questions/0.meta.json").read_text())
+    assert Counter(gen_meta["endpoint"]["retries"]) == Counter({CAUSE[f]: n for f, n in gp.injected.items()})
+    log = (wf.path / "logs" / "faults" / "judge" / "logprob" / "0-of-1.log").read_text()
+    assert log.count("retry in") == sum(meta(wf, "faults", "logprob")["endpoint"]["retries"].values())
+
+
+def ids_of(records: dict) -> set:
+    return {r["id"] for r in records.values()}
+
+
+def test_a_killed_run_resends_only_what_it_had_not_stored(wf, servers, clean):
+    gen, judge = servers
+    _, (gen_clean, _) = clean
+    jp = FaultProxy(judge.url, delay=0.3, spare=probe_request)
+    try:
+        cfg = wf.write_config(
+            "resume.yaml",
+            run="resume",
+            shards=1,
+            cache_dir="results/.cache-resume",
+            generator={"model": GENERATOR, **endpoint(gen)},
+            judge={"model": JUDGE, **endpoint(jp, max_connections=2)},
+        )
+        store = wf.path / "results" / ".cache-resume" / "judge"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(cfg)],
+            cwd=wf.path,
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 600
+        while ItemStore(store, "t").load() is None or len(ItemStore(store, "t").load()) < 10:
+            assert proc.poll() is None and time.monotonic() < deadline, "the judge finished before it could be killed"
+            time.sleep(0.05)
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            if any("judge.py" in part for part in child.cmdline()):
+                child.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=300)
+        first = ItemStore(store, "t").load()
+        assert 10 <= len(first) < N
+        sent_before = set(jp.requests)
+        jp.reset()
+        wf.run("--cores", "2", "--configfile", cfg)
+    finally:
+        jp.stop()
+    rows = raw(wf, "resume", "demo-judge")
+    item = {i: item_of({"messages": json.loads(p)}) for i, p in zip(rows["id"], rows["judge_prompt"])}
+    stored_first = {item[i] for i in ids_of(first)}
+    resent = set(jp.requests) - {k for k in jp.requests if k not in item.values()}  # the probe is no item
+    assert resent and not resent & stored_first
+    assert resent | stored_first == set(item.values()) and len(sent_before) >= len(stored_first)
+    assert max(jp.answered.values()) == 1
+
+
+def test_a_budget_stops_a_run_part_way_and_a_larger_one_finishes_it_without_repeating_a_request(wf, servers, clean):
+    gen, judge = servers
+    jp = FaultProxy(judge.url, spare=probe_request)
+    price = {"input_per_mtok": 100.0, "output_per_mtok": 100.0}
+    base = dict(
+        run="budget", shards=1, cache_dir="results/.cache-budget", generator={"model": GENERATOR, **endpoint(gen)}
+    )
+    try:
+        small = wf.write_config(
+            "budget.yaml",
+            **base,
+            judge={"model": JUDGE, **endpoint(jp, max_connections=1), "price": price, "max_cost_usd": 0.08},
+        )
+        out = run(wf, small, check=False)
+        assert out.returncode == 1
+        m = meta(wf, "budget", "demo-judge")
+        e = m["endpoint"]
+        assert e["budget_stopped"] and 0 < e["completed"] < N and e["not_sent"] == N - e["completed"]
+        assert e["cost_usd"] <= 0.08
+        summary = json.loads((wf.results("budget") / "report" / "summary.json").read_text())
+        (cell,) = summary["failed_cells"]
+        assert cell["errors"][0]["type"] == "BudgetReached" and "max_cost_usd" in cell["errors"][0]["message"]
+        report = (wf.results("budget") / "report" / "report.md").read_text()
+        assert "max_cost_usd reached" in report
+        stored = len(ItemStore(wf.path / "results/.cache-budget/judge", "t").load())
+        assert stored == e["completed"]
+        # The same budget again sends nothing: what the first attempt paid counts against it.
+        again = run(wf, small, check=False)
+        assert again.returncode == 1 and sum(jp.requests.values()) == e["completed"] + 1  # + the probe
+        larger = wf.write_config(
+            "budget.yaml",
+            **base,
+            judge={"model": JUDGE, **endpoint(jp, max_connections=1), "price": price, "max_cost_usd": 1},
+        )
+        run(wf, larger)
+    finally:
+        jp.stop()
+    rows = raw(wf, "budget", "demo-judge")
+    items = {item_of({"messages": json.loads(p)}) for p in rows["judge_prompt"]}
+    assert len(items) == N and all(jp.requests[k] == 1 for k in items)  # each item requested once in all
+    assert sum(jp.requests.values()) == N + 2  # and a capability probe by each run that sent requests
+    done = meta(wf, "budget", "demo-judge")["endpoint"]
+    assert done["completed"] == N - e["completed"] and not done["budget_stopped"]
+    assert done["cost_usd_earlier_attempts"] == pytest.approx(e["cost_usd"], abs=1e-6)
+
+
+def test_the_key_reaches_no_file_of_a_run_nor_an_error(wf, servers, clean, tmp_path):
+    cfg, _ = clean
+    wf.run("--report", "endpoint-report.zip", "--configfile", cfg, env=clean_env(GENJUDGE_TEST_KEY=KEY))
+    hits = []
+    for root in ("results", "logs", ".snakemake"):
+        for path in (wf.path / root).rglob("*"):
+            if path.is_file() and KEY.encode() in path.read_bytes():
+                hits.append(str(path))
+    with zipfile.ZipFile(wf.path / "endpoint-report.zip") as zf:
+        hits += [n for n in zf.namelist() if KEY.encode() in zf.read(n)]
+    assert hits == []
+    # A refused key: the job stops before its requests, naming the variable, and the error holds no key.
+    gen, judge = servers
+    wrong = "sk-wrong-key-4d2a"
+    jp = FaultProxy(judge.url, key=KEY)
+    try:
+        bad = wf.write_config(
+            "badkey.yaml",
+            run="badkey",
+            shards=1,
+            cache_dir="results/.cache-clean",
+            generator={"model": GENERATOR, **endpoint(gen)},
+            judge={"model": JUDGE, **endpoint(jp, api_key_env="GENJUDGE_TEST_KEY")},
+        )
+        out = run(wf, bad, key=wrong, check=False)
+    finally:
+        jp.stop()
+    assert out.returncode == 1
+    summary = json.loads((wf.results("badkey") / "report" / "summary.json").read_text())
+    message = summary["failed_cells"][0]["errors"][0]["message"]
+    assert "endpoint.api_key_env" in message and "GENJUDGE_TEST_KEY" in message
+    for root in ("results/badkey", "logs/badkey"):
+        for path in (wf.path / root).rglob("*"):
+            assert not path.is_file() or wrong.encode() not in path.read_bytes(), path
+    assert wrong not in out.stdout + out.stderr
