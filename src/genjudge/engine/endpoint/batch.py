@@ -4,19 +4,30 @@ Each file holds at most 50,000 request lines and 200 MB, one line per item with 
 `custom_id`; results come back in any order within the 24 h window and are matched by it. Each
 result is stored the moment its file is read.
 
-Nothing is sent twice. Before a file is submitted, the job's state file (beside its item store) says
-so with the uploaded file's id; once the batch exists, its id. A killed or requeued job reads its
-state and polls the batches it finds there (and adopts a batch created from its uploaded file whose
-id it did not live to write, found by listing the provider's batches) instead of submitting again.
-Lines that failed or that the window left undone go into the next file, up to `max_attempts` files
-an item; the budget reserves each line's worst case before its file is submitted.
+Nothing is sent twice. Each uploaded file has a state file of its own in the item store's `batches/`
+(`<input file id>.json`: its custom_ids, then its batch's id), written before the batch is created
+and again once its id is known; a batch read to the end moves to `batches/done/`. A killed or
+requeued job polls the batches it finds there that hold any of its items (and adopts a batch created
+from its uploaded file whose id it did not live to write, found among the provider's batches by that
+file) instead of submitting again. A file of its own per upload means that jobs sharing the store
+(two judges of a run, one writer name) never overwrite each other's state.
+
+Lines that failed, or that the window left undone (OpenAI writes them to the error file as
+`batch_expired`; some providers leave them out), go into the next file, up to `max_attempts` files an
+item; the budget reserves each line's worst case before its file is submitted. The provider's own
+answers are retried as the direct requests' are (timeouts, dropped connections, 429 and 5xx) up to
+`max_wait` seconds in a row; a refusal (another 4xx) stops the job with the provider's message, its
+batches' state kept for the rerun.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
+import re
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from genjudge.engine.endpoint import policy
@@ -32,6 +43,11 @@ MAX_BYTES = 200 * 1000 * 1000
 WINDOW = "24h"
 FINAL = {"completed", "failed", "expired", "cancelled"}
 URL = "/v1/chat/completions"
+# An error file's line without a response: its code as the retry's cause in the log and the meta.
+UNDONE = {"batch_expired": "expired", "batch_cancelled": "cancelled"}
+# Adopting a batch: the provider lists newest first; batches created this long before the file's
+# upload (clock skew between here and the provider) cannot be its batch.
+ADOPT_SKEW = 3600
 
 
 class BatchSender:
@@ -45,21 +61,54 @@ class BatchSender:
         self.names = names
         self.desc = desc
         self.keys = keys  # each body's item key: its custom_id
-        self.state_path = Path(store.directory) / "batches" / f"{store.writer}.json"
+        self.state_dir = Path(store.directory) / "batches"
+        self.writer = store.writer
         self.report = Report()
-        self.report.batches = []
+        self.report.batches = []  # ids of the batches this attempt submitted or polled
+        self.rng = random.Random(0)
 
-    # --- state ------------------------------------------------------------------------------------
+    # --- state: one file per uploaded file ----------------------------------------------------------
 
-    def _load(self) -> dict:
+    def _entries(self, index: dict) -> list[dict]:
+        """The batch files of earlier attempts, not yet read to the end, that hold any of these items."""
+        found = []
+        for path in sorted(self.state_dir.glob("*.json")):
+            try:
+                entry = json.loads(path.read_text())
+            except FileNotFoundError:  # read to the end by another job meanwhile
+                continue
+            if "input_file_id" in entry and any(c in index for c in entry["custom_ids"]):
+                found.append(entry)
+        return sorted(found, key=lambda e: e["submitted_at"])
+
+    def _path(self, entry: dict) -> Path:
+        return self.state_dir / (re.sub(r"[^A-Za-z0-9_.-]", "_", entry["input_file_id"]) + ".json")
+
+    def _save(self, entry: dict) -> None:
+        path = self._path(entry)
+        if entry.get("finished"):
+            atomic.write_text(path.parent / "done" / path.name, json.dumps(entry, indent=1))
+            path.unlink(missing_ok=True)
+        else:
+            atomic.write_text(path, json.dumps(entry, indent=1))
+
+    # --- the provider's answers -----------------------------------------------------------------------
+
+    @contextmanager
+    def _api(self):
+        """The batch and file calls' errors as the policy's: Retry, Refused (or TooLong)."""
+        import openai
+
         try:
-            return json.loads(self.state_path.read_text())
-        except FileNotFoundError:
-            return {"batches": []}
-
-    def _save(self, state: dict) -> None:
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(self.state_path, json.dumps(state, indent=1))
+            yield
+        except openai.APIStatusError as exc:
+            raise policy.classify(exc.status_code, str(exc.message), exc.response.headers) from None
+        except openai.APITimeoutError:
+            raise policy.Retry("timeout") from None
+        except openai.APIConnectionError as exc:
+            raise policy.Retry("connection", str(exc)) from None
+        except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+            raise policy.Retry("truncated", str(exc)[:200]) from None
 
     # --- running ----------------------------------------------------------------------------------
 
@@ -72,42 +121,77 @@ class BatchSender:
         self.client = OpenAI(base_url=self.endpoint.base_url, api_key=key, max_retries=0, timeout=self.endpoint.timeout)
         self.secrets = [key]
         index = {k: j for j, k in enumerate(self.keys)}
-        tries = dict.fromkeys(range(len(bodies)), 0)
-        state = self._load()
+        self.tries = dict.fromkeys(range(len(bodies)), 0)
         pending = set(range(len(bodies)))  # no result yet
         # Batches an earlier attempt submitted: polled, never submitted again.
-        for b in state["batches"]:
-            if not b.get("finished"):
-                for cid in b["custom_ids"]:
-                    if cid in index:
-                        tries[index[cid]] += 1
+        live = self._entries(index)
+        for entry in live:
+            self._count(entry, index, +1)
+            log.info(
+                "%s: batch %s (file %s) of an earlier attempt holds %d of these items: polling it",
+                self.desc,
+                entry.get("id", "not yet known"),
+                entry["input_file_id"],
+                sum(c in index for c in entry["custom_ids"]),
+            )
+        failures, waited = 0, 0.0  # the provider's failed answers in a row, and the wait they cost
         while pending:
-            live = [b for b in state["batches"] if not b.get("finished")]
-            covered = {index[c] for b in live for c in b["custom_ids"] if c in index}
-            fresh = sorted(j for j in pending - covered if tries[j] < self.endpoint.max_attempts)
-            gave_up = sorted(j for j in pending - covered if tries[j] >= self.endpoint.max_attempts)
-            for j in gave_up:
-                pending.discard(j)
-                self.report.failed[j] = f"gave up after {tries[j]} batch files without a result"
-                self.report.given_up["batch"] += 1
-            if fresh and not self.budget.stopped:
-                for chunk in self._chunks(fresh, bodies):
-                    submitted = self._submit(state, chunk, bodies)
-                    for j in submitted:
-                        tries[j] += 1
-                    if len(submitted) < len(chunk):
-                        break
-            live = [b for b in state["batches"] if not b.get("finished")]
-            if not live:
-                for j in sorted(pending):
-                    self.report.unsent.append(j)
+            try:
+                going = self._step(live, index, bodies, pending)
+                failures, waited = 0, 0.0
+            except policy.Retry as exc:
+                wait = policy.wait_for(exc, failures, self.rng)
+                message = redact(str(exc), self.secrets)[:300]
+                if waited + wait > self.endpoint.max_wait:
+                    raise RuntimeError(
+                        f"{self.desc}: the batch API at {self.endpoint.url} kept failing for {waited:.0f} s "
+                        f"(endpoint.max_wait {self.endpoint.max_wait:g} s): last {message}; the batches' "
+                        f"state is kept, a rerun polls them"
+                    ) from None
+                failures += 1
+                waited += wait
+                self.report.wait_seconds += wait
+                log.warning("%s: the batch API failed (%s); again in %.1f s", self.desc, message, wait)
+                time.sleep(wait)
+                continue
+            except (policy.Refused, policy.TooLong) as exc:
+                self.report.refused = redact(str(exc), self.secrets)
+                log.error("%s: the batch API refused: %s; nothing more is sent", self.desc, self.report.refused)
+                self.report.unsent.extend(sorted(pending))
                 break
-            for b in live:
-                self._poll(state, b, index, bodies, pending)
-            if any(not b.get("finished") for b in state["batches"]):
+            if not going:  # nothing submitted and nothing to poll: the budget stopped it
+                self.report.unsent.extend(sorted(pending))
+                break
+            if pending and live:  # else the lines left go into the next file at once
                 time.sleep(self.endpoint.batch_poll_seconds)
         self.report.seconds = time.monotonic() - t0
         return self.report
+
+    def _count(self, entry: dict, index: dict, step: int) -> None:
+        for cid in entry["custom_ids"]:
+            if cid in index:
+                self.tries[index[cid]] += step
+
+    def _step(self, live: list, index: dict, bodies: list[dict], pending: set) -> bool:
+        """Submit what no batch holds, then look at each live batch once; False where none was live."""
+        covered = {index[c] for e in live for c in e["custom_ids"] if c in index}
+        fresh = sorted(j for j in pending - covered if self.tries[j] < self.endpoint.max_attempts)
+        for j in sorted(pending - covered):
+            if self.tries[j] >= self.endpoint.max_attempts:
+                pending.discard(j)
+                self.report.failed[j] = f"gave up after {self.tries[j]} batch files without a result"
+                self.report.given_up["batch"] += 1
+        if fresh and not self.budget.stopped:
+            for chunk in self._chunks(fresh, bodies):
+                if len(self._submit(live, chunk, bodies, index)) < len(chunk):
+                    break
+        if not live:
+            return False
+        for entry in list(live):
+            self._poll(entry, index, bodies, pending)
+            if entry.get("finished"):
+                live.remove(entry)
+        return True
 
     def _chunks(self, todo: list[int], bodies: list[dict]):
         chunk, size = [], 0
@@ -126,7 +210,7 @@ class BatchSender:
             {"custom_id": self.keys[j], "method": "POST", "url": URL, "body": bodies[j]}, ensure_ascii=False
         )
 
-    def _submit(self, state: dict, chunk: list[int], bodies: list[dict]) -> list[int]:
+    def _submit(self, live: list, chunk: list[int], bodies: list[dict], index: dict) -> list[int]:
         """Upload and submit one file of `chunk`'s requests (those the budget allows); the indices sent."""
         allowed = []
         for j in chunk:
@@ -139,13 +223,28 @@ class BatchSender:
         if not allowed:
             return []
         data = "".join(self._line(j, bodies) + "\n" for j in allowed).encode()
-        upload = self.client.files.create(file=("requests.jsonl", data), purpose="batch")
-        entry = {"input_file_id": upload.id, "custom_ids": [self.keys[j] for j in allowed], "submitted_at": time.time()}
-        state["batches"].append(entry)
-        self._save(state)  # before the batch exists: a restart finds it by its input file
-        batch = self.client.batches.create(input_file_id=upload.id, endpoint=URL, completion_window=WINDOW)
+        try:
+            with self._api():
+                upload = self.client.files.create(file=("requests.jsonl", data), purpose="batch")
+        except BaseException:
+            for j in allowed:
+                self.budget.release(("batch", j))
+            raise
+        entry = {
+            "input_file_id": upload.id,
+            "custom_ids": [self.keys[j] for j in allowed],
+            "submitted_at": time.time(),
+            "endpoint": self.endpoint.url,
+            "job": self.writer,
+        }
+        # Before the batch exists: a restart (or this job, if the answer is lost) finds it by its file.
+        self._save(entry)
+        live.append(entry)
+        self._count(entry, index, +1)
+        with self._api():
+            batch = self.client.batches.create(input_file_id=upload.id, endpoint=URL, completion_window=WINDOW)
         entry["id"] = batch.id
-        self._save(state)
+        self._save(entry)
         self.report.requests += len(allowed)
         self.report.batches.append(batch.id)
         log.info("%s: submitted batch %s with %d requests (file %s)", self.desc, batch.id, len(allowed), upload.id)
@@ -153,22 +252,43 @@ class BatchSender:
 
     def _adopt(self, entry: dict) -> bool:
         """The batch of an uploaded file whose id the state lacks (killed between the two), if one exists."""
-        for batch in self.client.batches.list(limit=100):
-            if batch.input_file_id == entry["input_file_id"]:
-                entry["id"] = batch.id
-                return True
+        since = entry["submitted_at"] - ADOPT_SKEW
+        with self._api():
+            for batch in self.client.batches.list(limit=100):  # newest first, page after page
+                if batch.input_file_id == entry["input_file_id"]:
+                    entry["id"] = batch.id
+                    self._save(entry)
+                    log.info(
+                        "%s: found batch %s of file %s among the provider's batches (its id was never recorded)",
+                        self.desc,
+                        batch.id,
+                        entry["input_file_id"],
+                    )
+                    return True
+                if batch.created_at < since:
+                    break
         return False
 
-    def _poll(self, state: dict, entry: dict, index: dict, bodies: list[dict], pending: set) -> None:
+    def _release(self, entry: dict, index: dict) -> None:
+        for cid in entry["custom_ids"]:
+            if cid in index:
+                self.budget.release(("batch", index[cid]))
+
+    def _poll(self, entry: dict, index: dict, bodies: list[dict], pending: set) -> None:
         if "id" not in entry and not self._adopt(entry):
+            log.info(
+                "%s: file %s was never submitted; its lines go into the next file", self.desc, entry["input_file_id"]
+            )
             entry["finished"] = True  # never submitted: its lines go into the next file
             entry["status"] = "not submitted"
-            self._save(state)
-            for cid in entry["custom_ids"]:
-                if cid in index:
-                    self.budget.release(("batch", index[cid]))
+            self._save(entry)
+            self._release(entry, index)
+            self._count(entry, index, -1)
             return
-        batch = self.client.batches.retrieve(entry["id"])
+        if entry["id"] not in self.report.batches:
+            self.report.batches.append(entry["id"])
+        with self._api():
+            batch = self.client.batches.retrieve(entry["id"])
         if batch.status not in FINAL:
             counts = batch.request_counts
             log.info(
@@ -180,6 +300,9 @@ class BatchSender:
                 getattr(counts, "total", "?"),
             )
             return
+        if batch.status == "failed":
+            errors = [e.model_dump(exclude_none=True) for e in (batch.errors.data or [])] if batch.errors else []
+            log.warning("%s: batch %s failed: %s", self.desc, entry["id"], json.dumps(errors)[:2000])
         seen = set()
         for line in self._lines(batch.output_file_id) + self._lines(batch.error_file_id):
             cid = line.get("custom_id")
@@ -188,50 +311,60 @@ class BatchSender:
             seen.add(cid)
             j = index[cid]
             self.budget.release(("batch", j))
-            response = line.get("response") or {}
-            if j not in pending:
+            if j not in pending:  # stored already (read before a failure of the provider's answers)
                 continue
-            status = response.get("status_code")
-            if status == 200 and not line.get("error"):
-                try:
-                    res = result(response.get("body") or {}, self.verdict, self.endpoint.prefill)
-                except Incomplete as exc:
-                    self.report.retries["incomplete"] += 1
-                    log.info("%s: item %r: %s; into the next file", self.desc, self.names[j], exc)
-                    continue
-                res["cost_usd"] = self.budget.paid(
-                    ("batch", j), bodies[j], res["n_prompt_tokens"], res["completion_tokens"]
-                )
-                res["attempts"] = 1
-                res["batch_id"] = entry["id"]
-                self.report.served_models[res.get("served_model")] += 1
-                self.report.fingerprints[res.get("system_fingerprint")] += 1
-                self.on_result(j, res)
-                self.report.done += 1
-                pending.discard(j)
-                continue
-            message = json.dumps(line.get("error") or (response.get("body") or {}).get("error") or response)[:500]
-            err = policy.classify(int(status or 500), message, None)
-            if isinstance(err, policy.TooLong):
-                self.report.too_long[j] = message
-                pending.discard(j)
-            elif isinstance(err, policy.Refused) and err.status in (400, 404, 422):
-                self.report.failed[j] = redact(str(err), self.secrets)
-                self.report.given_up[str(err.status)] += 1
-                pending.discard(j)
-            else:
-                self.report.retries[str(status or "error")] += 1
+            self._line_result(entry, j, line, bodies, pending)
         for cid in entry["custom_ids"]:
             if cid in index and cid not in seen:
                 self.budget.release(("batch", index[cid]))
-                self.report.retries[batch.status] += 1  # expired (or the batch failed): into the next file
+                if index[cid] in pending:
+                    self.report.retries[batch.status] += 1  # left out (expired, or the batch failed): next file
         entry["finished"] = True
         entry["status"] = batch.status
-        self._save(state)
+        self._save(entry)
         log.info("%s: batch %s %s: %d results read", self.desc, entry["id"], batch.status, len(seen))
+
+    def _line_result(self, entry: dict, j: int, line: dict, bodies: list[dict], pending: set) -> None:
+        """One line of an output or error file: stored, or retried, or given up."""
+        response = line.get("response") or {}
+        status = response.get("status_code")
+        if not response and line.get("error"):  # no answer at all: the window or a cancel left it undone
+            code = line["error"].get("code")
+            self.report.retries[UNDONE.get(code, code or "error")] += 1
+            return
+        if status == 200 and not line.get("error"):
+            try:
+                res = result(response.get("body") or {}, self.verdict, self.endpoint.prefill)
+            except Incomplete as exc:
+                self.report.retries["incomplete"] += 1
+                log.info("%s: item %r: %s; into the next file", self.desc, self.names[j], exc)
+                return
+            res["cost_usd"] = self.budget.paid(
+                ("batch", j), bodies[j], res["n_prompt_tokens"], res["completion_tokens"]
+            )
+            res["attempts"] = self.tries[j]
+            res["batch_id"] = entry["id"]
+            self.report.served_models[res.get("served_model")] += 1
+            self.report.fingerprints[res.get("system_fingerprint")] += 1
+            self.on_result(j, res)
+            self.report.done += 1
+            pending.discard(j)
+            return
+        message = json.dumps(line.get("error") or (response.get("body") or {}).get("error") or response)[:500]
+        err = policy.classify(int(status or 500), message, None)
+        if isinstance(err, policy.TooLong):
+            self.report.too_long[j] = message
+            pending.discard(j)
+        elif isinstance(err, policy.Refused) and err.status in (400, 404, 422):
+            self.report.failed[j] = redact(str(err), self.secrets)
+            self.report.given_up[str(err.status)] += 1
+            pending.discard(j)
+        else:
+            self.report.retries[str(status or "error")] += 1
 
     def _lines(self, file_id: str | None) -> list[dict]:
         if not file_id:
             return []
-        text = self.client.files.content(file_id).text
+        with self._api():
+            text = self.client.files.content(file_id).text
         return [json.loads(line) for line in text.splitlines() if line.strip()]

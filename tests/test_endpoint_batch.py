@@ -1,0 +1,258 @@
+"""engine: openai with `endpoint.batch: true`: a judge's requests as the provider's batch files, through
+the real snakemake command line, against a loopback stand-in of the provider's file and batch
+endpoints whose lines the real vLLM server answers (tests/batch_standin.py).
+
+A batched judge gives the verdicts of the same judge's direct requests, at the batch discount; lines the
+window left undone or that failed go into the next file and end with results, each item stored once; a
+judge killed while its batch runs, or before it learnt its batch's id, polls that batch on the rerun
+and never uploads or submits again."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+from batch_standin import BatchStandIn
+from conftest import Workflow, clean_env, copy_workflow
+from endpoints import RunningServer, VllmServer
+
+pytestmark = [pytest.mark.workflow, pytest.mark.vllm]
+
+JUDGE = "models/demo-judge"
+N = 44  # the demo's questions
+PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}  # batch_discount: the schema's 0.5
+POLL = 0.2  # endpoint.batch_poll_seconds
+CACHE = "results/.cache-batch"
+
+
+@pytest.fixture(scope="module")
+def judge_server(tmp_path_factory):
+    """vLLM's OpenAI server for the demo judge (about 75 s to start on 2 cores); with
+    GENJUDGE_TEST_SERVERS=GEN_URL,JUDGE_URL the judge's server already running."""
+    if os.environ.get("GENJUDGE_TEST_SERVERS"):
+        yield RunningServer(os.environ["GENJUDGE_TEST_SERVERS"].split(",")[1])
+        return
+    server = VllmServer(JUDGE, tmp_path_factory.mktemp("server") / "judge.log")
+    try:
+        yield server.wait()
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def wf(tmp_path_factory, built_models) -> Workflow:
+    base = tmp_path_factory.mktemp("endpoint-batch")
+    wd = base / "wf"
+    wd.mkdir()
+    copy_workflow(wd)
+    shutil.copytree(built_models, wd / "models")
+    (base / "locks").mkdir()
+    return Workflow(wd, base / "locks")
+
+
+def judge(url: str, **endpoint) -> dict:
+    return {"model": JUDGE, "engine": "openai", "price": PRICE, "endpoint": {"base_url": url, **endpoint}}
+
+
+def batched(standin: BatchStandIn) -> dict:
+    return judge(standin.url, batch=True, batch_poll_seconds=POLL)
+
+
+def config(wf: Workflow, run: str, judges: dict) -> Path:
+    """The demo study (its generator in process) with `judges`; one item cache for every run here."""
+    return wf.write_config(f"{run}.yaml", run=run, shards=1, cache_dir=CACHE, judges=judges)
+
+
+def raw(wf, run, name) -> pd.DataFrame:
+    return pd.read_parquet(wf.results(run) / "judge" / name / "raw.parquet").sort_values("id", ignore_index=True)
+
+
+def meta(wf, run, name) -> dict:
+    return json.loads((wf.results(run) / "judge" / name / "raw.meta.json").read_text())
+
+
+def stored(wf) -> tuple[Counter, dict]:
+    """(records per key, the last record of each key) in the judges' item store logs."""
+    counts, records = Counter(), {}
+    for log in (wf.path / CACHE / "judge" / "logs").glob("*.jsonl"):
+        for line in log.read_text().splitlines()[1:]:
+            if line.strip():
+                rec = json.loads(line)
+                counts[rec["key"]] += 1
+                records[rec["key"]] = rec
+    return counts, records
+
+
+@pytest.fixture(scope="module")
+def study(wf, judge_server):
+    """One run: the demo judge asked directly, and the same judge through batch files, where the
+    stand-in lets a quarter of the lines expire and fails a tenth with a 500 (drawn with a seed) and
+    writes its results in shuffled order."""
+    standin = BatchStandIn(judge_server.url, expire=0.25, fail=0.1, seed=3, shuffle=True)
+    try:
+        cfg = config(wf, "batch", {"direct": judge(judge_server.url), "batched": batched(standin)})
+        t0 = time.monotonic()
+        wf.run("--cores", "2", "--configfile", cfg, env=clean_env())
+        standin.seconds = time.monotonic() - t0
+        yield standin
+    finally:
+        standin.stop()
+
+
+# --- results ----------------------------------------------------------------------------------------
+
+
+def test_batched_verdicts_equal_the_same_judges_direct_ones(wf, study):
+    a, b = raw(wf, "batch", "batched"), raw(wf, "batch", "direct")
+    assert len(a) == N and a["judge_output"].notna().all()
+    assert a["id"].tolist() == b["id"].tolist()
+    assert a["judge_output"].tolist() == b["judge_output"].tolist()
+    assert a["judge_n_prompt_tokens"].tolist() == b["judge_n_prompt_tokens"].tolist()
+    assert meta(wf, "batch", "batched")["endpoint"]["batch"] is True
+    assert meta(wf, "batch", "direct")["endpoint"]["batch"] is False
+    # The direct judge sent no batch; the batched one sent its items only in batch files.
+    assert study.direct and sum(study.direct.values()) == 1  # the capability probe, nothing else
+
+
+def test_expired_and_failed_lines_go_into_the_next_batch_and_each_item_is_stored_once(wf, study):
+    retried = study.expired | study.failed
+    assert study.expired and study.failed, "the seed drew no expired or no failed line"
+    first, second = study.created_ids()  # two batches, no third
+    assert study.status(first) == "expired" and study.status(second) == "completed"
+    assert study.uploads == 2 and study.creations == 2
+    assert set(study.lines_of[second]) == retried
+    assert len(study.batched_lines) == N
+    assert all(n == (2 if c in retried else 1) for c, n in study.batched_lines.items())
+    assert study.uploaded_lines == study.batched_lines  # every uploaded file became one batch
+
+    e = meta(wf, "batch", "batched")["endpoint"]
+    assert e["batches"] == [first, second]
+    assert e["completed"] == N and e["requests"] == N + len(retried) and e["given_up"] == {}
+    assert e["retries"] == {"expired": len(study.expired), "500": len(study.failed)}
+
+    counts, records = stored(wf)
+    mine = {k: r for k, r in records.items() if k in study.batched_lines}  # custom_id: the item's key
+    assert len(mine) == N and all(counts[k] == 1 for k in mine)
+    assert {r["batch_id"] for k, r in mine.items() if k in retried} == {second}
+    assert {r["batch_id"] for k, r in mine.items() if k not in retried} == {first}
+
+
+def test_batched_requests_cost_the_batch_discount(wf, study):
+    _, records = stored(wf)
+    batch_cost = {r["id"]: r["cost_usd"] for k, r in records.items() if k in study.batched_lines}
+    direct_cost = {r["id"]: r["cost_usd"] for k, r in records.items() if k not in study.batched_lines}
+    assert len(batch_cost) == len(direct_cost) == N
+    for i, cost in direct_cost.items():
+        assert cost > 0 and batch_cost[i] == pytest.approx(0.5 * cost, rel=1e-9)
+    a, b = meta(wf, "batch", "batched")["endpoint"], meta(wf, "batch", "direct")["endpoint"]
+    assert a["prompt_tokens"] == b["prompt_tokens"] and a["completion_tokens"] == b["completion_tokens"]
+    assert sum(batch_cost.values()) <= a["cost_usd"] < b["cost_usd"]
+
+
+# --- kill and rerun -------------------------------------------------------------------------------------
+
+
+def wait_until(cond, what: str, proc=None, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the workflow ended before {what}")
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.05)
+
+
+def start(wf, cfg, log: Path) -> subprocess.Popen:
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(cfg)],
+            cwd=wf.path,
+            env=clean_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def kill_jobs(proc, script: str) -> int:
+    """SIGKILL every job process of the workflow that runs `script`; how many."""
+    killed = 0
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        try:
+            if any(script in part for part in child.cmdline()):
+                child.send_signal(signal.SIGKILL)
+                killed += 1
+        except psutil.NoSuchProcess:
+            continue
+    return killed
+
+
+def test_a_killed_batch_job_polls_its_batches_again_and_never_resubmits(wf, judge_server, study, tmp_path):
+    """Two batched judges killed at once: one while its batch runs (its id recorded), one before the
+    provider's answer to its submission arrived (its batch exists, its id was never recorded: found
+    again among the provider's batches by its uploaded file). The second's provider leaves the lines
+    its window did not reach out of both result files, as some providers do: they go into a new file."""
+    held = BatchStandIn(judge_server.url, hold=True, seed=5)
+    unseen = BatchStandIn(judge_server.url, hold=True, hold_create=True, expire=0.2, expired_lines="missing", seed=6)
+    try:
+        cfg = config(wf, "killed", {"held": batched(held), "unseen": batched(unseen)})
+        proc = start(wf, cfg, tmp_path / "first.log")
+        try:
+            # Polled once: the job holds the batch's id. Created: the job waits for the answer.
+            wait_until(lambda: sum(held.retrieved.values()) >= 1 and unseen.creations == 1, "both batches exist", proc)
+            assert kill_jobs(proc, "judge.py") == 2
+            proc.wait(300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode != 0
+        (held_id,), (unseen_id,) = held.created_ids(), unseen.created_ids()
+        assert held.status(held_id) == unseen.status(unseen_id) == "in_progress"
+        looked = held.retrieved[held_id]
+
+        proc = start(wf, cfg, tmp_path / "rerun.log")
+        try:
+            wait_until(
+                lambda: held.retrieved[held_id] > looked and unseen.retrieved[unseen_id] > 0,
+                "the rerun polls both batches",
+                proc,
+            )
+            assert held.status(held_id) == unseen.status(unseen_id) == "in_progress"
+            held.release()
+            unseen.release()
+            proc.wait(300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, (tmp_path / "rerun.log").read_text()[-4000:]
+    finally:
+        held.stop()
+        unseen.stop()
+
+    direct = raw(wf, "batch", "direct")["judge_output"].tolist()
+    # One upload and one batch in all: the rerun polled the batch and submitted nothing.
+    assert held.uploads == 1 and held.creations == 1
+    assert len(held.batched_lines) == N and set(held.batched_lines.values()) == {1}
+    e = meta(wf, "killed", "held")["endpoint"]
+    assert e["batches"] == [held_id] and e["requests"] == 0 and e["completed"] == N and e["retries"] == {}
+    assert raw(wf, "killed", "held")["judge_output"].tolist() == direct
+    # The adopted batch was polled, not resubmitted: the second file holds only the lines it left undone.
+    assert unseen.listed >= 1 and unseen.expired
+    assert unseen.status(unseen_id) == "expired"
+    assert unseen.uploads == 2 and unseen.creations == 2
+    first, second = unseen.created_ids()
+    assert first == unseen_id and set(unseen.lines_of[second]) == unseen.expired
+    assert len(unseen.batched_lines) == N
+    assert all(n == (2 if c in unseen.expired else 1) for c, n in unseen.batched_lines.items())
+    e = meta(wf, "killed", "unseen")["endpoint"]
+    assert e["batches"] == [unseen_id, second] and e["completed"] == N
+    assert e["requests"] == len(unseen.expired) and e["retries"] == {"expired": len(unseen.expired)}
+    assert raw(wf, "killed", "unseen")["judge_output"].tolist() == direct
+    counts, _ = stored(wf)
+    assert all(counts[k] == 1 for k in {*held.batched_lines, *unseen.batched_lines})
