@@ -622,8 +622,11 @@ def human_agreement(df: pd.DataFrame, labels: pd.DataFrame, mode: str) -> dict:
     lab = labels.rename(columns={"label": "human"})
     joined = df.merge(lab, on=keys, how="inner")
     parsed = joined[joined["verdict"].notna()]
+    # the share labelled is of the answers of the generators and datasets the labels name
+    scope = df[df["generator"].isin(set(labels["generator"])) & df["dataset"].isin(set(labels["dataset"]))]
     out = {
-        "n_items": len(df),
+        "n_items": len(scope[["generator", "dataset", "opponent", "id"]].astype(str).drop_duplicates()),
+        "n_answers": len(scope),
         "n_labelled": len(joined),
         "n_judged": len(parsed),
         "n_unparsed": len(joined) - len(parsed),
@@ -735,8 +738,9 @@ def expected(config: dict, judgments: dict, strengths: dict, labels: dict | None
     figs = list(cells.values())
     n, judged = sum(f["n_answers"] for f in figs), sum(f["n_judged"] for f in figs)
     cut = sum(f["n_truncated"] for f in figs)
+    items = {(str(d), str(i)) for df in kept.values() for d, i in zip(df["dataset"], df["id"])}
     run = {
-        "n_items": sum(f["n_items"] for f in figs),
+        "n_items": len(items) if len(cells) > 1 else sum(f["n_items"] for f in figs),
         "n_answers": n,
         "n_judged": judged,
         "n_unparsed": n - judged,

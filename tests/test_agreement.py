@@ -516,3 +516,19 @@ def test_a_labels_error_at_report_time_names_the_key_as_written(tmp_path):
     df = judged(["correct", "incorrect"])
     with pytest.raises(InputError, match=r"^judges\.only\.labels: "):
         summarise_validity(resolve(cfg), cfg, {"only": df})
+
+
+def test_labels_of_one_generator_are_a_share_of_its_answers_not_of_every_generators(tmp_path):
+    """3 labels of generator a's 4 answers, in a judge that grades a and b: 3 of 4 answers, of generator a."""
+    from genjudge.judging.headline import labelled_text
+    from genjudge.stages.validity import label_agreement
+
+    mode = modes.get("reference")
+    df = pd.concat([judged(["correct"] * 4, generator="a"), judged(["correct"] * 4, generator="b")], ignore_index=True)
+    section = write_labels(tmp_path / "l.jsonl", [{"id": f"q{i}", "gen": "a", "label": "correct"} for i in range(3)])
+    section["fields"]["generator"] = "gen"
+    h = label_agreement(df, section, mode, "judge.labels")
+    assert (h["n_labelled"], h["n_answers"], h["n_items"]) == (3, 4, 4)
+    assert labelled_text(h) == "3 of 4 answers (75.0%) of generator a"
+    everyone = label_agreement(df, write_labels(tmp_path / "all.jsonl", [{"id": "q0", "label": "correct"}]), mode, "x")
+    assert labelled_text(everyone) == "2 of 8 answers (25.0%)"  # a label naming no generator: every answer of q0

@@ -63,6 +63,14 @@ def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workf
     }
     md = (res / "report" / "report.md").read_text()
     assert "## Leaderboard" in md and "| terse | small | demo-judge |" in md
+    # A first run resumes nothing: `small` repeats questions of `questions`, so its identical requests are
+    # shared with the first one asked in this run (generation and judge alike), never "resumed".
+    gen_metas = workflow.metas("exp")
+    assert all(m["resumed_items"] == 0 for m in gen_metas) and sum(m["shared_items"] for m in gen_metas) > 0
+    assert meta["resumed_items"] == 0 and all(c["resumed"] == 0 for c in meta["cells"].values())
+    assert sum(c["shared"] for c in meta["cells"].values()) > 0
+    assert all(c["shared"] + c["computed"] <= c["requests"] for c in meta["cells"].values())
+    assert "| from an earlier run | shared in this run | computed |" in md
     # A third generator: only its answers are generated, and only its new judge prompts computed.
     three = {**two, "plain": {"use_chat_template": False}}
     cfg3 = experiment(workflow, "exp", three, shards=1)
@@ -88,6 +96,10 @@ def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workf
         "demo/small": 0,
         "terse/small": 0,
     }
+    # Their verdicts came from the first run's records: resumed, each counted once, in the cells and the total.
+    old = {k: v for k, v in meta["cells"].items() if not k.startswith("plain")}
+    assert all(v["resumed"] == v["requests"] > 0 and v["shared"] == 0 for v in old.values())
+    assert meta["resumed_items"] >= sum(v["resumed"] for v in old.values())
     s = json.loads((res / "report" / "summary.json").read_text())
     assert len(s["leaderboard"]) == 6
 

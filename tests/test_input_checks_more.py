@@ -254,3 +254,19 @@ def test_a_baseline_file_with_numeric_ids_says_so(tmp_path):
     judge = {"mode": "pairwise", "template": None, "baseline": str(base)}
     with pytest.raises(InputError, match=r"e\.g\. \['1'\] \(its ids are int64, the items' are text\)"):
         wfconfig.check(cfg(dataset=data, judge=judge))
+
+
+# --- repeated questions ---------------------------------------------------------------------------
+
+
+def test_items_that_repeat_a_question_are_said_while_planning(tmp_path, caplog):
+    rows = [{"id": f"q{i}", "question": q, "answer": "1"} for i, q in enumerate(["1 + 0?", "2 - 1?", "1 + 0?", "x?"])]
+    with caplog.at_level("WARNING", logger="genjudge.config"):
+        wfconfig.check(cfg({"path": write_jsonl(tmp_path / "rep.jsonl", rows)}))
+    (said,) = [r.getMessage() for r in caplog.records if "repeat" in r.getMessage()]
+    assert said.startswith("dataset.path: 1 item(s) repeat another item's question ('q2' repeats 'q0'): each is")
+    assert "counted as shared in this run, not resumed" in said
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="genjudge.config"):
+        wfconfig.check(cfg())  # the demo's 44 questions are all different
+    assert not [r for r in caplog.records if "repeat" in r.getMessage()]

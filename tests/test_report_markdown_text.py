@@ -212,9 +212,9 @@ def test_a_column_whose_cells_all_failed_is_headed_by_its_modes_headline():
     ]
     t = report_table.build(study(), rows, STRENGTHS, failed)
     cols = {c["key"]: (c["measure"], c["kind"]) for c in t["columns"]}
-    assert cols["mtbench/vs_a"] == ("win", "rate") and cols["mtbench/score"] == ("mean_score", "mean")
+    assert cols["mtbench/vs_a"] == ("win_rate", "rate") and cols["mtbench/score"] == ("mean_score", "mean")
     head = report_table.markdown(t)[0]
-    assert "mtbench · vs_a (win)" in head and "mtbench · score (mean score)" in head and "(-)" not in head
+    assert "mtbench · vs_a (win rate)" in head and "mtbench · score (mean score)" in head and "(-)" not in head
     assert report_table.summary_lines(t, [])[0] == head  # `genjudge summary` prints the same table
     # a reference judge whose cells all failed: accuracy
     rows = [r for r in LEADERBOARD if r["judge"] != "ref"]

@@ -368,3 +368,12 @@ def test_a_cell_with_no_parsed_verdict_fails_and_one_over_a_fifth_unparsed_is_wa
     lines = md.splitlines()
     assert lines.index(f"> **Warning:** {w}") < lines.index("## Models × benchmarks") < lines.index("## Failed cells")
     assert "| b/data | j | parse j | NoVerdictParsed: none of the 12 verdicts" in md
+
+
+def test_counts_say_what_they_count_items_once_verdicts_over_cells():
+    """Two generators on one dataset of 12 items, 3 samples each: 12 items (not 24), 2 cells, 72 verdicts."""
+    run, _, md = summarise([judgments(g, TWELVE_BY_THREE, samples=3) for g in ("a", "b")], ["a", "b"])
+    assert (run.n_items, run.n_cells, run.n_answers) == (12, 2, 72)
+    assert "12 items (the datasets' questions) · 2 cells (a generator's answers on a dataset by a judge) · 72 " in md
+    head = next(line for line in md.splitlines() if line.startswith("| generator |"))
+    assert "| items | answers | unparsed answers | truncated answers |" in head and "| n |" not in head

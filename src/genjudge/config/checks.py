@@ -4,6 +4,8 @@ Every error names the key the user wrote (or the file, line and field)."""
 
 from __future__ import annotations
 
+import datetime
+import logging
 import os
 from pathlib import Path
 
@@ -104,6 +106,11 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
         raise InputError(
             f"{', '.join(unset)}: not set; every run names them (config/README.md; {DEMO} is a complete example)"
         )
+    if config.get("chat_date") is not None:  # the schema checked its shape, not that the day exists
+        try:
+            datetime.date.fromisoformat(config["chat_date"])
+        except ValueError:
+            raise InputError(f"chat_date: {config['chat_date']!r} is not a date (YYYY-MM-DD)") from None
     load_plugins(config)
     exp = resolve(config)
     from genjudge.cluster.job_resources import check_node_gpus
@@ -147,6 +154,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
             report: dict = {}
             items = load_items(ds.path, ds.fields, ds.format, ds.hf, keys=keys, report=report)
             ids[name] = set(items["id"])
+            warn_repeated(config, name, items)
             turns[name] = dict(zip(items["id"], n_turns(items)))
             conversations[name] = set(zip((None if is_missing(c) else c for c in items["category"]), n_turns(items)))
             n_items[name], with_reference[name] = len(items), any_reference(items)
@@ -191,6 +199,35 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
             check_judge(config, exp, name, section, conversations if data else None, no_category if data else None)
         except InputError as exc:
             raise InputError(_rekey(str(exc), config, name)) from None
+
+
+SHOWN_REPEATS = 3  # pairs of a repeated question named in the warning (all are counted)
+
+
+def warn_repeated(config: dict, name: str, items) -> None:
+    """Say, while planning, which items repeat another item's question (the same prompt, the same turns):
+    each is asked once and its answer shared, so a run reports them as shared, never as resumed."""
+    import json
+
+    seen: dict = {}
+    repeats = []
+    extra = [items[c] if c in items else [None] * len(items) for c in ("messages", "turns")]
+    for item_id, prompt, messages, turns in zip(items["id"], items["prompt"], *extra):
+        key = json.dumps([prompt, messages, turns], default=str, sort_keys=True)
+        if key in seen:
+            repeats.append((item_id, seen[key]))
+        else:
+            seen[key] = item_id
+    if repeats:
+        shown = ", ".join(f"{a!r} repeats {b!r}" for a, b in repeats[:SHOWN_REPEATS])
+        logging.getLogger("genjudge.config").warning(
+            "%s: %d item(s) repeat another item's question (%s%s): each is generated once and shares the first's "
+            "answer (counted as shared in this run, not resumed); remove them where they were not meant",
+            entry_key(config, "dataset", name, "path"),
+            len(repeats),
+            shown,
+            ", ..." if len(repeats) > SHOWN_REPEATS else "",
+        )
 
 
 def check_baseline_file(config: dict, exp, name: str, turns: dict) -> None:

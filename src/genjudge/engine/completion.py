@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 
 from genjudge.config.specs import GeneratorSpec, ModelSpec
@@ -15,7 +16,9 @@ from genjudge.engine.decoding import Generator, GenParams, Throughput, Timing, r
 from genjudge.engine.prompting import render_prompt, uses_chat_template
 from genjudge.engine.results import Completion
 from genjudge.models.modelref import DigestIndex, fingerprint
+from genjudge.store import chat_date as chat_dates
 from genjudge.store.item_store import ItemStore, item_key
+from genjudge.store.records import INVOCATION_ENV
 
 log = logging.getLogger(__name__)
 
@@ -116,22 +119,33 @@ def logprob_scorer(engine: str, labels: tuple[str, ...], marker: str):
     return partial(cls, labels=labels, marker=marker)
 
 
-def prompt_set(spec: ModelSpec, kind: str, suffix: str = "", digests=None, cache_dir=None, scorer=None, where=""):
+def prompt_set(
+    spec: ModelSpec, kind: str, suffix: str = "", digests=None, cache_dir=None, scorer=None, where="", chat_date=None
+):
     """The prompt set of a job's model: a local one (`PromptSet`), or one behind an endpoint (`engine:
-    openai`, which loads no tokenizer; `scorer`: its logprob verdict, `where`: its config key for errors)."""
+    openai`, which loads no tokenizer; `scorer`: its logprob verdict, `where`: its config key for errors;
+    its server renders the chat template, with the server's date)."""
     if spec.engine == "openai":
         from genjudge.engine.endpoint.run import EndpointPromptSet
 
         return EndpointPromptSet(spec, kind, suffix, scorer, where)
-    return PromptSet(spec, kind, suffix, digests, cache_dir)
+    return PromptSet(spec, kind, suffix, digests, cache_dir, chat_date)
 
 
 class PromptSet:
     """A model's tokenizer and the keyed prompts it will complete."""
 
     def __init__(
-        self, spec: ModelSpec, kind: str, suffix: str = "", digests: DigestIndex | None = None, cache_dir=None
+        self,
+        spec: ModelSpec,
+        kind: str,
+        suffix: str = "",
+        digests: DigestIndex | None = None,
+        cache_dir=None,
+        chat_date: str | None = None,
     ):
+        """`chat_date`: the run's pinned date (genjudge.store.chat_date), which a chat template that stamps
+        today's date (`strftime_now`) gets instead; None: transformers' clock."""
         from genjudge.engine.loading import load_tokenizer
         from genjudge.errors import InputError
         from genjudge.models.modelref import missing_files
@@ -151,6 +165,12 @@ class PromptSet:
         self.params = gen_params(spec)
         self.fp = fingerprint(spec.model, spec.revision, digests)
         self.suffix = suffix  # appended after the chat template (logprob: the verdict marker)
+        self.chat_date = chat_date
+        # The date in its prompts, for the meta (None: its template stamps none); unpinned, the clock's.
+        stamps = self.chat and "strftime_now" in str(getattr(self.tok, "chat_template", None) or "")
+        self.stamped_date = (chat_date or chat_dates.today()) if stamps else None
+        if stamps:
+            log.info("the chat template stamps the date (strftime_now): its prompts say %s", self.stamped_date)
         self.setup_seconds = time.monotonic() - t0
         self.model = None  # loaded by the first completion with something to compute
         self.info: dict = {}
@@ -167,7 +187,15 @@ class PromptSet:
         conversations = conversations or [None] * len(texts)
         return [
             self._closed(
-                render_prompt(self.tok, t, self.spec.system_prompt, self.chat, conv, self.spec.chat_template_kwargs)
+                render_prompt(
+                    self.tok,
+                    t,
+                    self.spec.system_prompt,
+                    self.chat,
+                    conv,
+                    self.spec.chat_template_kwargs,
+                    self.chat_date,
+                )
             )
             + self.suffix
             for t, conv in zip(texts, conversations)
@@ -305,6 +333,9 @@ def complete(
         if k not in done and k not in queued:
             todo.append(i)
             queued.add(k)
+    # Records this snakemake command stored (another job's): shared in this run, not resumed from an earlier one.
+    invocation = os.environ.get(INVOCATION_ENV)
+    this_run = {k for k, r in done.items() if invocation and r.get("invocation") == invocation}
     log.info(
         "%s: %d items, %d already done (checkpoint/cache), %d to compute",
         desc,
@@ -357,7 +388,12 @@ def complete(
             if not tensor_parallel.is_writer():  # in a tensor-parallel group, rank 0 writes
                 return
             extra = (lambda j: {"sample": samples[todo[j]]}) if sampling else (lambda j: {})
-            store.append([{**r, "key": keys[todo[j]], "id": ids[todo[j]], **extra(j)} for j, r in zip(idx, results)])
+            store.append(
+                [
+                    {**r, "key": keys[todo[j]], "id": ids[todo[j]], "invocation": invocation, **extra(j)}
+                    for j, r in zip(idx, results)
+                ]
+            )
 
         if sampling:
             seeds = [pset.seed(prompts[i], samples[i]) for i in todo]
@@ -381,11 +417,13 @@ def complete(
         for j, r in enumerate(new):
             done[keys[todo[j]]] = r
     results = [done.get(k) for k in keys]
+    from_store = len(keys) - sum(k in queued for k in keys)
+    shared = sum(k in this_run for k in keys) + sum(k in queued for k in keys) - len(queued)
     return Completion(
         prompts,
         keys,
         results,
-        len(keys) - sum(k in queued for k in keys),
+        from_store - sum(k in this_run for k in keys),
         len(todo),
         pset.fp,
         pset.chat,
@@ -401,6 +439,8 @@ def complete(
         choice.search_seconds if choice is not None else 0.0,
         compile_seconds,
         {i: over[k] for i, k in enumerate(keys) if k in over},
+        shared=shared,
+        shared_keys=this_run,
     )
 
 
@@ -433,6 +473,8 @@ def combined(cs: list[Completion]) -> Completion:
         next((c.batch_choice for c in cs if c.batch_choice), None),
         sum(c.batch_search_seconds for c in cs),
         sum(c.compile_seconds for c in cs),
+        shared=sum(c.shared for c in cs),
+        shared_keys=set().union(*(c.shared_keys for c in cs)),
     )
 
 
@@ -448,7 +490,8 @@ def completion_meta(c: Completion, seconds_name: str) -> dict:
         "compile_seconds": round(c.compile_seconds, 3),
         "load_seconds": round(c.load_seconds, 3),
         seconds_name: round(c.compute_seconds, 3),
-        "resumed_items": c.resumed,
+        "resumed_items": c.resumed,  # from an earlier run's records
+        "shared_items": c.shared,  # an identical request of this run answered them
         "computed_items": c.computed,
         "tokens_per_second": round(c.computed_tokens / c.compute_seconds, 1) if c.compute_seconds else None,
         **c.timing.meta(),

@@ -31,3 +31,7 @@ class Completion:
     too_long: dict = field(default_factory=dict)  # keep_going: position -> why its prompt does not fit (no result)
     # An endpoint's items left without a result (position -> why): retries given up, max_cost_usd reached.
     incomplete: dict = field(default_factory=dict)
+    # Of the items not computed here: `resumed` came from an earlier run's records, `shared` from an identical
+    # request of this run (the same prompt twice in this job, or a record another job of this command stored).
+    shared: int = 0
+    shared_keys: set = field(default_factory=set)  # keys of the records another job of this command stored

@@ -23,6 +23,15 @@ def corr_text(c: dict | None, key: str) -> str:
     return "n/a" if not c or c.get(key) is None else f"{c[key]:+.2f}"
 
 
+def labelled_text(h: dict) -> str:
+    """`30 of 120 answers (25.0%) of generator mistral`: the labelled share of the answers the labels name."""
+    n = h.get("n_answers", h["n_items"])
+    of = "; ".join(f"{k} {', '.join(v)}" for k, v in (h.get("covers") or {}).items())
+    return f"{h['n_labelled']} of {n} answers ({pct(h['n_labelled'] / n) if n else 'n/a'})" + (
+        f" of {of}" if of else ""
+    )
+
+
 def validity_rows(v: dict) -> list[tuple[str, str]]:
     """Each judge's and panel's agreement with the human labels (`validity` of summary.json)."""
     rows = []
@@ -31,13 +40,13 @@ def validity_rows(v: dict) -> list[tuple[str, str]]:
             h = e.get("human")
             if not h:
                 continue
-            value = f"{rate_text(h['agreement'])} over {h['n_judged']} labelled items"
+            value = f"{rate_text(h['agreement'])} over {h['n_judged']} labelled answers ({labelled_text(h)})"
             if h.get("cohen_kappa") is not None or h["kind"] != "score":
                 value += f", Cohen's kappa {kappa_text(h, 'cohen_kappa')}"
             if h.get("correlation"):
                 value += f", Spearman {corr_text(h['correlation'], 'spearman')}"
             if h["n_unparsed"]:
-                value += f" ({h['n_unparsed']} labelled items unparsed, not counted)"
+                value += f" ({h['n_unparsed']} labelled answers unparsed, not counted)"
             if h.get("labels_on_differing_answers"):
                 d = h["labels_on_differing_answers"]
                 value += f" (warning: {d['n_labels']} labels each applied to answers that differ)"

@@ -119,6 +119,7 @@ class Page(ResultSections, RunSections):
             mode=s.get("mode"),
             n_items=s.get("n_items"),
             n_answers=s.get("n_answers", s.get("n_items")),
+            n_cells=s.get("n_cells") or len(self.rows),
             n_unparsed=s.get("n_unparsed"),
             generators=[str(g) for g in dict.fromkeys(r["generator"] for r in self.rows)],
             judges=[str(j) for j in dict.fromkeys(r["judge"] for r in self.rows)],

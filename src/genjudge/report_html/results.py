@@ -13,7 +13,7 @@ import pandas as pd
 from genjudge.judging import agreement as human_agreement
 from genjudge.judging import modes, tables
 from genjudge.judging import paired as paired_diffs
-from genjudge.judging.headline import headline_rows, truncated_text
+from genjudge.judging.headline import headline_rows, labelled_text, truncated_text
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.report_html import plots
 from genjudge.report_html.view import (
@@ -218,7 +218,7 @@ class ResultSections:
                     [
                         f"{kind} {name}",
                         h.get("labels"),
-                        h.get("n_labelled"),
+                        labelled_text(h) if h.get("n_items") is not None else h.get("n_labelled"),
                         h.get("n_unparsed"),
                         measure_text(h.get("agreement")),
                         "" if kappa is None else f"{kappa:.2f}",
@@ -227,7 +227,7 @@ class ResultSections:
         agreement = plot = None
         matrices = []
         if mats:
-            head = ["judge", "labels", "labelled", "unparsed", "agreement", "Cohen's kappa"]
+            head = ["judge", "labels", "labelled answers", "unparsed answers", "agreement", "Cohen's kappa"]
             agreement = Table(head, rows, "narrow")
             plot = self.plot("judge_vs_human", plots.confusions(mats[:12], xlabel="human label"))
         matrices = mats

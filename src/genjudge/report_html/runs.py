@@ -52,17 +52,32 @@ class RunSections:
                 j.host,
                 ",".join(j.gpus) or "CPU",
                 j.n_items,
+                seconds(j.setup_seconds),
                 seconds(j.load_seconds),
                 seconds(j.compute_seconds),
                 seconds(j.wall),
                 "" if j.tokens_per_second is None else f"{j.tokens_per_second:.1f}",
                 j.resumed,
+                j.shared,
                 j.computed,
                 seconds(j.waited_for_gpus_seconds),
             ]
             for j in jobs
         ]
-        head = ["job", "host", "GPUs", "answers", "load s", "compute s", "wall s", "tokens/s", "resumed", "computed"]
+        head = [
+            "job",
+            "host",
+            "GPUs",
+            "answers",
+            "set-up s",
+            "load s",
+            "compute s",
+            "wall s",
+            "tokens/s",
+            "from an earlier run",
+            "shared in this run",
+            "computed",
+        ]
         return Throughput(Table([*head, "waited for GPUs s"], rows))
 
     def provenance_section(self) -> Provenance:

@@ -43,8 +43,10 @@ class Job:
     load_seconds: float
     compute_seconds: float
     n_items: int = 0
-    resumed: int = 0
+    resumed: int = 0  # from an earlier run's records
+    shared: int = 0  # answered by an identical request of this run
     computed: int = 0
+    setup_seconds: float = 0.0  # the tokenizer and the model's fingerprint, before the weights load
     tokens_per_second: float | None = None
     waited_for_gpus_seconds: float = 0.0
     reads: set = field(default_factory=set)  # (generator, dataset) whose generations the job needs
@@ -131,7 +133,9 @@ def _job(m, name: str, stage: str, kind: str, compute_seconds, **extra) -> Job:
         compute_seconds=compute_seconds or 0.0,
         n_items=m.n_items,
         resumed=m.resumed_items,
+        shared=m.shared_items,
         computed=m.computed_items,
+        setup_seconds=m.setup_seconds or 0.0,
         tokens_per_second=m.tokens_per_second,
         waited_for_gpus_seconds=m.waited_for_gpus_seconds or 0.0,
         invocation=m.invocation,

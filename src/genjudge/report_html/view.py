@@ -23,6 +23,7 @@ SHOWN = {
     "run",
     "mode",
     "n_items",
+    "n_cells",
     "n_judged",
     "n_unparsed",
     "unparsed_rate",
@@ -332,12 +333,13 @@ NAV = {
 class PageView:
     run: str | None
     mode: str | None
-    n_items: int | None  # items (questions)
-    n_answers: int | None  # answers judged: items x turns x samples
+    n_items: int | None  # items (questions of the datasets, each once)
+    n_answers: int | None  # answers judged (verdicts): items x turns x samples, summed over the cells
     n_unparsed: int | None
     generators: list[str]
     judges: list[str]
     warnings: list[str]
+    n_cells: int = 1
     sections: list = field(default_factory=list)  # the sections with something to show, in page order
     plots: list[Plot] = field(default_factory=list)  # every figure on the page, also written to plots/
 

@@ -72,13 +72,15 @@ def run_judge(
     on_too_long: dict | None = None,
     log_path: str | None = None,
     where: str = "judge",
+    chat_date: str | None = None,
 ) -> JudgeMeta:
     """`answers` maps a dataset to its extraction methods before exact match (for the cascade);
     `template_path` is the template of every item no rule of `spec.templates` chooses one for;
     `skipped`: the cells left out because their answers failed (cell key -> errors), for the meta;
     `on_too_long`: each dataset's setting (fail where it names none); `log_path`: the job's log, named
-    in a cell's error; `where`: the judge's config key (an endpoint's errors name it). In a
-    tensor-parallel group every rank runs this; only rank 0 writes."""
+    in a cell's error; `where`: the judge's config key (an endpoint's errors name it); `chat_date`: the
+    run's pinned date (genjudge.store.chat_date). In a tensor-parallel group every rank runs this; only
+    rank 0 writes."""
     from genjudge.engine import tensor_parallel
 
     mode = modes.get(spec.mode)
@@ -100,6 +102,7 @@ def run_judge(
     items = shard_slice(cell_items(cells, generations), shard, n_shards)
     templates = Templates(template_path, spec.templates, mode)
     requests, owners, why = [], [], {}  # why: request index -> the reason it is skipped
+    systems: dict = {}  # request index -> its template rule's own system prompt
     for i, part in items.groupby("cell", sort=True):
         cell = cells[i]
         opponent = answers_by_turn(generations[(cell.opponent, cell.dataset)]) if cell.opponent else None
@@ -111,10 +114,12 @@ def run_judge(
                 owners.append(cell)
         part = part.drop(index=list(gone))
         turns = part["turn"] if "turn" in part else [1] * len(part)
-        chosen = [templates.path_for(c, t) for c, t in zip(part["category"], turns)]
-        for path in dict.fromkeys(chosen):  # each template's items in one call, in order of first use
-            sub = part[[c == path for c in chosen]]
+        chosen = [templates.choice(c, t) for c, t in zip(part["category"], turns)]
+        for path, system in dict.fromkeys(chosen):  # each template's items in one call, in order of first use
+            sub = part[[c == (path, system) for c in chosen]]
             reqs = mode.requests(sub, spec, templates.texts[path], opponent, (answers or {}).get(cell.dataset))
+            if system is not None:
+                systems.update({len(requests) + k: system for k in range(len(reqs))})
             requests += reqs
             owners += [cell] * len(reqs)
     to_judge = [j for j, r in enumerate(requests) if r.decided_by == "judge"]
@@ -125,7 +130,16 @@ def run_judge(
 
         marker = f"{mode.marker}:"
         scorer, suffix, kind = logprob_scorer(spec.engine, mode.logprob_labels, marker), marker, "judge-logprob"
-    pset = prompt_set(spec, kind=kind, suffix=suffix, digests=digests, cache_dir=cache_dir, scorer=scorer, where=where)
+    pset = prompt_set(
+        spec,
+        kind=kind,
+        suffix=suffix,
+        digests=digests,
+        cache_dir=cache_dir,
+        scorer=scorer,
+        where=where,
+        chat_date=chat_date,
+    )
     if scorer is not None:
         pset.check_labels(mode.logprob_labels, suffix)  # refuse colliding labels before loading weights
     store = ItemStore(store_dir, f"{run}-judge{shard}")
@@ -138,6 +152,15 @@ def run_judge(
         log_stream,
         scorer=scorer,
         keep_going=True,
+        # A rule's own system prompt goes first, as the judge's would (the chat template renders both).
+        conversations=[
+            [{"role": "system", "content": systems[j]}, {"role": "user", "content": requests[j].text}]
+            if j in systems
+            else None
+            for j in to_judge
+        ]
+        if systems
+        else None,
     )
     results = {j: x for j, x in zip(to_judge, zip(c.prompts, c.results, c.keys)) if x[1] is not None}
     cell_errors = _too_long_for_the_judge(
@@ -159,7 +182,7 @@ def run_judge(
             turn=r.turn,
             sample=r.sample,
         )
-        counts = per_cell.setdefault(cell.key, {"requests": 0, "resumed": 0, "computed": 0})
+        counts = per_cell.setdefault(cell.key, {"requests": 0, "resumed": 0, "shared": 0, "computed": 0})
         counts["requests"] += 1
         if j in why:  # skipped, every request of its item (a pairwise order the judge answered too)
             rows.append(JudgeRecord(**{**base, "decided_by": SKIPPED}, skipped=why[j]))
@@ -177,10 +200,13 @@ def run_judge(
                     judge_key=key,
                 )
             )
-            # A prompt computed now counts once, for the first cell that asked for it.
-            fresh = key in c.computed_keys and key not in attributed
+            # A prompt computed now counts once, for the first cell that asked for it; the other cells' share it,
+            # as they share a record another job of this command stored. Only the rest is from an earlier run.
+            if key in c.computed_keys:
+                counts["shared" if key in attributed else "computed"] += 1
+            else:
+                counts["shared" if key in c.shared_keys else "resumed"] += 1
             attributed.add(key)
-            counts["computed" if fresh else "resumed"] += 1
         else:
             rows.append(JudgeRecord(**base))
     if not tensor_parallel.is_writer():
@@ -196,6 +222,7 @@ def run_judge(
         cells=per_cell,
         cell_errors=cell_errors,
         n_skipped=sum(r.decided_by == SKIPPED for r in rows),
+        chat_date=getattr(pset, "stamped_date", None),
         **completion_meta(c, "judge_seconds"),
     )
     return meta.finish(meta_path)

@@ -86,6 +86,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         "load_seconds": round(sum(m.load_seconds for m in gen_metas), 3),
         "generate_seconds": round(sum(m.generate_seconds for m in gen_metas), 3),
         "resumed_items": sum(m.resumed_items for m in gen_metas),
+        "shared_items": sum(m.shared_items for m in gen_metas),
         "computed_items": sum(m.computed_items for m in gen_metas),
     }
     judge = {
@@ -101,6 +102,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         "load_seconds": judge_meta.load_seconds,
         "judge_seconds": judge_meta.judge_seconds,
         "resumed_items": judge_meta.resumed_items,
+        "shared_items": judge_meta.shared_items,
         "computed_items": judge_meta.computed_items,
     }
     return RunSummary(
@@ -410,20 +412,25 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         "",
         "Load time is paid once per job; when it dominates, use fewer, larger shards.",
         "",
-        "| shard | items | GPUs | host | load s | generate s | tokens/s | resumed | computed |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Answers of each shard: taken from an earlier run's records (from an earlier run), answered by an identical "
+        "request of this run (shared: a repeated question, another job's record), or computed by the shard.",
+        "",
+        "| shard | answers | GPUs | host | load s | generate s | tokens/s | from an earlier run | shared in this run "
+        "| computed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in s.shards:
         out.append(
             f"| {md_text(m['shard'])} | {m['n_items']} | {md_text(m['cuda_visible_devices'] or 'CPU')} | "
             f"{md_text(m['hostname'])} | "
             f"{m['load_seconds']:.1f} | {m['generate_seconds']:.1f} | {m['tokens_per_second'] or '-'} | "
-            f"{m['resumed_items']} | {m['computed_items']} |"
+            f"{m['resumed_items']} | {m.get('shared_items', 0)} | {m['computed_items']} |"
         )
     out += [
         "",
-        f"Judge: load {j['load_seconds']} s, judging {j['judge_seconds']} s, "
-        f"resumed {j['resumed_items']}, computed {j['computed_items']}; parameters per device: "
+        f"Judge: load {j['load_seconds']} s, judging {j['judge_seconds']} s; verdicts from an earlier run "
+        f"{j['resumed_items']}, shared with an identical request in this run {j.get('shared_items', 0)}, computed "
+        f"{j['computed_items']}; parameters per device: "
         f"{md_text(json.dumps(j['placement']))}",
         "",
     ]
@@ -509,7 +516,9 @@ def summarise_experiment(
             s = summarise(df, metas, judge_metas[judge], cfg)
             own = judge_metas[judge].cells.get(cell.key)
             if own:  # this cell's share of the judge's work, not the whole job's
-                s.judge.update(resumed_items=own["resumed"], computed_items=own["computed"])
+                s.judge.update(
+                    resumed_items=own["resumed"], shared_items=own.get("shared", 0), computed_items=own["computed"]
+                )
             gone = skipped.get(judge)
             if gone is not None and len(gone):
                 s.skipped_items = skipped_list(of_cell(gone, cell))
@@ -540,8 +549,10 @@ def summarise_experiment(
     run = RunSummary(
         run=config["run"],
         mode=mode_names[0] if len(mode_names) == 1 else "mixed",
-        n_items=sum(s.n_items for s in summaries),
-        n_answers=n,
+        # items: the datasets' questions the run judged, each once however many generators and judges met it
+        n_items=len({(str(d), str(i)) for _, df in cells.values() for d, i in zip(df["dataset"], df["id"])}),
+        n_cells=len(cells),
+        n_answers=n,  # verdicts: every cell's answers judged (items x turns x samples), summed over the cells
         n_judged=judged,
         n_unparsed=n - judged,
         unparsed_rate=(n - judged) / n if n else None,
@@ -591,6 +602,7 @@ def _shard_rows(gen_metas) -> list[dict]:
             "load_seconds": m.load_seconds,
             "generate_seconds": m.generate_seconds,
             "resumed_items": m.resumed_items,
+            "shared_items": m.shared_items,
             "computed_items": m.computed_items,
             "tokens_per_second": m.tokens_per_second,
             "wall_seconds": m.wall_seconds,
@@ -635,15 +647,17 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
             if k not in ROW_FIELDS and k not in measures:
                 measures.append(k)
     pairwise = any(r["opponent"] for r in rows)
+    several = any(r.get("n_answers", r["n_items"]) != r["n_items"] for r in rows)  # turns or samples
     head = [
         "generator",
         *(["vs"] if pairwise else []),
         "dataset",
         "judge",
         *measures,
-        "n",
-        "unparsed",
-        "truncated",
+        "items",
+        *(["answers"] if several else []),
+        "unparsed answers",
+        "truncated answers",
         "exact match",
     ]
     body = []
@@ -656,6 +670,7 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
             r["judge"],
             *[_measure(r.get(m)) if r.get(m) is not None else "" for m in measures],
             str(r["n_items"]),
+            *([str(r.get("n_answers", r["n_items"]))] if several else []),
             str(r["n_unparsed"]),
             truncated_text(r.get("n_truncated", 0), r.get("truncated_rate")),
             pct(r["exact_match"]["value"]) if r.get("exact_match_shown", True) else "-",
@@ -689,6 +704,10 @@ def strengths_markdown(across: dict) -> list[str]:
 def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
     out = [
         f"# Report: run {md_code(run.run)}",
+        "",
+        f"{run.n_items} items (the datasets' questions) · {run.n_cells} cells (a generator's answers on a dataset "
+        f"by a judge) · {run.n_answers} verdicts (answers judged over every cell: items × turns × samples) · "
+        f"{run.n_unparsed} unparsed verdicts",
         "",
         "## Leaderboard",
         "",

@@ -10,8 +10,9 @@ import pandas as pd
 from genjudge.config.experiment import entry_key
 from genjudge.judging import agreement, bias, modes
 from genjudge.judging import labels as human
-from genjudge.judging.headline import corr_text, differing_text, kappa_text
-from genjudge.judging.modes.base import pct, rate_text
+from genjudge.judging.headline import corr_text, differing_text, kappa_text, labelled_text
+from genjudge.judging.items import count_items
+from genjudge.judging.modes.base import rate_text
 from genjudge.judging.panels import panel_judgments, panel_summary, resolve_panels
 from genjudge.judging.tables import md_line, md_text
 from genjudge.stages import corrected
@@ -32,10 +33,22 @@ def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
     parsed = joined[joined["verdict"].notna()]
     k = human.kind(mode)
     differing = human.differing_answers(joined, labels)
+    # What the labels could cover: the answers of the generators, datasets and opponents they name (every
+    # answer where they name none), so that 30 labels of one generator's 120 answers read 30 of 120.
+    scope = df
+    for key in ("generator", "dataset", "opponent"):
+        if key in labels and key in df and labels[key].notna().any():
+            scope = scope[scope[key].isin(set(labels[key].dropna()))]
     out = {
         "labels": source,
         "kind": k,
-        "n_items": len(df),
+        "n_items": count_items(scope),
+        "n_answers": len(scope),  # answers of what the labels name: the share labelled is of these
+        "covers": {
+            key: sorted(map(str, set(labels[key].dropna())))
+            for key in ("generator", "dataset")
+            if key in labels and labels[key].notna().any()
+        },
         "n_labelled": len(joined),
         "n_judged": len(parsed),
         "n_unparsed": len(joined) - len(parsed),
@@ -121,13 +134,13 @@ def render(v: dict) -> list[str]:
         out += [
             "### Agreement with human labels",
             "",
-            "| | labelled items | judged | unparsed (not counted) | agreement | Cohen's kappa | Spearman | Pearson |",
+            "| | labelled answers | judged | unparsed (not counted) | agreement | Cohen's kappa | Spearman | Pearson |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for k, n, h in labelled:
             c = h.get("correlation")
             out.append(
-                f"| {k} {md_text(n)} | {h['n_labelled']} of {h['n_items']} ({pct(h['n_labelled'] / h['n_items'])}) | "
+                f"| {k} {md_text(n)} | {labelled_text(h)} | "
                 f"{h['n_judged']} | {h['n_unparsed']} | {rate_text(h['agreement'])} | "
                 f"{kappa_text(h, 'cohen_kappa') if 'cohen_kappa' in h else '-'} | "
                 f"{corr_text(c, 'spearman') if c else '-'} | {corr_text(c, 'pearson') if c else '-'} |"

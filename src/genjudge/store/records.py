@@ -103,6 +103,7 @@ class JobMeta(_Record):
     revision: str | None = None
     model_fingerprint: str | None = None
     chat_template: bool | None = None
+    chat_date: str | None = None  # the date the chat template stamped into the prompts (None: it stamps none)
     n_items: int = 0
     batch_size: int | None = None
     batch_choice: dict | None = None  # how batch_size was decided (planning.batch_choice.Choice), probes included
@@ -111,7 +112,8 @@ class JobMeta(_Record):
     compile_seconds: float = 0.0  # compiling it: the first call of each shape, beyond its steps' own time
     setup_seconds: float = 0.0  # tokenizer load and model fingerprint
     load_seconds: float = 0.0  # the model's weights; 0 when every item came from the item store
-    resumed_items: int = 0
+    resumed_items: int = 0  # taken from an earlier run's records in the item store
+    shared_items: int = 0  # answered by an identical request of this run (a duplicate, another job's record)
     computed_items: int = 0
     tokens_per_second: float | None = None
     engine: str | None = None  # transformers, vllm or openai
@@ -195,7 +197,8 @@ class JudgeMeta(JobMeta):
     n_decided_by_rule: int = 0
     judge_seconds: float = 0.0
     model_loads: int = 0  # 1 when anything was left to judge: every cell in one load
-    cells: dict = field(default_factory=dict)  # "generator/dataset[ vs opponent]" -> {n_items, resumed, computed}
+    # "generator/dataset[ vs opponent]" -> {requests, resumed (earlier run), shared (this run), computed}
+    cells: dict = field(default_factory=dict)
     shards: list | None = None  # the judge-shard metas, in a merged meta of several shards
     skipped_cells: dict = field(default_factory=dict)  # cell key -> the errors of its failed generation jobs
     cell_errors: dict = field(default_factory=dict)  # cell key -> errors of that cell alone (an item too long)
@@ -228,6 +231,7 @@ class JudgeMeta(JobMeta):
             template=first.template,
             template_hash=first.template_hash,
             model_fingerprint=first.model_fingerprint,
+            chat_date=first.chat_date,
             engine=first.engine,
             engine_settings=first.engine_settings,
             placement=first.placement,
@@ -240,6 +244,7 @@ class JudgeMeta(JobMeta):
             load_seconds=round(sum(m.load_seconds for m in metas), 3),
             judge_seconds=round(sum(m.judge_seconds for m in metas), 3),
             resumed_items=sum(m.resumed_items for m in metas),
+            shared_items=sum(m.shared_items for m in metas),
             computed_items=sum(m.computed_items for m in metas),
             model_loads=sum(m.model_loads for m in metas),
             **_sum_timing(metas),
@@ -345,8 +350,10 @@ class RunSummary(_Record):
     schema_version: int = SCHEMA_VERSION
     run: str = ""
     mode: str = ""
-    n_items: int = 0  # items (ids); an item's turns and samples are its answers
-    n_answers: int = 0  # answers judged: items x turns x samples
+    n_items: int = 0  # items (ids; over several cells each dataset's once); an item's turns and samples are its answers
+    # answers judged: items x turns x samples; over several cells the sum of theirs, one verdict each
+    n_answers: int = 0
+    n_cells: int = 1  # (generator, dataset, judge[, opponent]) combinations judged
     answers_per_item: str | None = None  # e.g. "3 samples per item"; None: one answer each
     n_judged: int = 0  # answers with a parsed verdict
     n_unparsed: int = 0
