@@ -29,6 +29,9 @@ class Rule:
     template: str
     categories: tuple | None = None
     turns: tuple | None = None
+    # The system message sent with this rule's prompts (FastChat's multi-turn judge prompts have their
+    # own); None: the judge's system_prompt.
+    system_prompt: str | None = None
 
     def matches(self, category, turn: int) -> bool:
         if self.categories is not None and category not in self.categories:
@@ -42,6 +45,7 @@ def rules_of(entries: list | None) -> list[Rule]:
             e["template"],
             tuple(e["categories"]) if e.get("categories") else None,
             tuple(int(t) for t in e["turns"]) if e.get("turns") else None,
+            e.get("system_prompt"),
         )
         for e in entries or []
     ]
@@ -65,8 +69,13 @@ class Templates:
         }
 
     def path_for(self, category, turn) -> str:
+        return self.choice(category, turn)[0]
+
+    def choice(self, category, turn) -> tuple[str, str | None]:
+        """(template path, the rule's own system prompt or None) of an item's category and turn."""
         category = None if is_missing(category) else category  # NaN: no category
-        return next((r.template for r in self.rules if r.matches(category, turn)), self.default)
+        rule = next((r for r in self.rules if r.matches(category, turn)), None)
+        return (rule.template, rule.system_prompt) if rule else (self.default, None)
 
     def digest(self) -> str:
         """The template's hash, or one over every template text in order (the judge meta's template_hash)."""

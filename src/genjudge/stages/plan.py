@@ -86,7 +86,7 @@ def model_file_notes(exp) -> list[str]:
     notes = []
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
-            missing = missing_files(section["model"])
+            missing = missing_files(section["model"]) if section["engine"] != "openai" else None
             if missing:
                 notes.append(
                     f"note: {kind} {name} ({section['model']}) has {missing}: this plan reads config.json "
@@ -136,8 +136,13 @@ def make_plan(
     check_vllm_layouts(config, exp, [g.index for g in role_gpus["judge"]], on_slurm=bool(slurm_nodes))
     read_rate = config["plan"]["load_gb_per_s"] * GB
     entries = []
+    from genjudge.stages.plan_endpoint import plan_endpoint
+
     if "generator" in roles:
         for name in exp.generators:
+            if exp.generators[name]["engine"] == "openai":  # no model here: requests, tokens, cost
+                entries.append(plan_endpoint(config, exp, "generator", name, items, cal, workflow_dir))
+                continue
             entries.append(
                 plan_generator(
                     config, exp, name, items, role_gpus["generator"], batch_size, prompt_tokens_override, cal, read_rate
@@ -145,6 +150,9 @@ def make_plan(
             )
     if "judge" in roles:
         for name in exp.judges:
+            if exp.judges[name]["engine"] == "openai":
+                entries.append(plan_endpoint(config, exp, "judge", name, items, cal, workflow_dir))
+                continue
             entries.append(
                 plan_judge(
                     config,
@@ -314,20 +322,29 @@ def role_pools(config, role_gpus, nodes) -> tuple[dict, str]:
 
 def wall_clock(config, exp, entries, role_gpus, nodes, roles) -> list[str]:
     """The whole run on the GPUs it may use: total and critical path."""
-    from genjudge.planning.schedule import Job, schedule
+    from genjudge.planning.schedule import Job, Pool, schedule
     from genjudge.planning.time_model import duration
 
     pools, where = role_pools(config, role_gpus, nodes)
     jobs = []
     by_cell: dict = {}
+    endpoint_jobs = sum(len(e.jobs) for e in entries if e.spec.engine == "openai")
+    # Endpoint jobs hold no GPU: CPU job slots of their own (on SLURM, each its own allocation).
+    slots = endpoint_jobs if nodes else max(1, (os.cpu_count() or 1) // config["resources"]["endpoint"]["cpus"])
+    endpoint_pool = Pool("endpoint", [max(1, slots)], "endpoint jobs")
+    if endpoint_jobs:
+        where += f"; endpoint jobs without GPUs ({'each its own SLURM job' if nodes else f'{slots} at a time'})"
     for e in entries:
         pool = "shared" if pools["generator"] is pools["judge"] else e.role
+        if e.spec.engine == "openai":
+            pool = "endpoint"
         for job_name, seconds, gpus, inputs, cell in e.jobs:
             after = [j for key in inputs for j in by_cell.get(key, [])]
             jobs.append(Job(job_name, pool, gpus, seconds, after))
             if cell:
                 by_cell.setdefault(cell, []).append(job_name)
-    pool_map = {"shared": pools["judge"]} if pools["generator"] is pools["judge"] else pools
+    pool_map = {"shared": pools["judge"]} if pools["generator"] is pools["judge"] else dict(pools)
+    pool_map["endpoint"] = endpoint_pool
     sched = schedule(jobs, pool_map)
     label = "the planned roles" if set(roles) != set(ROLES) else "the whole run"
     out = [

@@ -250,6 +250,7 @@ def advice(config: dict, exp, entries: list, role_gpus: dict, pools: dict, on_sl
         ["advice (the time model's fastest settings that fit; `genjudge plan --write FILE` writes them):"],
         {},
     )
+    entries = [e for e in entries if e.spec.engine != "openai"]  # behind an endpoint: nothing to choose here
     gens = [e for e in entries if e.role == "generator"]
     if gens:
         options = generator_options(config, exp, gens, pools["generator"])

@@ -154,13 +154,20 @@ def after_marker(tokens: list[str], marker: str) -> int | None:
 
 def label_logprobs(listed: list[tuple[str, float]], labels: tuple[str, ...]) -> tuple[dict | None, str]:
     """{label: logprob} of the labels represented among the listed tokens (each by the longest token its
-    text after the marker's space, ` LABEL`, starts with; else `LABEL`), or (None, why)."""
+    text after the marker's space, ` LABEL`, starts with; else `LABEL`; at least two characters of it),
+    or (None, why)."""
     found: dict = {}
     shared = []
     for label in labels:
         best = None
         for form in (f" {label}", label):
-            hits = [(tok, lp) for tok, lp in listed if tok.strip() and form.startswith(tok)]
+            # A piece of the label stands for it only from two characters on (or the whole label): a
+            # lone " I" after the marker is as likely "I think" as the start of " INCORRECT".
+            hits = [
+                (tok, lp)
+                for tok, lp in listed
+                if form.startswith(tok) and (len(tok.strip()) >= 2 or tok.strip() == label)
+            ]
             if hits:
                 best = max(hits, key=lambda h: len(h[0]))
                 break

@@ -1,0 +1,137 @@
+"""`genjudge plan` for a generator or judge behind an endpoint (`engine: openai`): no config.json, no
+weights, no GPU; its requests, tokens, cost and time, each said as the estimate it is."""
+
+from __future__ import annotations
+
+from genjudge.config.specs import GeneratorSpec, JudgeSpec
+from genjudge.stages.plan_roles import Entry, runtime_minutes
+
+STEP = "endpoint"  # the resources section of endpoint jobs
+
+
+def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=None) -> Entry:
+    from genjudge.config import judge_template
+    from genjudge.judging import modes
+    from genjudge.models.endpoints import moving_alias, public_url
+    from genjudge.planning.endpoints import estimate, money
+    from genjudge.planning.time_model import duration
+    from genjudge.planning.workload import CHARS_PER_TOKEN, generator_workload, judge_workload
+
+    section = (exp.generators if role == "generator" else exp.judges)[name]
+    spec = (GeneratorSpec if role == "generator" else JudgeSpec).from_config(section)
+    e_cfg, price = section["endpoint"], section["price"]
+    url = public_url(e_cfg["base_url"] or "")
+    batch = bool(e_cfg["batch"])
+    if role == "generator":
+        answers = cal.answer_tokens.get(spec.model) if cal else None
+        wl = generator_workload({d: items[d] for d in exp.datasets_of(name)}, section, answers)
+        groups = {d: (reqs, exp.shards(d, config)) for d, reqs in wl.requests.items()}
+        inputs: list = []
+    else:
+        view = {**config, "judge": section}
+        answers = {
+            g: cal.answer_tokens[s["model"]]
+            for g, s in exp.generators.items()
+            if cal and s["model"] in cal.answer_tokens
+        }
+        mode = modes.get(spec.mode)
+        wl = judge_workload(
+            items,
+            section,
+            exp.cells(name),
+            exp.generators,
+            judge_template(view),
+            mode.requests_per_item,
+            answers,
+            workflow_dir,
+        )
+        if spec.verdict == "logprob":
+            from dataclasses import replace
+
+            one = 1 if e_cfg["prefill"] else spec.max_new_tokens  # without prefill the reply is generated
+            wl.requests = {d: [replace(r, new_tokens=one) for r in reqs] for d, reqs in wl.requests.items()}
+        groups = {"all": (wl.all(), spec.shards)}
+        inputs = sorted({(g, c.dataset) for c in exp.cells(name) for g in (c.generator, c.opponent) if g})
+    entry = Entry(role, name, spec, {}, 0, None, requests=wl.requests)
+    lines = [
+        f"{role} {name}: {spec.model} behind {url} (engine: openai): no GPU, no model files read; the server "
+        f"applies its own chat template and tokenizer"
+    ]
+    if moving_alias(spec.model):
+        lines.append(
+            f"  warning: {spec.model!r} has no date or version in its name: its provider may move it to another model"
+        )
+    key = e_cfg["api_key_env"]
+    lines.append(
+        f"  key: ${key} in the jobs' environment (not needed to plan)" if key else "  key: none (a local server)"
+    )
+    total_cost, total_requests, longest = 0.0, 0.0, 0.0
+    plan_time: dict = {}
+    for label, (reqs, jobs) in groups.items():
+        per_job = [r.share(1 / jobs) for r in reqs]
+        est = estimate(per_job, int(e_cfg["max_connections"]), float(e_cfg["latency_seconds"]), price, batch)
+        longest = max(longest, est.seconds)
+        total_requests += est.requests * jobs
+        if est.cost_usd is not None:
+            total_cost += est.cost_usd * jobs
+        where = f" on {label}" if role == "generator" else ""
+        lines.append(
+            f"  jobs{where}: {jobs}; each about {est.requests:,.0f} requests, {est.prompt_tokens:,.0f} prompt tokens "
+            f"(~{CHARS_PER_TOKEN} chars/token) and at most {est.completion_tokens:,.0f} completion tokens "
+            f"(max_new_tokens each, an upper bound); cost about {money(est.cost_usd)} a job"
+            + (" at the batch price" if batch else "")
+        )
+        if batch:
+            lines.append("  time: batch files come back within the provider's 24 h window (usually sooner)")
+        else:
+            lines.append(
+                f"  time: about {duration(est.seconds)} a job: {est.requests:,.0f} requests, "
+                f"{e_cfg['max_connections']} at a time, at an assumed {e_cfg['latency_seconds']:g} s each "
+                f"(endpoint.latency_seconds; rate limits and the provider's load make it longer)"
+            )
+        prefix = "generate" if role == "generator" else "judge"
+        for j in range(jobs):
+            job = f"{prefix} {name}/{label}/{j}" if role == "generator" else f"judge {name}/{j}"
+            entry.jobs.append((job, est.seconds, 0, inputs, (name, label) if role == "generator" else None))
+        plan_time[label] = {
+            "requests_per_job": round(est.requests, 1),
+            "prompt_tokens_per_job": round(est.prompt_tokens),
+            "completion_tokens_per_job_at_most": round(est.completion_tokens),
+            "seconds_per_job": round(est.seconds, 1),
+            "cost_usd_per_job": None if est.cost_usd is None else round(est.cost_usd, 6),
+            "jobs": jobs,
+        }
+    known = price["input_per_mtok"] is not None and price["output_per_mtok"] is not None
+    budget = section["max_cost_usd"]
+    if known:
+        lines.append(
+            f"  cost of {role} {name}: about {money(total_cost)} for {total_requests:,.0f} requests (an upper bound: answers counted at max_new_tokens)"
+        )
+    else:
+        lines.append(f"  cost: unknown: set {role}.price.input_per_mtok and .output_per_mtok to see it here")
+    if budget is not None:
+        per_job = max((t["cost_usd_per_job"] or 0.0) for t in plan_time.values()) if plan_time else 0.0
+        verdict = "enough" if per_job <= budget else "LESS than the costliest job's estimate: it would stop part-way"
+        lines.append(f"  max_cost_usd: {budget:g} per job: {verdict}")
+    if not batch:
+        lines.append(
+            f"  resources.{STEP}.runtime: about {runtime_minutes(longest)} min (the longest job's estimate + 50%)"
+            + (
+                f"; the configured {config['resources'][STEP]['runtime']} min is LESS: raise resources.{STEP}.runtime"
+                if config["resources"][STEP]["runtime"] < runtime_minutes(longest)
+                else ""
+            )
+        )
+    entry.lines = lines
+    entry.plan = {
+        "name": name,
+        "role": role,
+        "engine": "openai",
+        "model": spec.model,
+        "endpoint": {"base_url": url, "max_connections": e_cfg["max_connections"], "batch": batch},
+        "time": plan_time,
+        "cost_usd": round(total_cost, 6) if known else None,
+        "requests": round(total_requests, 1),
+        "gpus_per_job": 0,
+    }
+    return entry

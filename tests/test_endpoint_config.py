@@ -1,0 +1,390 @@
+"""engine: openai without a server: the retry policy, adaptive concurrency, logprob labels read from
+top_logprobs, the budget, URLs and keys, the config's refusals, the plan, and the MT-bench example that
+grades as FastChat's GPT-4 judge does (its exact messages, a dry run and a plan without the key)."""
+
+import asyncio
+import json
+import random
+import re
+import time
+
+import pytest
+import yaml
+from judges import ROOT
+
+from genjudge import config as wfconfig
+from genjudge.config.specs import JudgeSpec, spec_for
+from genjudge.data.conversation import placeholders
+from genjudge.engine.endpoint import policy
+from genjudge.engine.endpoint.cost import Budget, BudgetReached
+from genjudge.engine.endpoint.requests import (
+    Incomplete as IncompleteResponse,
+)
+from genjudge.engine.endpoint.requests import (
+    LogprobVerdict,
+    after_marker,
+    body,
+    label_logprobs,
+    read_verdict,
+    result,
+)
+from genjudge.engine.endpoint.settings import Endpoint, Price, redact
+from genjudge.errors import InputError
+from genjudge.judging import modes
+from genjudge.judging.modes.base import LOGPROB_UNSEEN as PARSE_UNSEEN
+from genjudge.judging.template_rules import Templates
+from genjudge.judging.templates import render_request
+from genjudge.models.endpoints import check_url, moving_alias, public_url
+
+VERDICT = LogprobVerdict(("CORRECT", "INCORRECT"), "VERDICT:")
+
+
+# --- the retry policy ------------------------------------------------------------------------------
+
+
+def test_reset_durations_and_server_waits():
+    assert policy.duration("1s") == 1.0 and policy.duration("6m0s") == 360.0 and policy.duration("20ms") == 0.02
+    assert policy.duration("1h2m3.5s") == 3723.5 and policy.duration("2.5") == 2.5 and policy.duration("soon") is None
+    assert policy.server_wait({"retry-after": "7"}) == 7.0
+    assert policy.server_wait({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
+    assert 25 < policy.server_wait({"retry-after": date}) <= 31
+    assert policy.server_wait({"x-ratelimit-reset-requests": "2s", "x-ratelimit-reset-tokens": "6m0s"}) == 360.0
+    assert policy.server_wait({}) is None
+
+
+def test_what_is_retried_and_what_is_not():
+    limited = policy.classify(429, "rate limit", {"retry-after": "3"})
+    assert isinstance(limited, policy.Retry) and limited.cause == "429" and limited.after == 3.0
+    for status in (408, 409, 500, 502, 503, 504):
+        assert isinstance(policy.classify(status, "x", None), policy.Retry)
+    # vLLM's and OpenAI's words for a prompt longer than the context: the item is too long, not retried.
+    vllm = "This model's maximum context length is 512 tokens. However, you requested 600 tokens (88 in the messages, 512 in the completion)."
+    assert isinstance(policy.classify(400, vllm, None), policy.TooLong)
+    assert isinstance(policy.classify(400, "context_length_exceeded: prompt is too long", None), policy.TooLong)
+    for status in (400, 401, 403, 404, 422):
+        refused = policy.classify(status, "bad request: unknown field", None)
+        assert isinstance(refused, policy.Refused) and refused.status == status
+
+
+def test_backoff_is_jittered_bounded_and_a_server_wait_wins():
+    rng = random.Random(0)
+    waits = [policy.backoff(a, rng) for a in range(12) for _ in range(50)]
+    assert min(waits) >= 0 and max(waits) <= policy.BACKOFF_CAP
+    assert max(policy.backoff(0, rng) for _ in range(200)) <= policy.BACKOFF_BASE
+    assert 5.0 <= policy.wait_for(policy.Retry("429", after=5.0), 9, rng) <= 5.5
+
+
+def test_concurrency_is_cut_once_per_round_of_rate_limits_and_climbs_back():
+    async def scenario():
+        c = policy.Concurrency(10)
+        sent = [await c.acquire() for _ in range(10)]
+        assert c.active == 10
+        for s in sent:  # ten 429s of requests sent before the cut: one cut
+            c.rate_limited(s)
+        assert c.limit == pytest.approx(8.0) and c.cuts == 1
+        for _ in range(10):
+            await c.release()
+        later = await c.acquire()
+        c.rate_limited(later)  # a request sent after the cut: a second cut
+        assert c.limit == pytest.approx(6.4) and c.lowest == pytest.approx(6.4)
+        await c.release()
+        for _ in range(200):
+            await c.succeeded()
+        assert c.limit == 10.0  # back to max_connections, never above
+        floor = policy.Concurrency(1)
+        floor.rate_limited(await floor.acquire())
+        assert floor.limit == 1.0  # never below one request in flight
+
+    asyncio.run(scenario())
+
+
+# --- responses and logprob verdicts -----------------------------------------------------------------
+
+
+def response(content="VERDICT: CORRECT", top=None, usage=True, finish="stop"):
+    choice = {"message": {"role": "assistant", "content": content}, "finish_reason": finish}
+    if top is not None:
+        first = top[0]["token"] if top else ""
+        choice["logprobs"] = {"content": [{"token": first, "logprob": -0.1, "top_logprobs": top}]}
+    r = {"choices": [choice], "model": "m", "system_fingerprint": "fp"}
+    if usage:
+        r["usage"] = {"prompt_tokens": 12, "completion_tokens": 3}
+    return r
+
+
+def test_a_label_is_its_longest_listed_first_token_and_never_guessed():
+    listed = [(" INCORRECT", -0.01), (" COR", -4.8), (" CORR", -5.5), (":", -7.0)]
+    assert label_logprobs(listed, ("CORRECT", "INCORRECT")) == ({"INCORRECT": -0.01, "CORRECT": -5.5}, "")
+    assert label_logprobs([("A", -0.1), (" B", -2.0), (" TIE", -3.0)], ("A", "B", "TIE"))[0] == {
+        "A": -0.1,
+        "B": -2.0,
+        "TIE": -3.0,
+    }
+    # A token both labels start with tells them apart no more than the in-process engines would.
+    found, why = label_logprobs([(" AB", -0.1), (" B", -2.0)], ("ABC", "ABD"))
+    assert found is None and "share their first token" in why
+    found, why = label_logprobs([(" The", -0.2), (" I", -1.0)], ("CORRECT", "INCORRECT"))
+    assert found is None and "no verdict label among the 2 top_logprobs" in why and '" The"' in why
+
+
+def test_a_verdict_read_from_top_logprobs():
+    top = [{"token": " INCORRECT", "logprob": -0.05}, {"token": " CORRECT", "logprob": -3.0}]
+    out = read_verdict(response(top=top)["choices"][0], VERDICT, prefill=True)
+    assert out["output"] == "VERDICT: INCORRECT" and out["finish_reason"] == "logprob"
+    assert out["p_correct"] == pytest.approx(1 / (1 + 2.718281828459045 ** (3.0 - 0.05)), rel=1e-9)
+    # A label not listed is at most the smallest listed logprob: the verdict is certain, the probability a bound.
+    out = read_verdict(
+        response(top=[{"token": " CORRECT", "logprob": -0.01}, {"token": "x", "logprob": -9}])["choices"][0],
+        VERDICT,
+        True,
+    )
+    assert out["output"] == "VERDICT: CORRECT" and out["logprob_bounded"] == ["INCORRECT"]
+    unseen = read_verdict(response(top=[{"token": " maybe", "logprob": -0.1}])["choices"][0], VERDICT, True)
+    assert unseen["finish_reason"] == PARSE_UNSEEN and unseen["p_correct"] is None and "maybe" in unseen["output"]
+    # Without prefill: the reply is read at the token after its last marker.
+    assert after_marker(["I think", " VER", "DICT", ":", " CORRECT", ".\n", "VERDICT:", " INC"], "VERDICT:") == 7
+    assert after_marker(["no marker here"], "VERDICT:") is None
+
+
+def test_a_response_without_what_was_asked_is_incomplete_and_retried():
+    with pytest.raises(IncompleteResponse, match="no logprobs"):
+        read_verdict(response()["choices"][0], VERDICT, True)
+    with pytest.raises(IncompleteResponse, match="usage"):
+        result(response(usage=False), None, False)
+    with pytest.raises(IncompleteResponse, match="no choices"):
+        result({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}, None, False)
+    ok = result(response(finish="length"), None, False)
+    assert ok["finish_reason"] == "length" and ok["n_prompt_tokens"] == 12 and ok["served_model"] == "m"
+    assert result(response(), None, False)["finish_reason"] == "eos"
+
+
+def test_the_parse_stage_names_an_unseen_label_as_its_cause():
+    assert PARSE_UNSEEN == "logprob-unseen"  # engine.endpoint.requests holds the same string
+    from genjudge.engine.endpoint.requests import LOGPROB_UNSEEN
+
+    assert LOGPROB_UNSEEN == PARSE_UNSEEN
+
+
+# --- the budget --------------------------------------------------------------------------------------
+
+
+def test_the_budget_reserves_the_worst_case_and_stops_before_it_would_pass():
+    price = Price(100.0, 100.0, 0.5)
+    b = Budget(price, limit=0.01)
+    req = {"messages": [{"role": "user", "content": "x" * 20}], "max_tokens": 10}
+    worst = b.worst_case(req)  # a token per byte of the messages until responses show the ratio
+    assert worst >= (20 + 10) * 100 / 1e6
+    b.reserve("a", req)
+    assert b.reserved == pytest.approx(worst)
+    b.paid("a", req, prompt_tokens=8, completion_tokens=4)
+    assert b.reserved == 0 and b.spent == pytest.approx(12 * 100 / 1e6)
+    assert b.worst_case(req) < worst  # the learnt ratio (with a margin) replaces a token per byte
+    with pytest.raises(BudgetReached, match="max_cost_usd 0.01"):
+        for i in range(1000):
+            b.reserve(i, req)
+    assert b.stopped and b.spent + b.reserved <= 0.01
+    # Results an earlier attempt paid count too; batch files cost the discounted price.
+    later = Budget(price, limit=0.01, batch=True)
+    later.stored(0.009)
+    assert not later.affords(req) and later.stopped
+    assert Price(1.0, 2.0, 0.5).cost(1_000_000, 1_000_000, batch=True) == 1.5
+    assert Budget(Price(None, None, 0.5), limit=None).affords(req)
+
+
+# --- URLs, keys, names ------------------------------------------------------------------------------
+
+
+def test_urls_keys_and_names():
+    assert public_url("https://user:pw@api.example.com:8443/v1/?key=1") == "https://api.example.com:8443/v1"
+    check_url("http://127.0.0.1:8000/v1", "judge.endpoint", False)
+    check_url("http://localhost:8000/v1", "judge.endpoint", False)
+    check_url("http://10.0.0.5:8000/v1", "judge.endpoint", True)
+    with pytest.raises(InputError, match=r"judge.endpoint.base_url: .*plain http.*allow_http"):
+        check_url("http://gpu-node-7:8000/v1", "judge.endpoint", False)
+    with pytest.raises(InputError, match="holds credentials.*api_key_env"):
+        check_url("https://me:secret@api.example.com/v1", "judge.endpoint", False)
+    with pytest.raises(InputError, match="not set"):
+        check_url(None, "judges.gpt.endpoint", False)
+    assert redact("Incorrect API key provided: sk-abc123. Authorization: Bearer sk-abc123", ["sk-abc123"]) == (
+        "Incorrect API key provided: [redacted]. Authorization: Bearer [redacted]"
+    )
+    assert [moving_alias(m) for m in ("gpt-4o", "gpt-4o-2024-08-06", "gpt-4-0613", "claude-3-5-sonnet-latest")] == [
+        True,
+        False,
+        False,
+        True,
+    ]
+    assert not moving_alias("meta-llama/Llama-3.1-70B-Instruct")  # a served checkpoint's id names its files
+
+
+def test_the_item_key_holds_the_endpoint_and_request_settings_never_the_key(monkeypatch):
+    base = {"model": "gpt-4.1-2025-04-14", "engine": "openai", "endpoint": {"base_url": "https://api.example.com/v1"}}
+    spec = spec_for("judge", **base)
+    params = spec.item_params()
+    assert params["endpoint"] == {"base_url": "https://api.example.com/v1", "extra_body": {}}
+    # What a local model reads and an endpoint never does changes nothing.
+    assert spec_for("judge", **base, dtype="float16", batch_size=4).item_params() == params
+    assert spec_for("judge", **{**base, "endpoint": {**base["endpoint"], "max_connections": 3}}).item_params() == params
+    assert (
+        spec_for("judge", **{**base, "endpoint": {"base_url": "https://other.example.com/v1"}}).item_params() != params
+    )
+    extra = {**base["endpoint"], "extra_body": {"top_k": 20}}
+    assert spec_for("judge", **{**base, "endpoint": extra}).item_params() != params
+    assert spec_for("judge", **base, max_new_tokens=7).item_params() != params
+    assert spec.fingerprint() != spec_for("judge", **{**base, "model": "gpt-4.1-mini-2025-04-14"}).fingerprint()
+    monkeypatch.setenv("GENJUDGE_K", "sk-secret-abc")
+    keyed = spec_for("judge", **{**base, "endpoint": {**base["endpoint"], "api_key_env": "GENJUDGE_K"}})
+    assert "sk-secret-abc" not in json.dumps([keyed.item_params(), keyed.rerun_params(), keyed.fingerprint()])
+    assert Endpoint.of(keyed).api_key() == "sk-secret-abc"
+    monkeypatch.delenv("GENJUDGE_K")
+    with pytest.raises(InputError, match="GENJUDGE_K is not set"):
+        Endpoint.of(keyed).api_key()
+
+
+def test_request_bodies():
+    ep = {"base_url": "http://127.0.0.1:1/v1", "extra_body": {"top_k": 5}, "prefill": True}
+    judge = spec_for("judge", model="m", engine="openai", max_new_tokens=9, endpoint=ep)
+    msgs = [{"role": "user", "content": "q"}]
+    b = body(judge, Endpoint.of(judge), msgs)
+    assert b["temperature"] == 0.0 and b["max_tokens"] == 9 and b["top_k"] == 5 and "seed" not in b
+    lp = body(judge, Endpoint.of(judge), msgs, verdict=VERDICT)
+    assert lp["max_tokens"] == 1 and lp["logprobs"] and lp["top_logprobs"] == 20 and lp["continue_final_message"]
+    gen = spec_for("generator", model="m", engine="openai", do_sample=True, temperature=0.7, top_p=0.9, endpoint=ep)
+    s = body(gen, Endpoint.of(gen), msgs, seed=42)
+    assert (s["temperature"], s["top_p"], s["seed"]) == (0.7, 0.9, 42)
+
+
+# --- the config's refusals ---------------------------------------------------------------------------
+
+
+def checked(tmp_path, **judge):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "a", "question": "q?", "answer": "x"}\n')
+    cfg = wfconfig.validate(
+        {
+            "run": "r",
+            "shards": 1,
+            "dataset": {"path": str(data)},
+            "generator": {"model": str(ROOT / "models/demo-generator")},
+            "judge": {"model": "gpt-4.1-2025-04-14", "engine": "openai", **judge},
+        }
+    )
+    wfconfig.check(cfg, data=True, loadable=False)
+    return cfg
+
+
+def test_the_config_names_the_key_of_what_an_endpoint_cannot_do(tmp_path):
+    ok = {"endpoint": {"base_url": "https://api.example.com/v1"}}
+    checked(tmp_path, **ok)  # no config.json, no weights, no key needed to plan
+    with pytest.raises(InputError, match=r"judge.endpoint.base_url: not set"):
+        checked(tmp_path)
+    with pytest.raises(InputError, match=r"judge.use_chat_template: false needs a local model"):
+        checked(tmp_path, **ok, use_chat_template=False)
+    with pytest.raises(InputError, match=r"judge.max_cost_usd: a budget needs the model's price"):
+        checked(tmp_path, **ok, max_cost_usd=5)
+    with pytest.raises(InputError, match=r"judge.parallel: tensor"):
+        checked(tmp_path, **ok, parallel="tensor")
+    with pytest.raises(InputError, match=r"plain http"):
+        checked(tmp_path, endpoint={"base_url": "http://example.com/v1"})
+    with pytest.raises(Exception, match="api_key_env"):  # a name, never a key: the schema's pattern
+        checked(tmp_path, endpoint={"base_url": "https://api.example.com/v1", "api_key_env": "sk-abc 123"})
+
+
+# --- the MT-bench example: FastChat's GPT-4 grading --------------------------------------------------
+
+
+def fastchat_prompts() -> dict:
+    lines = (ROOT / "tests/data/fastchat/judge_prompts_single.jsonl").read_text().splitlines()
+    return {p["name"]: p for p in map(json.loads, lines)}
+
+
+EXAMPLE = ROOT / "config/examples/mt_bench_gpt4.yaml"
+
+
+def test_the_mt_bench_example_sends_fastchats_gpt4_messages():
+    cfg = wfconfig.validate(yaml.safe_load(EXAMPLE.read_text()))
+    spec = JudgeSpec.from_config(cfg["judge"])
+    mode = modes.get(spec.mode)
+    templates = Templates(
+        str(ROOT / spec.template), [{**r, "template": str(ROOT / r["template"])} for r in spec.templates], mode
+    )
+    fc = fastchat_prompts()
+    history = [
+        {"question": "What is 2+2?", "reference": "4", "answer": "It is 4."},
+        {"question": "And 3+3?", "reference": "6", "answer": "Six."},
+    ]
+    cases = [
+        ("writing", 1, "single-v1"),
+        ("math", 1, "single-math-v1"),
+        ("writing", 2, "single-v1-multi-turn"),
+        ("coding", 2, "single-math-v1-multi-turn"),
+    ]
+    for category, turn, name in cases:
+        path, system = templates.choice(category, turn)
+        text = render_request(
+            templates.texts[path],
+            "item",
+            question=history[turn - 1]["question"],
+            answer=history[turn - 1]["answer"],
+            candidate=history[turn - 1]["answer"],
+            reference=history[turn - 1]["reference"],
+            turn=turn,
+            **placeholders(history[:turn]),
+        )
+        # FastChat (gen_judgment.py, run_judge_single): system message, then prompt_template.format(...).
+        kwargs = {"question": history[0]["question"], "answer": history[0]["answer"], "ref_answer_1": "4"}
+        if turn == 2:
+            kwargs = {
+                "question_1": "What is 2+2?",
+                "question_2": "And 3+3?",
+                "answer_1": "It is 4.",
+                "answer_2": "Six.",
+                "ref_answer_1": "4",
+                "ref_answer_2": "6",
+            }
+        assert (system or spec.system_prompt) == fc[name]["system_prompt"], name
+        assert text == fc[name]["prompt_template"].format(**kwargs), name
+    assert (
+        spec.max_new_tokens == 2048 and spec.verdict_pattern == r"\[\[(\d+\.?\d*)\]\]" and not moving_alias(spec.model)
+    )
+
+
+@pytest.mark.workflow
+def test_the_mt_bench_example_dry_runs_and_plans_without_the_key(workflow):
+    import subprocess
+    import sys
+
+    from conftest import clean_env
+    from test_examples import mt_bench_fixture, stand_in_models
+
+    cfg = yaml.safe_load(EXAMPLE.read_text())
+    stand_in_models(workflow, {"generator": cfg["generator"], "judge": {}})  # the generator is local, the judge not
+    mt_bench_fixture(workflow.path / cfg["dataset"]["path"])
+    cfg["lock_dir"] = str(workflow.lock_dir)
+    path = workflow.path / "config" / "gpt4.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    env = {k: v for k, v in clean_env().items() if k != "OPENAI_API_KEY"}
+    out = workflow.run("-n", "--configfile", path, "--quiet", "rules", env=env).stdout
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+    assert jobs["generate"] == "4" and jobs["judge"] == "1"
+    assert not (workflow.path / "gpt-4-0613").exists()  # nothing looked for a model directory
+    plan = subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(path)],
+        cwd=workflow.path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    text = plan.stdout
+    assert "gpt-4-0613 behind https://api.openai.com/v1 (engine: openai): no GPU, no model files read" in text
+    assert "key: $OPENAI_API_KEY in the jobs' environment (not needed to plan)" in text
+    # 16 two-turn questions: 32 requests; the cost at $30/$60 per million tokens, answers at 2048 tokens at most.
+    found = re.search(r"each about 32 requests, ([\d,]+) prompt tokens .* at most 65,536 completion tokens", text)
+    assert found, text
+    prompt = int(found.group(1).replace(",", ""))
+    cost = re.search(r"cost of judge judge: about \$([\d.,]+)", text.replace("gpt-4-0613", "judge")).group(1)
+    assert float(cost.replace(",", "")) == pytest.approx((prompt * 30 + 65_536 * 60) / 1e6, abs=0.01)
+    assert "max_cost_usd: 150 per job: enough" in text
+    assert "16 at a time, at an assumed 5 s each" in text
