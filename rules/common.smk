@@ -20,6 +20,7 @@ from genjudge.errors import InputError
 from genjudge.judging import modes
 from genjudge.judging.template_rules import template_paths
 from genjudge.models.modelref import check_model, digest_index
+from genjudge.stages.plan_dates import chat_date_notes
 from genjudge.store import failures
 from genjudge.store.records import INVOCATION_ENV, new_invocation
 
@@ -56,6 +57,11 @@ GPU_INVENTORY = resolve_inventory(config["gpu_inventory"])
 if workflow.is_main_process:
     for warning in endpoint_warnings(config, EXP):
         logger.warning(f"warning: {warning}")
+    try:
+        for note in chat_date_notes(config, EXP):
+            logger.info(note)
+    except InputError as exc:
+        raise WorkflowError(f"bad input: {exc}") from None
 try:  # judge.parallel: tensor on a model that cannot be split stops here, with the reason
     judge_parallel.check_parallel(JUDGES.values())
     judge_parallel.check_vllm_layouts(config, EXP, GPU_INVENTORY, on_slurm=False)
@@ -123,6 +129,14 @@ GENERATOR_PARAMS = {name: rerun_params(spec) for name, spec in GENERATORS.items(
 JUDGE_PARAMS = {name: rerun_params(spec) for name, spec in JUDGES.items()}
 
 
+def with_chat_date(params, spec):
+    """A configured chat_date is rendered into the prompts of templates that stamp the date: changing it
+    reruns the jobs (absent while unset: the date pinned under results/<run>/ holds for every rerun)."""
+    if config["chat_date"] is None or spec.engine == "openai":
+        return params
+    return {**params, "chat_date": config["chat_date"]}
+
+
 def with_failures(params, role, job):
     """A job that recorded a failure (genjudge.store.failures) reruns on the next run: its count of
     recorded failures is a parameter (absent while there are none)."""
@@ -132,7 +146,7 @@ def with_failures(params, role, job):
 
 def generate_params(wildcards):
     job = f"{wildcards.generator}/{wildcards.dataset}/{wildcards.shard}"
-    params = GENERATOR_PARAMS[wildcards.generator]
+    params = with_chat_date(GENERATOR_PARAMS[wildcards.generator], GENERATORS[wildcards.generator])
     if EXP.datasets[wildcards.dataset]["on_too_long"] != "fail":  # absent at the default: no rerun of old runs
         params = {**params, "on_too_long": EXP.datasets[wildcards.dataset]["on_too_long"]}
     return with_failures(params, "generate", job)
@@ -169,8 +183,8 @@ def settings(params, keys, *, name):
 
 # Every setting that may decide a generation or judge job's rerun (GENERATORS' and JUDGES' rerun_params).
 # Settings outside the specs' fields: vLLM's max_model_len where set and an endpoint's public URL (ModelSpec.rerun_params) and the
-# datasets' on_too_long where not `fail`.
-EXTRA_KEYS = ["vllm_max_model_len", "endpoint", "on_too_long", "model_fingerprint", "failed_attempts"]
+# datasets' on_too_long where not `fail`, and chat_date where set.
+EXTRA_KEYS = ["vllm_max_model_len", "endpoint", "on_too_long", "model_fingerprint", "failed_attempts", "chat_date"]
 GENERATE_KEYS = [*GeneratorSpec.fields_changing("item", "job"), *EXTRA_KEYS]
 JUDGE_KEYS = [*JudgeSpec.fields_changing("item", "job"), *EXTRA_KEYS, "cells", "answers"]
 
@@ -183,12 +197,12 @@ def too_long_params(judge):
 
 
 def judge_params(wildcards):
+    spec = JUDGES[wildcards.judge]
     params = {
-        **JUDGE_PARAMS[wildcards.judge],
+        **with_chat_date(JUDGE_PARAMS[wildcards.judge], spec),
         "cells": judge_cells(wildcards.judge),
         **too_long_params(wildcards.judge),
     }
-    spec = JUDGES[wildcards.judge]
     if spec.cascade:  # the datasets' answer extraction decides what the cascade sends to the judge
         params["answers"] = ANSWERS
     if not modes.get(spec.mode).needs_baseline:  # settings a single-answer judge never reads

@@ -39,6 +39,7 @@ def main():
 
                 exp = resolve(cfg)
                 spec = GeneratorSpec.from_config(exp.generators[w.generator])
+                pinned = run_chat_date(cfg, spec)
                 run_generate(
                     shard=int(w.shard),
                     shard_path=shard_path(sm.input.shards, w.shard),
@@ -58,7 +59,15 @@ def main():
                     cache_dir=cfg["cache_dir"],
                     on_too_long=exp.datasets[w.dataset]["on_too_long"],
                     where=entry_where(cfg, "generator", w.generator),
+                    chat_date=pinned,
                 )
+
+
+def run_chat_date(cfg, spec):
+    """The date this run's chat templates stamp (genjudge.store.chat_date); an endpoint renders its own."""
+    from genjudge.store import chat_date
+
+    return None if spec.engine == "openai" else chat_date.pin(f"results/{cfg['run']}", cfg["chat_date"]).date
 
 
 def write_failure(sm, error):

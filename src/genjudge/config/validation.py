@@ -10,6 +10,7 @@ the only home of defaults); the demo (`config/demo.yaml`) only when no
 from __future__ import annotations
 
 import copy
+import datetime
 import functools
 import hashlib
 import importlib
@@ -60,6 +61,8 @@ def _coerce_value(value, sub: dict):
         return [_coerce_value(v, items) for v in value] if isinstance(items, dict) else value
     if isinstance(value, str) and value in ("null", "~") and _valid(None, sub):
         return None  # `null` for a key that may be null: there is no string "null" to mean
+    if isinstance(value, datetime.date) and _valid(value.isoformat(), sub):
+        return value.isoformat()  # YAML reads an unquoted 2024-11-26 as a date
     if not isinstance(value, str) or _valid(value, sub):
         return value
     try:

@@ -6,6 +6,8 @@ messages (system, few-shot turns, the user's question) from a chat dataset.
 
 from __future__ import annotations
 
+from datetime import date, datetime, time
+
 
 def uses_chat_template(tokenizer, setting="auto") -> bool:
     if setting == "auto":
@@ -20,10 +22,12 @@ def render_prompt(
     chat: bool = True,
     messages: list[dict] | None = None,
     template_kwargs: dict | None = None,
+    chat_date: str | None = None,
 ) -> str:
     """`messages`, when given, is the conversation to send (text is then its last user turn);
     the configured system prompt goes first unless the conversation has its own. `template_kwargs`
-    are variables of the chat template (`chat_template_kwargs`, e.g. enable_thinking)."""
+    are variables of the chat template (`chat_template_kwargs`, e.g. enable_thinking). `chat_date`: the
+    run's pinned date (genjudge.store.chat_date), which a template's `strftime_now` gives instead of today."""
     turns = list(messages) if messages else [{"role": "user", "content": text}]
     if system_prompt and not any(m["role"] == "system" for m in turns):
         turns.insert(0, {"role": "system", "content": system_prompt})
@@ -31,4 +35,19 @@ def render_prompt(
         if not messages:
             return text if system_prompt is None else f"{system_prompt}\n\n{text}"
         return "\n\n".join(f"{m['role']}: {m['content']}" for m in turns) + "\n\nassistant:"
-    return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True, **(template_kwargs or {}))
+    variables = dict(template_kwargs or {})
+    if chat_date:
+        variables["strftime_now"] = pinned_strftime(chat_date)
+    return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True, **variables)
+
+
+def pinned_strftime(chat_date: str):
+    """transformers' `strftime_now` template function at midnight of `chat_date`. It is a global of
+    transformers' template environment (utils/chat_template_utils.py: `datetime.now().strftime`); a
+    variable passed to the render shadows that global for this call only, in transformers' own renderer."""
+    moment = datetime.combine(date.fromisoformat(chat_date), time())
+
+    def strftime_now(format):
+        return moment.strftime(format)
+
+    return strftime_now

@@ -57,11 +57,13 @@ def run_generate(
     cache_dir=None,
     on_too_long: str = "fail",
     where: str = "generator",
+    chat_date: str | None = None,
 ) -> GenerateMeta:
     """Generate every item of one shard (resumed from the item store); `threads`: torch's threads for
     this job (Snakemake's `threads`), set before the model loads; `cache_dir`: where `batch_size: auto`
     remembers its choices (none: it probes every time); `on_too_long`: the dataset's; `where`: the
-    generator's config key (an endpoint's errors name it)."""
+    generator's config key (an endpoint's errors name it); `chat_date`: the run's pinned date, which a
+    chat template that stamps today's gets (genjudge.store.chat_date)."""
     if threads is not None and spec.engine != "openai":  # an endpoint job imports no torch
         from genjudge.engine.threads import set_threads
 
@@ -70,7 +72,7 @@ def run_generate(
         lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision, generator=generator, dataset=dataset
     )
     items = read_shard(shard_path)
-    pset = prompt_set(spec, kind="generate", digests=digests, cache_dir=cache_dir, where=where)
+    pset = prompt_set(spec, kind="generate", digests=digests, cache_dir=cache_dir, where=where, chat_date=chat_date)
     store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
     turns = [item_turns(p, r, t) for p, r, t in zip(items["prompt"], items["reference"], items["turns"])]
     chats = [None if is_missing(m) else json.loads(m) for m in items["messages"]]
@@ -163,6 +165,7 @@ def run_generate(
         n_generated_tokens=int(out["n_generated_tokens"].sum()),
         n_reasoning_tokens=reasoning_tokens(pset.tok, out["reasoning"]),
         n_reasoning_unfinished=int((out["reasoning_state"] == reasoning.UNCLOSED).sum()),
+        chat_date=getattr(pset, "stamped_date", None),
         **completion_meta(c, "generate_seconds"),
     )
     return meta.finish(meta_path)

@@ -10,7 +10,7 @@ from genjudge.config import judge_template, load_plugins
 from genjudge.config.experiment import entry_where, judge_inputs, resolve
 from genjudge.config.specs import JudgeSpec
 from genjudge.models.modelref import digest_index
-from genjudge.store import failures
+from genjudge.store import chat_date, failures
 
 log = logging.getLogger("judge")
 
@@ -64,6 +64,8 @@ def run_judge_job(
         on_too_long={d: exp.datasets[d]["on_too_long"] for d in exp.datasets},
         log_path=log_path,
         where=entry_where(config, "judge", judge),
+        # the date chat templates stamp: pinned once per run (an endpoint's server renders its own)
+        chat_date=None if spec.engine == "openai" else chat_date.pin(results, config["chat_date"]).date,
     )
     n = int(n_gpus)
     choice, why = job_choice(spec, n)

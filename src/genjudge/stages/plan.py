@@ -122,6 +122,9 @@ def make_plan(
     role_gpus = inventory_lines(config, gpus_spec, lines)
     items, notes = load_datasets(exp, config)
     lines += notes + model_file_notes(exp)
+    from genjudge.stages.plan_dates import chat_date_notes
+
+    lines += chat_date_notes(config, exp)
     run_dir = Path(calibrate) if calibrate else Path("results") / str(config.get("run"))
     cal = from_run(run_dir, measure_cpu) if calibrate or run_dir.is_dir() else None
     if calibrate and cal is None:

@@ -100,6 +100,8 @@ def provenance(config: dict, exp, gen_metas, judge_metas: dict, workflow_dir) ->
                     "revision": g["revision"],
                     "fingerprint": _one({m.model_fingerprint for m in gen_metas if m.generator == name}),
                     "engine": g["engine"],
+                    # the date its chat template stamped into the prompts (store.chat_date); None: none
+                    "chat_date": _one({m.chat_date for m in gen_metas if m.generator == name}),
                 }
                 for name, g in exp.generators.items()
             },
@@ -109,6 +111,7 @@ def provenance(config: dict, exp, gen_metas, judge_metas: dict, workflow_dir) ->
                     "revision": j["revision"],
                     "fingerprint": _one({m.model_fingerprint for m in judge_metas[name].jobs()}),
                     "engine": j["engine"],
+                    "chat_date": _one({m.chat_date for m in judge_metas[name].jobs()}),
                 }
                 for name, j in exp.judges.items()
             },
