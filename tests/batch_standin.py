@@ -22,10 +22,13 @@ in any order (`shuffle`).
 
 What a test controls: `hold` keeps every batch in_progress until `release()`; `hold_create` keeps the
 answer to POST /v1/batches back (the batch exists, the client does not learn its id) until
-`release()`; `expire` and `fail` are the shares of lines, drawn with `seed` the first time a
-custom_id is sent, that the window leaves undone (the batch then ends `expired`) or that fail with a
-500. What it counts: uploads, batch creations, lines per custom_id (uploaded and in created batches),
-looks at each batch, list calls, direct requests.
+`release()`; `drop_create` drops the connection of the first POST /v1/batches instead of its answer
+(the batch exists, its id never arrives); `expire` and `fail` are the shares of
+lines, drawn with `seed` the first time a custom_id is sent, that the window leaves undone (the batch
+then ends `expired`) or that fail with a 500; `api_faults` is the share of looks, lists and downloads
+answered 429 (Retry-After: 1), 500 or 503 instead. What it counts: uploads, batch creations, lines per
+custom_id (uploaded and in created batches), looks at each batch, list calls, injected faults, direct
+requests.
 """
 
 from __future__ import annotations
@@ -59,11 +62,15 @@ class BatchStandIn:
         shuffle: bool = True,
         hold: bool = False,
         hold_create: bool = False,
+        drop_create: bool = False,
+        api_faults: float = 0.0,
         expired_lines: str = "error_file",
         concurrency: int = 8,
     ):
         self.upstream = upstream.rstrip("/")
         self.rng = random.Random(seed)
+        self.fault_rng = random.Random(seed + 1)  # the API's faults: the lines' fates stay the same
+        self.drop_create, self.api_faults = drop_create, api_faults
         self.expire, self.fail, self.shuffle = expire, fail, shuffle
         self.hold, self.hold_create = hold, hold_create
         assert expired_lines in ("error_file", "missing")
@@ -81,6 +88,7 @@ class BatchStandIn:
         self.direct: Counter = Counter()  # item_of(body) -> direct chat completions (not in a batch)
         self.expired: set = set()  # custom_ids the window left undone once
         self.failed: set = set()  # custom_ids answered 500 once
+        self.injected: Counter = Counter()  # status -> looks and downloads answered with it instead
         self.events: list = []  # (time.time(), what, batch or file id)
         self.lock = threading.Lock()
         self._ready = threading.Event()
@@ -189,6 +197,19 @@ class BatchStandIn:
 
         return Batch.model_validate(self.batches[batch_id]).model_dump(mode="json")
 
+    def _fault(self):
+        """`api_faults` of the looks, lists and downloads (calls that change nothing) fail: a 429 with
+        Retry-After, a 500 or a 503, drawn with the seed."""
+        if not self.api_faults or self.fault_rng.random() >= self.api_faults:
+            return None
+        status = self.fault_rng.choice((429, 500, 503))
+        with self.lock:
+            self.injected[status] += 1
+        response = self._json({"error": {"message": "injected", "type": "server_error", "code": None}}, status)
+        if status == 429:
+            response.headers["Retry-After"] = "1"
+        return response
+
     # --- files -----------------------------------------------------------------------------------------
 
     async def _upload(self, request):
@@ -217,6 +238,8 @@ class BatchStandIn:
     async def _content(self, request):
         from aiohttp import web
 
+        if fault := self._fault():
+            return fault
         f = self.files.get(request.match_info["id"])
         if f is None:
             return self._error(404, "No such File object", "id")
@@ -262,6 +285,8 @@ class BatchStandIn:
         task = asyncio.get_running_loop().create_task(self._process(batch_id, lines, errors))
         self._tasks[batch_id] = task
         await self._create_go.wait()  # hold_create: the batch exists; the client learns its id later
+        if self.drop_create and self.creations == 1:  # the batch exists; the answer is lost
+            request.transport.abort()
         return self._json(self._batch(batch_id))
 
     def _read_input(self, data: bytes, endpoint: str) -> tuple[list[dict], list[dict]]:
@@ -371,6 +396,8 @@ class BatchStandIn:
         self._event(status, batch_id)
 
     async def _retrieve(self, request):
+        if fault := self._fault():
+            return fault
         batch_id = request.match_info["id"]
         if batch_id not in self.batches:
             return self._error(404, f"No batch found with id '{batch_id}'.", "id")
@@ -380,6 +407,8 @@ class BatchStandIn:
         return self._json(self._batch(batch_id))
 
     async def _list(self, request):
+        if fault := self._fault():
+            return fault
         limit = int(request.query.get("limit", 20))
         after = request.query.get("after")
         with self.lock:

@@ -62,8 +62,8 @@ def judge(url: str, **endpoint) -> dict:
     return {"model": JUDGE, "engine": "openai", "price": PRICE, "endpoint": {"base_url": url, **endpoint}}
 
 
-def batched(standin: BatchStandIn) -> dict:
-    return judge(standin.url, batch=True, batch_poll_seconds=POLL)
+def batched(standin: BatchStandIn, **endpoint) -> dict:
+    return judge(standin.url, batch=True, batch_poll_seconds=POLL, **endpoint)
 
 
 def config(wf: Workflow, run: str, judges: dict) -> Path:
@@ -94,11 +94,15 @@ def stored(wf) -> tuple[Counter, dict]:
 @pytest.fixture(scope="module")
 def study(wf, judge_server):
     """One run: the demo judge asked directly, and the same judge through batch files, where the
-    stand-in lets a quarter of the lines expire and fails a tenth with a 500 (drawn with a seed) and
-    writes its results in shuffled order."""
-    standin = BatchStandIn(judge_server.url, expire=0.25, fail=0.1, seed=3, shuffle=True)
+    stand-in lets a quarter of the lines expire and fails a tenth with a 500 (drawn with a seed),
+    writes its results in shuffled order, drops the connection of the first submission instead of
+    answering it and fails three in ten of the looks, lists and downloads with a 429, 500 or 503."""
+    standin = BatchStandIn(
+        judge_server.url, expire=0.25, fail=0.1, seed=3, shuffle=True, drop_create=True, api_faults=0.3
+    )
     try:
-        cfg = config(wf, "batch", {"direct": judge(judge_server.url), "batched": batched(standin)})
+        judges = {"direct": judge(judge_server.url), "batched": batched(standin)}
+        cfg = config(wf, "batch", judges)
         t0 = time.monotonic()
         wf.run("--cores", "2", "--configfile", cfg, env=clean_env())
         standin.seconds = time.monotonic() - t0
@@ -143,6 +147,14 @@ def test_expired_and_failed_lines_go_into_the_next_batch_and_each_item_is_stored
     assert len(mine) == N and all(counts[k] == 1 for k in mine)
     assert {r["batch_id"] for k, r in mine.items() if k in retried} == {second}
     assert {r["batch_id"] for k, r in mine.items() if k not in retried} == {first}
+
+
+def test_the_batch_apis_failures_are_waited_out_and_a_lost_submission_answer_found_again(wf, study):
+    assert sum(study.injected.values()) >= 3 and study.listed >= 1
+    log = (wf.path / "logs" / "batch" / "judge" / "batched" / "0-of-1.log").read_text()
+    assert "found batch" in log  # the first batch, whose id the client never received, by its file
+    # Each fault was waited out and logged, and the submission's lost answer with them.
+    assert log.count("the batch API failed") == sum(study.injected.values()) + 1
 
 
 def test_batched_requests_cost_the_batch_discount(wf, study):
@@ -256,3 +268,50 @@ def test_a_killed_batch_job_polls_its_batches_again_and_never_resubmits(wf, judg
     assert raw(wf, "killed", "unseen")["judge_output"].tolist() == direct
     counts, _ = stored(wf)
     assert all(counts[k] == 1 for k in {*held.batched_lines, *unseen.batched_lines})
+
+
+# --- the stand-in answers as the provider does ----------------------------------------------------------
+
+
+def test_the_standin_speaks_the_batch_api_as_the_openai_client_reads_it():
+    """What the tests above rely on and the job does not exercise: pages of the batch list, a cancel,
+    and a file the provider's validation refuses (no line reaches a model server)."""
+    from openai import OpenAI
+
+    standin = BatchStandIn("http://127.0.0.1:9/v1", hold=True)
+    try:
+        client = OpenAI(base_url=standin.url, api_key="none", max_retries=0)
+
+        def line(cid, url="/v1/chat/completions"):
+            body = {"model": JUDGE, "messages": [{"role": "user", "content": cid}], "max_tokens": 1}
+            return json.dumps({"custom_id": cid, "method": "POST", "url": url, "body": body}) + "\n"
+
+        def submit(text):
+            upload = client.files.create(file=("in.jsonl", text.encode()), purpose="batch")
+            assert client.files.retrieve(upload.id).bytes == len(text.encode())
+            return client.batches.create(
+                input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h"
+            )
+
+        ids = [submit(line(f"a{i}") + line(f"b{i}")).id for i in range(3)]
+        assert [b.id for b in client.batches.list(limit=2)] == ids[::-1]  # newest first, every page
+        first = client.batches.list(limit=2)
+        assert first.has_more and [b.id for b in first.data] == ids[:0:-1]
+
+        cancelled = client.batches.cancel(ids[0])
+        assert cancelled.status == "cancelled" and cancelled.output_file_id is None
+        errors = [json.loads(x) for x in client.files.content(cancelled.error_file_id).text.splitlines()]
+        assert sorted(e["custom_id"] for e in errors) == ["a0", "b0"]
+        assert {e["error"]["code"] for e in errors} == {"batch_cancelled"} and all(
+            e["response"] is None for e in errors
+        )
+
+        refused = submit(line("c") + line("c") + line("d", url="/v1/embeddings"))
+        deadline = time.monotonic() + 10
+        while client.batches.retrieve(refused.id).status != "failed":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        why = client.batches.retrieve(refused.id).errors.data
+        assert [(e.code, e.line) for e in why] == [("duplicate_custom_id", 2), ("invalid_url", 3)]
+    finally:
+        standin.stop()

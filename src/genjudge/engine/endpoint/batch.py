@@ -66,6 +66,7 @@ class BatchSender:
         self.report = Report()
         self.report.batches = []  # ids of the batches this attempt submitted or polled
         self.rng = random.Random(0)
+        self.uploaded: dict = {}  # input file id -> its lines, of the files this attempt uploaded
 
     # --- state: one file per uploaded file ----------------------------------------------------------
 
@@ -241,6 +242,7 @@ class BatchSender:
         self._save(entry)
         live.append(entry)
         self._count(entry, index, +1)
+        self.uploaded[upload.id] = len(allowed)
         with self._api():
             batch = self.client.batches.create(input_file_id=upload.id, endpoint=URL, completion_window=WINDOW)
         entry["id"] = batch.id
@@ -258,6 +260,7 @@ class BatchSender:
                 if batch.input_file_id == entry["input_file_id"]:
                     entry["id"] = batch.id
                     self._save(entry)
+                    self.report.requests += self.uploaded.get(batch.input_file_id, 0)  # sent by this attempt
                     log.info(
                         "%s: found batch %s of file %s among the provider's batches (its id was never recorded)",
                         self.desc,
