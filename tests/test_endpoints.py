@@ -204,6 +204,15 @@ def test_an_endpoint_study_runs_without_gpus_and_records_what_it_sent(wf, clean)
     assert e["base_url"] == judge_proxy.url and e["prompt_tokens"] > 0 and e["completion_tokens"] == N + 1
     # Every request carried the key; none reached the server without it.
     assert set(judge_proxy.auth_seen) == {"Bearer "} and set(gen_proxy.auth_seen) == {"Bearer "}
+    # The report shows each endpoint job: requests, results, retries, tokens, cost, requests per second.
+    summary = json.loads((wf.results("clean") / "report" / "summary.json").read_text())
+    rows = {r["job"]: r for r in summary["endpoints"]}
+    assert set(rows) == {"generate demo-generator/questions/0", "judge written/0", "judge logprob/0"}
+    assert rows["judge logprob/0"]["completed"] == N and rows["judge logprob/0"]["requests_per_second"] > 0
+    md = (wf.results("clean") / "report" / "report.md").read_text()
+    assert "## Endpoints" in md and "| judge logprob/0 | models/demo-judge at http://127.0.0.1:" in md
+    html = (wf.results("clean") / "report" / "report.html").read_text()
+    assert '<section id="endpoints">' in html and "judge logprob/0" in html
     gens = pd.read_parquet(wf.results("clean") / "generations" / "demo-generator" / "questions.parquet")
     assert gens["output"].notna().all() and (gens["n_generated_tokens"] > 0).all()
     # Nothing to do on a second run: the endpoint is part of the rerun params, the key is not.
@@ -359,10 +368,15 @@ def test_a_budget_stops_a_run_part_way_and_a_larger_one_finishes_it_without_repe
         assert e["budget_stopped"] and 0 < e["completed"] < N and e["not_sent"] == N - e["completed"]
         assert e["cost_usd"] <= 0.08
         summary = json.loads((wf.results("budget") / "report" / "summary.json").read_text())
-        (cell,) = summary["failed_cells"]
+        assert len(summary["failed_cells"]) == 1, summary["failed_cells"]
+        cell = summary["failed_cells"][0]
         assert cell["errors"][0]["type"] == "BudgetReached" and "max_cost_usd" in cell["errors"][0]["message"]
         report = (wf.results("budget") / "report" / "report.md").read_text()
         assert "max_cost_usd reached" in report
+        rows = json.loads((wf.results("budget") / "report" / "summary.json").read_text())["endpoints"]
+        (row,) = [r for r in rows if r["job"] == "judge demo-judge/0"]
+        assert row["budget_stopped"] and row["cost_usd"] == e["cost_usd"] and row["not_sent"] == e["not_sent"]
+        assert "of $0.0800: **budget reached**" in report
         stored = len(ItemStore(wf.path / "results/.cache-budget/judge", "t").load())
         assert stored == e["completed"]
         # The same budget again sends nothing: what the first attempt paid counts against it.

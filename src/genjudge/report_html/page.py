@@ -110,6 +110,7 @@ class Page(ResultSections, RunSections):
             self.truncated(),
             self.gpus(),
             self.throughput(),
+            self.endpoints(),
             self.time_model(),
             self.provenance_section(),
             self.more(),

@@ -12,6 +12,7 @@ from genjudge.report_html import plots
 from genjudge.report_html.view import (
     SHOWN,
     Band,
+    Endpoints,
     Extra,
     GpuTimeline,
     GpuUse,
@@ -79,6 +80,29 @@ class RunSections:
             "computed",
         ]
         return Throughput(Table([*head, "waited for GPUs s"], rows))
+
+    def endpoints(self) -> Endpoints | None:
+        from genjudge.report_html.endpoints import table_rows
+
+        rows = self.s.get("endpoints") or []
+        if not rows:
+            return None
+        head, body = table_rows(rows)
+        body = [[c.replace("**", "") for c in row] for row in body]
+        models: dict = {}
+        for r in rows:
+            for served, n in r["served_models"].items():
+                models.setdefault(r["model"], {}).setdefault(served, 0)
+                models[r["model"]][served] += n
+        lines = [
+            f"{model}: served as {', '.join(f'{k} x{v}' for k, v in served.items())}; system_fingerprint "
+            + (
+                ", ".join(sorted({fp for r in rows if r["model"] == model for fp in r["system_fingerprints"]}))
+                or "none"
+            )
+            for model, served in models.items()
+        ]
+        return Endpoints(Table(head, body), lines)
 
     def provenance_section(self) -> Provenance:
         p = self.provenance or {}

@@ -19,6 +19,7 @@ from genjudge.report_html.table import MAX_TABLE_ROWS, Table  # noqa: F401 - re-
 # summary.json fields the sections below read (the rest go to "More from summary.json").
 SHOWN = {
     "validity",
+    "endpoints",
     "schema_version",
     "run",
     "mode",
@@ -236,6 +237,13 @@ class Throughput:
 
 
 @dataclass
+class Endpoints:
+    jobs: Table
+    models: list  # lines: each model's served ids and system fingerprints
+    ident = "endpoints"
+
+
+@dataclass
 class Provenance:
     run: Table
     models: Table
@@ -323,6 +331,7 @@ NAV = {
     "truncated": "Truncated answers",
     "timeline": "GPU timeline",
     "throughput": "Throughput",
+    "endpoints": "Endpoints",
     "time_model": "Time model",
     "provenance": "Provenance",
     "more": "More",

@@ -15,6 +15,7 @@ from genjudge.judging.items import answers_per_item, count_items, item_rate, per
 from genjudge.judging.modes.base import count_unfinished, pct, rate_text
 from genjudge.judging.reasoning import LIMIT, UNCLOSED, unfinished_advice, unfinished_cause
 from genjudge.judging.tables import markdown_table, md_code, md_line, md_text
+from genjudge.report_html.endpoints import endpoint_markdown, endpoint_rows
 from genjudge.stages import controlled
 from genjudge.stages.report_table import Study
 from genjudge.store import atomic
@@ -873,12 +874,14 @@ def run_report(
 
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
+    endpoints = endpoint_rows(gen_metas, judge_metas)  # every endpoint job that ran, its cells' fate aside
     full = resolve(config)
     run, cells, study = summary_of(
         config, {j: read_judgments(p) for j, p in judgments_paths.items()}, gen_metas, judge_metas
     )
     gen_metas, judge_metas, exp = study.gen_metas, study.judge_metas, study.exp
     run.time_model = time_model_check(config, gen_metas, judge_metas)
+    run.endpoints = endpoints
     atomic.write_json(provenance_path, provenance(config, exp, gen_metas, judge_metas, workflow_dir))
     run.write(summary_path)
     n_examples = int(config["report"]["n_examples"])
@@ -888,7 +891,7 @@ def run_report(
     else:
         text = render_experiment(run, cells, n_examples)
     text = study.markdown(with_validity(text, run.validity))
-    text += "\n" + "\n".join(time_model_markdown(run.time_model))
+    text += "\n" + "\n".join([*endpoint_markdown(run.endpoints), *time_model_markdown(run.time_model)])
     atomic.write_text(md_path, text)
     frames = []
     for s, _ in cells.values():

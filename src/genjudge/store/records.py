@@ -386,6 +386,8 @@ class RunSummary(_Record):
     placement_warnings: list = field(default_factory=list)
     # what the top of the report warns of: cells with more than a fifth of their verdicts unparsed
     warnings: list = field(default_factory=list)
+    # each endpoint job's requests, retries, tokens and cost (report_html.endpoints)
+    endpoints: list = field(default_factory=list)
     shards: list = field(default_factory=list)
     generator: dict = field(default_factory=dict)
     judge: dict = field(default_factory=dict)
