@@ -26,7 +26,8 @@ answer to POST /v1/batches back (the batch exists, the client does not learn its
 (the batch exists, its id never arrives); `expire` and `fail` are the shares of
 lines, drawn with `seed` the first time a custom_id is sent, that the window leaves undone (the batch
 then ends `expired`) or that fail with a 500; `api_faults` is the share of looks, lists and downloads
-answered 429 (Retry-After: 1), 500 or 503 instead. What it counts: uploads, batch creations, lines per
+answered 429 (Retry-After: 1), 500 or 503 instead; `reject` fails every batch's checks with that
+error code; `refuse_uploads` answers every upload with that status. What it counts: uploads, batch creations, lines per
 custom_id (uploaded and in created batches), looks at each batch, list calls, injected faults, direct
 requests.
 """
@@ -64,6 +65,8 @@ class BatchStandIn:
         hold_create: bool = False,
         drop_create: bool = False,
         api_faults: float = 0.0,
+        reject: str | None = None,
+        refuse_uploads: int | None = None,
         expired_lines: str = "error_file",
         concurrency: int = 8,
     ):
@@ -71,6 +74,7 @@ class BatchStandIn:
         self.rng = random.Random(seed)
         self.fault_rng = random.Random(seed + 1)  # the API's faults: the lines' fates stay the same
         self.drop_create, self.api_faults = drop_create, api_faults
+        self.reject, self.refuse_uploads = reject, refuse_uploads
         self.expire, self.fail, self.shuffle = expire, fail, shuffle
         self.hold, self.hold_create = hold, hold_create
         assert expired_lines in ("error_file", "missing")
@@ -213,6 +217,8 @@ class BatchStandIn:
     # --- files -----------------------------------------------------------------------------------------
 
     async def _upload(self, request):
+        if self.refuse_uploads:
+            return self._error(self.refuse_uploads, "Incorrect API key provided.")
         form = await request.post()
         upload, purpose = form.get("file"), form.get("purpose")
         if upload is None or not hasattr(upload, "file"):
@@ -257,6 +263,8 @@ class BatchStandIn:
         now = int(time.time())
         batch_id = _id("batch")
         lines, errors = self._read_input(self.files[file_id]["data"], endpoint)
+        if self.reject:
+            errors.append({"code": self.reject, "line": None, "message": f"refused: {self.reject}"})
         with self.lock:
             self.creations += 1
             self.batches[batch_id] = {

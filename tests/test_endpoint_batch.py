@@ -315,3 +315,51 @@ def test_the_standin_speaks_the_batch_api_as_the_openai_client_reads_it():
         assert [(e.code, e.line) for e in why] == [("duplicate_custom_id", 2), ("invalid_url", 3)]
     finally:
         standin.stop()
+
+
+def test_a_file_or_batch_the_provider_refuses_stops_the_job_naming_why(tmp_path):
+    """A batch that ends `failed` (the provider's checks refused the file, or its queue was full) would
+    fail again as another file: the sender stops with the provider's errors instead of resubmitting,
+    and so does a refused upload. Nothing is stored; no batch stays live in the state."""
+    from genjudge.config.specs import spec_for
+    from genjudge.engine.endpoint.batch import BatchSender
+    from genjudge.engine.endpoint.cost import Budget
+    from genjudge.engine.endpoint.settings import Endpoint
+    from genjudge.store.item_store import ItemStore
+
+    def send(standin):
+        endpoint = {"base_url": standin.url, "batch": True, "batch_poll_seconds": 0.05}
+        ep = Endpoint.of(spec_for("judge", model=JUDGE, engine="openai", endpoint=endpoint))
+        bodies = [
+            {"model": JUDGE, "messages": [{"role": "user", "content": f"q{i}"}], "max_tokens": 1} for i in range(3)
+        ]
+        stored = {}
+        store = ItemStore(tmp_path / "store", "w")
+        sender = BatchSender(
+            ep,
+            Budget(ep.price, None, True),
+            stored.__setitem__,
+            None,
+            list("abc"),
+            "judge",
+            store,
+            keys=["k0", "k1", "k2"],
+        )
+        return sender.run(bodies, "sk-none"), stored
+
+    rejecting = BatchStandIn("http://127.0.0.1:9/v1", reject="token_limit_exceeded")
+    refusing = BatchStandIn("http://127.0.0.1:9/v1", refuse_uploads=401)
+    try:
+        report, stored = send(rejecting)
+        assert rejecting.uploads == rejecting.creations == 1  # not submitted again
+        assert "token_limit_exceeded" in report.refused and rejecting.created_ids()[0] in report.refused
+        assert stored == {} and report.unsent == [0, 1, 2] and report.retries == {}
+        assert not list((tmp_path / "store" / "batches").glob("*.json"))  # its state: done/, nothing to poll
+        assert len(list((tmp_path / "store" / "batches" / "done").glob("*.json"))) == 1
+
+        report, stored = send(refusing)
+        assert "HTTP 401" in report.refused and "Incorrect API key" in report.refused
+        assert stored == {} and report.unsent == [0, 1, 2] and refusing.uploads == 0
+    finally:
+        rejecting.stop()
+        refusing.stop()

@@ -17,7 +17,8 @@ Lines that failed, or that the window left undone (OpenAI writes them to the err
 item; the budget reserves each line's worst case before its file is submitted. The provider's own
 answers are retried as the direct requests' are (timeouts, dropped connections, 429 and 5xx) up to
 `max_wait` seconds in a row; a refusal (another 4xx) stops the job with the provider's message, its
-batches' state kept for the rerun.
+batches' state kept for the rerun, and so does a batch that ends `failed` (the provider's checks
+refused its file, or its queue of tokens was full): the same file would fail the same way.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ UNDONE = {"batch_expired": "expired", "batch_cancelled": "cancelled"}
 # Adopting a batch: the provider lists newest first; batches created this long before the file's
 # upload (clock skew between here and the provider) cannot be its batch.
 ADOPT_SKEW = 3600
+
+
+class BatchFailed(Exception):
+    """The provider refused a whole file (its batch ended `failed`): the same file would fail again."""
 
 
 class BatchSender:
@@ -155,7 +160,7 @@ class BatchSender:
                 log.warning("%s: the batch API failed (%s); again in %.1f s", self.desc, message, wait)
                 time.sleep(wait)
                 continue
-            except (policy.Refused, policy.TooLong) as exc:
+            except (policy.Refused, policy.TooLong, BatchFailed) as exc:
                 self.report.refused = redact(str(exc), self.secrets)
                 log.error("%s: the batch API refused: %s; nothing more is sent", self.desc, self.report.refused)
                 self.report.unsent.extend(sorted(pending))
@@ -303,9 +308,6 @@ class BatchSender:
                 getattr(counts, "total", "?"),
             )
             return
-        if batch.status == "failed":
-            errors = [e.model_dump(exclude_none=True) for e in (batch.errors.data or [])] if batch.errors else []
-            log.warning("%s: batch %s failed: %s", self.desc, entry["id"], json.dumps(errors)[:2000])
         seen = set()
         for line in self._lines(batch.output_file_id) + self._lines(batch.error_file_id):
             cid = line.get("custom_id")
@@ -320,12 +322,19 @@ class BatchSender:
         for cid in entry["custom_ids"]:
             if cid in index and cid not in seen:
                 self.budget.release(("batch", index[cid]))
-                if index[cid] in pending:
+                if index[cid] in pending and batch.status != "failed":
                     self.report.retries[batch.status] += 1  # left out (expired, or the batch failed): next file
         entry["finished"] = True
         entry["status"] = batch.status
         self._save(entry)
         log.info("%s: batch %s %s: %d results read", self.desc, entry["id"], batch.status, len(seen))
+        if batch.status == "failed":
+            # The provider's checks refused the file (or its queue was full): another file now would
+            # fail the same way. The job stops, naming the errors; a rerun submits the lines again.
+            errors = [e.model_dump(exclude_none=True) for e in (batch.errors.data or [])] if batch.errors else []
+            raise BatchFailed(
+                f"batch {entry['id']} (file {entry['input_file_id']}) failed: {json.dumps(errors)[:2000]}"
+            )
 
     def _line_result(self, entry: dict, j: int, line: dict, bodies: list[dict], pending: set) -> None:
         """One line of an output or error file: stored, or retried, or given up."""
