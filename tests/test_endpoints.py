@@ -10,6 +10,7 @@ request; the key reaches no file of the run."""
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -218,6 +219,12 @@ def test_an_endpoint_study_runs_without_gpus_and_records_what_it_sent(wf, clean)
     # Nothing to do on a second run: the endpoint is part of the rerun params, the key is not.
     dry = wf.run("-n", "--configfile", cfg, env=clean_env(GENJUDGE_TEST_KEY="another-key"))
     assert "Nothing to be done" in dry.stdout
+    # With GPUs to lease, the endpoint jobs still ask none: `--resources gpu=N` never holds them back.
+    forced = wf.run("-n", "-F", "--configfile", cfg, "--config", "gpu_inventory=[0,1]").stdout
+    for rule in ("generate", "judge"):
+        block = forced[forced.index(f"rule {rule}:") :]
+        resources = re.search(r"resources: (.*)", block).group(1)
+        assert "gpu=0" in resources and "mem_mb=4000" in resources and "runtime=240" in resources, resources
     # The endpoint's URL is part of each result's key: another URL reruns the endpoint jobs.
     moved = wf.run(
         "-n", "--configfile", cfg, "--config", 'generator={"endpoint": {"base_url": "http://127.0.0.1:9/v1"}}'
@@ -434,3 +441,45 @@ def test_the_key_reaches_no_file_of_a_run_nor_an_error(wf, servers, clean, tmp_p
         for path in (wf.path / root).rglob("*"):
             assert not path.is_file() or wrong.encode() not in path.read_bytes(), path
     assert wrong not in out.stdout + out.stderr
+
+
+def test_a_prompt_too_long_for_the_servers_context_is_its_items_too_long_case(tmp_path, servers):
+    """The server's context-length refusal (HTTP 400) is not retried: the dataset's on_too_long decides."""
+    from genjudge.data.shard_files import write_shard
+    from genjudge.errors import InputError
+    from genjudge.stages.generate import run_generate
+
+    gen, _ = servers
+    proxy = FaultProxy(gen.url)
+    try:
+        rows = [{"id": "short", "question": "What is 2 + 3?", "answer": "5"}]
+        rows.append({"id": "long", "question": "Count the words: " + "word " * 3000, "answer": "3000"})
+        data = tmp_path / "d.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_shard(tmp_path / "0.jsonl", load_items(data, {**FIELDS, "category": None}))
+        spec = spec_for("generator", model=GENERATOR, max_new_tokens=16, **endpoint(proxy))
+
+        def generate(name, on_too_long):
+            run_generate(
+                shard=0,
+                shard_path=tmp_path / "0.jsonl",
+                out_path=tmp_path / f"{name}.parquet",
+                meta_path=tmp_path / f"{name}.meta.json",
+                spec=spec,
+                store_dir=tmp_path / f"store-{name}",
+                run="t",
+                lease=Lease([], "none"),
+                log_stream=io.StringIO(),
+                on_too_long=on_too_long,
+            )
+            return pd.read_parquet(tmp_path / f"{name}.parquet").set_index("id")
+
+        out = generate("skip", "skip")
+        assert out.loc["short", "output"] and pd.isna(out.loc["short", "skipped"])
+        assert pd.isna(out.loc["long", "output"]) and "maximum context length" in out.loc["long", "skipped"]
+        long_item = item_of({"messages": [{"role": "user", "content": rows[1]["question"]}]})
+        assert proxy.requests[long_item] == 1  # refused once, never retried
+        with pytest.raises(InputError, match=r"item 'long' is too long for models/demo-generator .*maximum context"):
+            generate("fail", "fail")
+    finally:
+        proxy.stop()
