@@ -483,3 +483,35 @@ def test_a_prompt_too_long_for_the_servers_context_is_its_items_too_long_case(tm
             generate("fail", "fail")
     finally:
         proxy.stop()
+
+
+def test_each_judges_budget_counts_its_own_earlier_attempts_only(tmp_path, servers):
+    """Two judges of a run share the item store: what one paid is no earlier attempt of the other's."""
+    _, judge = servers
+    demo = pd.read_json(ROOT / "config/demo/questions.jsonl", lines=True, dtype=False).head(8)
+    gens = tmp_path / "gens.parquet"
+    demo.rename(columns={"question": "prompt", "answer": "reference"}).assign(output="4").to_parquet(gens)
+    price = {"input_per_mtok": 10.0, "output_per_mtok": 10.0}
+    spec = spec_for("judge", model=JUDGE, max_new_tokens=16, price=price, max_cost_usd=1, **endpoint(judge))
+
+    def judged(name):
+        run_judge(
+            cells=[Cell("g", "d")],
+            generations={("g", "d"): str(gens)},
+            out_path=tmp_path / f"{name}.parquet",
+            meta_path=tmp_path / f"{name}.meta.json",
+            spec=spec,
+            template_path=ROOT / "config/demo/judge_template.txt",
+            store_dir=tmp_path / "store",
+            run="t",
+            lease=Lease([], "none"),
+            log_stream=io.StringIO(),
+            judge_name=name,
+        )
+        return json.loads((tmp_path / f"{name}.meta.json").read_text())["endpoint"]
+
+    first, second = judged("a"), judged("b")
+    assert first["completed"] == 8 and first["cost_usd"] > 0
+    # b's requests are a's (one cache): it sends nothing, and a's cost is not its own earlier spending.
+    assert second["completed"] == 0 and second["cost_usd_earlier_attempts"] == 0
+    assert judged("a")["cost_usd_earlier_attempts"] == pytest.approx(first["cost_usd"])  # a again: its own

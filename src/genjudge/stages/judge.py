@@ -73,13 +73,15 @@ def run_judge(
     log_path: str | None = None,
     where: str = "judge",
     chat_date: str | None = None,
+    judge_name: str = "",
 ) -> JudgeMeta:
     """`answers` maps a dataset to its extraction methods before exact match (for the cascade);
     `template_path` is the template of every item no rule of `spec.templates` chooses one for;
     `skipped`: the cells left out because their answers failed (cell key -> errors), for the meta;
     `on_too_long`: each dataset's setting (fail where it names none); `log_path`: the job's log, named
     in a cell's error; `where`: the judge's config key (an endpoint's errors name it); `chat_date`: the
-    run's pinned date (genjudge.store.chat_date). In a tensor-parallel group every rank runs this; only
+    run's pinned date (genjudge.store.chat_date); `judge_name`: the judge's name (its item store writer's,
+    so that each judge's attempts are its own). In a tensor-parallel group every rank runs this; only
     rank 0 writes."""
     from genjudge.engine import tensor_parallel
 
@@ -142,7 +144,8 @@ def run_judge(
     )
     if scorer is not None:
         pset.check_labels(mode.logprob_labels, suffix)  # refuse colliding labels before loading weights
-    store = ItemStore(store_dir, f"{run}-judge{shard}")
+    # The writer names the job: a budget counts what this judge's earlier attempts stored, no other judge's.
+    store = ItemStore(store_dir, f"{run}-{judge_name}-judge{shard}" if judge_name else f"{run}-judge{shard}")
     c = complete(
         pset,
         [requests[j].text for j in to_judge],

@@ -64,6 +64,7 @@ def run_judge_job(
         on_too_long={d: exp.datasets[d]["on_too_long"] for d in exp.datasets},
         log_path=log_path,
         where=entry_where(config, "judge", judge),
+        judge_name=judge,
         # the date chat templates stamp: pinned once per run (an endpoint's server renders its own)
         chat_date=None if spec.engine == "openai" else chat_date.pin(results, config["chat_date"]).date,
     )

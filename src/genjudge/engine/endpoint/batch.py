@@ -133,6 +133,9 @@ class BatchSender:
         live = self._entries(index)
         for entry in live:
             self._count(entry, index, +1)
+            for cid in entry["custom_ids"]:  # their worst case is set aside as a new file's would be
+                if cid in index:
+                    self.budget.hold(("batch", index[cid]), bodies[index[cid]])
             log.info(
                 "%s: batch %s (file %s) of an earlier attempt holds %d of these items: polling it",
                 self.desc,

@@ -68,18 +68,28 @@ class Budget:
         self._reservations[token] = cost
         self.reserved += cost
 
+    def hold(self, token, body: dict) -> None:
+        """Set a request's worst case aside whatever the budget says: one already sent (a batch an
+        earlier attempt submitted), whose cost comes whether or not it fits."""
+        if self.limit is None or not self.price.known or token in self._reservations:
+            return
+        cost = self.worst_case(body)
+        self._reservations[token] = cost
+        self.reserved += cost
+
     def release(self, token) -> None:
         self.reserved -= self._reservations.pop(token, 0.0)
 
-    def paid(self, token, body: dict, prompt_tokens: int, completion_tokens: int) -> float | None:
-        """Record a response's usage; its cost (None where the price is unknown)."""
+    def paid(self, token, body: dict, prompt_tokens: int, completion_tokens: int, batch=None) -> float | None:
+        """Record a response's usage; its cost (None where the price is unknown). `batch`: whether it
+        came in a batch file (by default the budget's own way of sending; a probe never does)."""
         self.release(token)
         msgs = body.get("messages") or []
         self._bytes += len(json.dumps(msgs, ensure_ascii=False).encode())
         self._tokens += prompt_tokens
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
-        cost = self.price.cost(prompt_tokens, completion_tokens, self.batch)
+        cost = self.price.cost(prompt_tokens, completion_tokens, self.batch if batch is None else batch)
         if cost is not None:
             self.spent += cost
         return cost

@@ -153,7 +153,7 @@ def complete_endpoint(
         if probing:
             t0 = time.monotonic()
             probed = probe(spec, ep, key, pset.where, pset.verdict)
-            paid = [budget.paid(None, probed["body"], p, c) for p, c in probed.pop("usage")]
+            paid = [budget.paid(None, probed["body"], p, c, batch=False) for p, c in probed.pop("usage")]
             probed.pop("body")
             if ep.price.known:
                 probes.parent.mkdir(parents=True, exist_ok=True)
