@@ -452,9 +452,18 @@ def table(config: dict, rows: list[dict], strengths: dict) -> dict:
                 kind = "mean" if mode == "score" else "rate"
             columns.append({"key": key, "dataset": d, "judge": j, "mode": mode, "measure": measure, "kind": kind})
             graded = {c[0] for c in cells} | ({c[2] for c in cells} if kind == "strength" else set())
+            # a cell with answers and no parsed verdict failed (its generator's value; every value of a strength
+            # column, fitted on every pair)
+            failed = {
+                r["generator"]
+                for r in rows
+                if (r["dataset"], r["judge"]) == (d, j) and r.get("n_answers") and not r["n_judged"]
+            }
             for g in config["_generators"]:
                 empty = {"status": "not graded", "value": None, "ci95": None, "n": None}
-                if mode == "pairwise" and kind != "strength" and g == judge["baseline"]:
+                if g in failed or (kind == "strength" and failed & graded):
+                    v = {**empty, "status": "failed"}
+                elif mode == "pairwise" and kind != "strength" and g == judge["baseline"]:
                     v = {**empty, "status": "baseline"}
                 elif g not in graded:
                     v = empty
