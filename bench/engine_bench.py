@@ -30,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+from _repeats import MIN_REPEATS, Targets  # noqa: E402
+
 MODELS = ROOT / "bench" / ".models"
 SMALL = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2)
 
@@ -134,6 +136,8 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     if args.quick:
         args.prompts, args.new_tokens, args.repeats = 16, 8, 1
+    elif args.repeats < MIN_REPEATS:
+        ap.error(f"--repeats {args.repeats}: a ratio is the median of at least {MIN_REPEATS} repeats")
     import torch
 
     torch.set_num_threads(os.cpu_count() or 1)
@@ -186,5 +190,11 @@ def main(argv=None) -> dict:
     return result
 
 
+def judged(result: dict) -> int:
+    targets = Targets()
+    targets.at_least("vllm over transformers", result["speedup_vllm_over_transformers"]["median"], 3)
+    return targets.report(result["quick"])
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(judged(main()))

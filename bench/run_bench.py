@@ -7,6 +7,10 @@
 4. split + merge + parse + report on 100,000 pre-generated items (no model), peak memory;
 5. resume: fraction of work redone after a kill at a random point (see resume_bench.py).
 
+Each ratio is the median of --repeats (at least 5) alternating repeats, taken within each repeat,
+with its min-max (bench/_repeats.py); planning and the pipeline are medians of 3. A missed target
+prints a `TARGET MISSED` line and the exit status is 1.
+
 Writes bench/results.json and prints a table. `--quick` runs every measure at tiny sizes in
 seconds (a tiny model in place of the small one) and writes no results file unless --out is given: the test suite
 runs it to check that the bench still runs (its figures mean nothing).
@@ -28,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+from _repeats import MIN_REPEATS, Targets, alternate, ratios, shown, spread  # noqa: E402
 
 
 def machine() -> dict:
@@ -49,7 +54,7 @@ def mixed_prompts(n: int, seed: int = 0) -> list[str]:
     return [rng.choice(qs) + " Explain your reasoning step by step." * rng.randint(0, 6) for _ in range(n)]
 
 
-def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dict:
+def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int, repeats: int) -> dict:
     import torch
 
     from genjudge.config.specs import spec_for
@@ -88,29 +93,33 @@ def bench_generation(model_dir: str, n: int, new_tokens: int, batch_size: int) -
 
     # min_new_tokens for our path too (same work as the others): wrap model.generate.
     plain_generate = model.generate
-    model.generate = lambda **kw: plain_generate(**{**kw, "min_new_tokens": new_tokens})
-    ours()  # warm-up
-    out = {}
-    for name, fn in (("ours", ours), ("raw_batched", raw_batched), ("sequential_batch1", sequential)):
-        if name != "ours":
+
+    def ours_fixed():
+        model.generate = lambda **kw: plain_generate(**{**kw, "min_new_tokens": new_tokens})
+        try:
+            ours()
+        finally:
             model.generate = plain_generate
-        t0 = time.perf_counter()
+
+    paths = {"ours": ours_fixed, "raw_batched": raw_batched, "sequential_batch1": sequential}
+    for fn in paths.values():  # warm-up: first calls pay one-time costs
         fn()
-        secs = time.perf_counter() - t0
-        out[name] = {
-            "seconds": round(secs, 3),
-            "items_per_s": round(n / secs, 2),
-            "tokens_per_s": round(n * new_tokens / secs, 1),
+    seconds = alternate(paths, repeats)
+    out = {
+        name: {
+            "seconds": spread(secs),
+            "items_per_s": spread([n / s for s in secs], 2),
+            "tokens_per_s": spread([n * new_tokens / s for s in secs], 1),
         }
-        if name == "ours":
-            model.generate = plain_generate
-    out["ratio_ours_vs_sequential"] = round(out["ours"]["items_per_s"] / out["sequential_batch1"]["items_per_s"], 2)
-    out["ratio_ours_vs_raw_batched"] = round(out["ours"]["items_per_s"] / out["raw_batched"]["items_per_s"], 2)
-    out.update(n_prompts=n, new_tokens=new_tokens, batch_size=batch_size, model=model_dir)
+        for name, secs in seconds.items()
+    }
+    out["ratio_ours_vs_sequential"] = ratios(seconds["ours"], seconds["sequential_batch1"])
+    out["ratio_ours_vs_raw_batched"] = ratios(seconds["ours"], seconds["raw_batched"])
+    out.update(n_prompts=n, new_tokens=new_tokens, batch_size=batch_size, model=model_dir, repeats=repeats)
     return out
 
 
-def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dict:
+def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int, repeats: int) -> dict:
     from genjudge.config.specs import spec_for
     from genjudge.engine.decoding import Generator, GenParams, run_batches
     from genjudge.engine.loading import load_causal_lm, load_tokenizer
@@ -147,33 +156,42 @@ def bench_judge(model_dir: str, n: int, new_tokens: int, batch_size: int) -> dic
     def with_rationale(**kw):  # a judge that writes a 32-token rationale before its verdict
         return plain_generate(**{**kw, "min_new_tokens": 32, "max_new_tokens": 40})
 
-    out = {}
+    paths, generated = {}, {}
     for name, runner, ps in (
         ("generate", gen, prompts),
         ("generate_with_rationale", gen, prompts),
         ("logprob", scorer, lp_prompts),
     ):
-        model.generate = with_rationale if name == "generate_with_rationale" else plain_generate
         lengths = runner.token_lengths(ps)
+        wrapped = with_rationale if name == "generate_with_rationale" else plain_generate
 
         def batch(idx, runner=runner, ps=ps):
             return runner.generate([ps[i] for i in idx])
 
-        run_batches(lengths[:batch_size], batch_size, batch)
-        t0 = time.perf_counter()
-        res, _ = run_batches(lengths, batch_size, batch)
-        secs = time.perf_counter() - t0
-        out[name] = {
-            "seconds": round(secs, 3),
-            "items_per_s": round(n / secs, 2),
-            "mean_generated_tokens": round(sum(r["n_generated_tokens"] for r in res) / n, 1),
+        def path(name=name, lengths=lengths, batch=batch, wrapped=wrapped):
+            model.generate = wrapped
+            try:
+                res, _ = run_batches(lengths, batch_size, batch)
+            finally:
+                model.generate = plain_generate
+            generated[name] = sum(r["n_generated_tokens"] for r in res) / n
+
+        model.generate = wrapped
+        run_batches(lengths[:batch_size], batch_size, batch)  # warm-up
+        model.generate = plain_generate
+        paths[name] = path
+    seconds = alternate(paths, repeats)
+    out = {
+        name: {
+            "seconds": spread(secs),
+            "items_per_s": spread([n / s for s in secs], 2),
+            "mean_generated_tokens": round(generated[name], 1),
         }
-    model.generate = plain_generate
-    out["ratio_logprob_vs_generate"] = round(out["logprob"]["items_per_s"] / out["generate"]["items_per_s"], 2)
-    out["ratio_logprob_vs_generate_with_rationale"] = round(
-        out["logprob"]["items_per_s"] / out["generate_with_rationale"]["items_per_s"], 2
-    )
-    out.update(n_items=n, generate_max_new_tokens=new_tokens, batch_size=batch_size)
+        for name, secs in seconds.items()
+    }
+    out["ratio_logprob_vs_generate"] = ratios(seconds["logprob"], seconds["generate"])
+    out["ratio_logprob_vs_generate_with_rationale"] = ratios(seconds["logprob"], seconds["generate_with_rationale"])
+    out.update(n_items=n, generate_max_new_tokens=new_tokens, batch_size=batch_size, repeats=repeats)
     return out
 
 
@@ -183,7 +201,7 @@ def workflow_copy(dest: Path) -> None:
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / part)
 
 
-def bench_planning(shard_counts: list[int]) -> dict:
+def bench_planning(shard_counts: list[int], repeats: int) -> dict:
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         wd = Path(tmp)
@@ -205,27 +223,29 @@ def bench_planning(shard_counts: list[int]) -> dict:
                 "dataset={'path': 'big.jsonl'}",
                 "gpu_inventory=[]",
             ]
-            t0 = time.perf_counter()
-            proc = subprocess.run(cmd, cwd=wd, capture_output=True, text=True)
-            secs = time.perf_counter() - t0
-            if proc.returncode != 0:
-                raise RuntimeError(proc.stderr[-3000:])
-            out[str(shards)] = {"seconds": round(secs, 2)}
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                proc = subprocess.run(cmd, cwd=wd, capture_output=True, text=True)
+                times.append(time.perf_counter() - t0)
+                if proc.returncode != 0:
+                    raise RuntimeError(proc.stderr[-3000:])
+            out[str(shards)] = {"seconds": spread(times, 2), "repeats": repeats}
     return out
 
 
-def bench_pipeline(n: int, shards: int) -> dict:
-    """split + merge + parse + report on pre-generated answers (bench/scale_bench.py)."""
+def bench_pipeline(n: int, shards: int, repeats: int) -> dict:
+    """split + merge + parse + report on pre-generated answers (bench/scale_bench.py), `repeats` times."""
     from scale_bench import measure
 
-    r = measure(n, shards, planning=False)
-    steps = r["steps"]
+    runs = [measure(n, shards, planning=False)["steps"] for _ in range(repeats)]
     return {
-        "seconds": {k: v["seconds"] for k, v in steps.items()},
-        "pipeline_seconds": round(sum(v["seconds"] for v in steps.values()), 2),
-        "peak_rss_mb": max(v["peak_rss_mb"] or 0 for v in steps.values()),
+        "seconds": {k: spread([r[k]["seconds"] for r in runs], 2) for k in runs[0]},
+        "pipeline_seconds": spread([sum(v["seconds"] for v in r.values()) for r in runs], 2),
+        "peak_rss_mb": max(v["peak_rss_mb"] or 0 for r in runs for v in r.values()),
         "n_items": n,
         "shards": shards,
+        "repeats": repeats,
     }
 
 
@@ -243,81 +263,72 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="tiny sizes and models; no results file unless --out")
     ap.add_argument("--out", help="results JSON (default bench/results.json)")
+    ap.add_argument(
+        "--repeats", type=int, default=MIN_REPEATS, help=f"alternating repeats per ratio (at least {MIN_REPEATS})"
+    )
     args = ap.parse_args()
     import logging
 
     logging.basicConfig(level=logging.WARNING)
     q = args.quick
+    if not q and args.repeats < MIN_REPEATS:
+        ap.error(f"--repeats {args.repeats}: a ratio is the median of at least {MIN_REPEATS} repeats")
+    reps = 2 if q else args.repeats
     results = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     # The tiny demo generator (the target's setting), then the 4-layer "small" model for contrast.
     demo = str(ROOT / "models" / "demo-generator")
-    results["generation"] = bench_generation(demo, 8 if q else 64, 4 if q else 32, 64)
+    results["generation"] = bench_generation(demo, 8 if q else 64, 4 if q else 32, 64, reps)
     with tempfile.TemporaryDirectory() as tmp:  # --quick builds a tiny one instead, and not to keep
         model = ensure_model(Path(tmp) / "tiny", "tiny") if q else ensure_model(ROOT / "bench/.models/small", "small")
-        results["generation_small_model"] = bench_generation(model, 8 if q else 64, 4 if q else 32, 64)
+        results["generation_small_model"] = bench_generation(model, 8 if q else 64, 4 if q else 32, 64, reps)
     # The trained demo judge on its own template: it writes a real verdict, then stops.
-    results["judge"] = bench_judge(str(ROOT / "models" / "demo-judge"), 16 if q else 512, 16, 16)
-    results["planning"] = bench_planning([10] if q else [1000, 10000])
-    results["pipeline"] = bench_pipeline(400 if q else 100_000, 4 if q else 100)
+    results["judge"] = bench_judge(str(ROOT / "models" / "demo-judge"), 16 if q else 512, 16, 16, reps)
+    # Not ratios: each against its own target, the median of 3 (a busy moment reads as a miss otherwise).
+    results["planning"] = bench_planning([10] if q else [1000, 10000], 1 if q else 3)
+    results["pipeline"] = bench_pipeline(400 if q else 100_000, 4 if q else 100, 1 if q else 3)
     out = Path(args.out) if args.out else None if q else ROOT / "bench" / "results.json"
     if out:
         out.write_text(json.dumps(results, indent=2) + "\n")
     g, j, p = results["generation"], results["judge"], results["pipeline"]
     gs = results["generation_small_model"]
+    targets = Targets()
+    small = "tiny" if q else "small"
+
+    def speeds(r, a, b):
+        return f"{shown(r[a]['items_per_s'], '', 1)} vs {shown(r[b]['items_per_s'], '', 1)} items/s"
+
     rows = [
-        (
-            "generation: ours vs sequential batch-1",
-            f"{g['ours']['items_per_s']} vs {g['sequential_batch1']['items_per_s']} items/s",
-            f"{g['ratio_ours_vs_sequential']}x",
-            ">= 10x",
-        ),
-        (
-            "generation: ours vs one raw batched generate",
-            f"{g['ours']['items_per_s']} vs {g['raw_batched']['items_per_s']} items/s",
-            f"{g['ratio_ours_vs_raw_batched']}x",
-            ">= 0.8x",
-        ),
-        (
-            f"  {'tiny' if q else 'small'} model: ours vs sequential batch-1",
-            f"{gs['ours']['items_per_s']} vs {gs['sequential_batch1']['items_per_s']} items/s",
-            f"{gs['ratio_ours_vs_sequential']}x",
-            "",
-        ),
-        (
-            f"  {'tiny' if q else 'small'} model: ours vs raw batched generate",
-            f"{gs['ours']['items_per_s']} vs {gs['raw_batched']['items_per_s']} items/s",
-            f"{gs['ratio_ours_vs_raw_batched']}x",
-            "",
-        ),
-        (
-            "judge: logprob vs generate (demo judge)",
-            f"{j['logprob']['items_per_s']} vs {j['generate']['items_per_s']} items/s",
-            f"{j['ratio_logprob_vs_generate']}x",
-            ">= 5x",
-        ),
-        (
-            "judge: logprob vs generate, 32-token rationale",
-            f"{j['logprob']['items_per_s']} vs {j['generate_with_rationale']['items_per_s']} items/s",
-            f"{j['ratio_logprob_vs_generate_with_rationale']}x",
-            "",
-        ),
-        *[
-            (f"planning: snakemake -n, {k} shards", f"{v['seconds']} s", "", "< 30 s")
-            for k, v in results["planning"].items()
-        ],
-        (
-            f"split+merge+parse+report, {p['n_items']} items",
-            f"{p['pipeline_seconds']} s, peak {p['peak_rss_mb']} MB",
-            "",
-            "< 60 s, < 2 GB",
-        ),
-    ]
-    print(f"{'measure':48} {'figures':38} {'ratio':>8}  target")
-    for r in rows:
-        print(f"{r[0]:48} {r[1]:38} {r[2]:>8}  {r[3]}")
+        ("generation: ours vs sequential batch-1", speeds(g, "ours", "sequential_batch1"),
+         g["ratio_ours_vs_sequential"], 10),
+        ("generation: ours vs one raw batched generate", speeds(g, "ours", "raw_batched"),
+         g["ratio_ours_vs_raw_batched"], 0.8),
+        (f"  {small} model: ours vs sequential batch-1", speeds(gs, "ours", "sequential_batch1"),
+         gs["ratio_ours_vs_sequential"], None),
+        (f"  {small} model: ours vs raw batched generate", speeds(gs, "ours", "raw_batched"),
+         gs["ratio_ours_vs_raw_batched"], None),
+        ("judge: logprob vs generate (demo judge)", speeds(j, "logprob", "generate"),
+         j["ratio_logprob_vs_generate"], 5),
+        ("judge: logprob vs generate, 32-token rationale", speeds(j, "logprob", "generate_with_rationale"),
+         j["ratio_logprob_vs_generate_with_rationale"], None),
+    ]  # fmt: skip
+    print(f"medians of {reps} alternating repeats [min-max]; a ratio is taken within each repeat")
+    print(f"{'measure':48} {'figures':52} {'ratio':>20}  target")
+    for what, figures, ratio, target in rows:
+        print(f"{what:48} {figures:52} {shown(ratio, 'x'):>20}  {f'>= {target}x' if target else ''}")
+        if target:
+            targets.at_least(what, ratio["median"], target)
+    for k, v in results["planning"].items():
+        what = f"planning: snakemake -n, {k} shards"
+        print(f"{what:48} {shown(v['seconds'], ' s'):52} {'':>20}  < 30 s")
+        targets.at_most(what, v["seconds"]["median"], 30, " s")
+    what = f"split+merge+parse+report, {p['n_items']} items"
+    figures = f"{shown(p['pipeline_seconds'], ' s')}, peak {p['peak_rss_mb']} MB"
+    print(f"{what:48} {figures:52} {'':>20}  < 60 s, < 2 GB")
+    targets.at_most(what, p["pipeline_seconds"]["median"], 60, " s")
+    targets.at_most(f"{what}, peak memory", p["peak_rss_mb"], 2048, " MB")
     if out:
         print(f"written to {out}")
-    return 0
+    return targets.report(q)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import pytest
 from conftest import clean_env
 from judges import ROOT
 
-BENCHES = sorted((ROOT / "bench").glob("*.py"))
+BENCHES = sorted(p for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_"))  # _x.py: shared code
 pytestmark = pytest.mark.bench
 
 
