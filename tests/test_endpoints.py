@@ -130,7 +130,21 @@ FIELDS = {"id": "id", "prompt": "question", "reference": "answer", "category": "
 
 
 def shard_of_demo(tmp_path) -> pd.DataFrame:
+    """The demo questions, a chat conversation with a system message and a two-turn item, as one shard."""
     items = load_items(ROOT / "config/demo/questions.jsonl", FIELDS)
+    chat = tmp_path / "chat.jsonl"
+    conversation = [
+        {"role": "system", "content": "Answer with one word."},
+        {"role": "user", "content": "What is the capital of France?"},
+        {"role": "assistant", "content": "Paris"},
+        {"role": "user", "content": "What is the capital of Peru?"},
+    ]
+    chat.write_text(json.dumps({"id": "chat", "messages": conversation, "answer": "Lima"}) + "\n")
+    chats = load_items(chat, {"id": "id", "prompt": "messages", "reference": "answer", "category": None})
+    turns = tmp_path / "turns.jsonl"
+    turns.write_text(json.dumps({"id": "mt", "turns": ["What is 2 + 3?", "Now multiply that by 4."]}) + "\n")
+    multi = load_items(turns, {"id": "id", "prompt": "turns", "reference": None, "category": None})
+    items = pd.concat([items, chats, multi], ignore_index=True)
     write_shard(tmp_path / "0.jsonl", items)
     return items
 
@@ -147,9 +161,16 @@ def test_greedy_answers_and_verdicts_equal_the_in_process_vllm_engines(tmp_path,
     theirs, _ = generate_shard(
         tmp_path, spec_for("generator", model=str(ROOT / GENERATOR), max_new_tokens=24, **VLLM), "vl", "s2"
     )
-    cols = ["id", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason"]
+    cols = ["id", "turn", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason"]
     pd.testing.assert_frame_equal(ours[cols], theirs[cols])
+    assert len(ours) == N + 3  # the chat item, and both turns of the two-turn item
     assert ours["prompt_sent"].map(lambda p: json.loads(p)[-1]["role"]).eq("user").all()
+    # The second turn went out with the first turn's answer as history; the chat with its own system message.
+    second = json.loads(ours.set_index(["id", "turn"]).loc[("mt", 2), "prompt_sent"])
+    assert [m["role"] for m in second] == ["user", "assistant", "user"]
+    assert second[1]["content"] == ours.set_index(["id", "turn"]).loc[("mt", 1), "output"]
+    assert json.loads(ours.set_index("id").loc["chat", "prompt_sent"])[0]["role"] == "system"
+    theirs = theirs[theirs["id"].str.match(r"^[a-z]+-\d+$")]  # the judge below grades the demo's questions
 
     gens = tmp_path / "gens.parquet"
     demo = pd.read_json(ROOT / "config/demo/questions.jsonl", lines=True, dtype=False)
