@@ -33,6 +33,7 @@ from genjudge.config.specs import spec_for
 from genjudge.data.dataset import load_items
 from genjudge.data.shard_files import write_shard
 from genjudge.engine.endpoint.probe import PROBE_TEXT
+from genjudge.judging import modes
 from genjudge.stages.judge import run_judge
 from genjudge.store.item_store import ItemStore
 
@@ -536,3 +537,61 @@ def test_each_judges_budget_counts_its_own_earlier_attempts_only(tmp_path, serve
     # b's requests are a's (one cache): it sends nothing, and a's cost is not its own earlier spending.
     assert second["completed"] == 0 and second["cost_usd_earlier_attempts"] == 0
     assert judged("a")["cost_usd_earlier_attempts"] == pytest.approx(first["cost_usd"])  # a again: its own
+
+
+def test_the_endpoint_bench_runs_in_quick_mode(servers, tmp_path):
+    """bench/endpoint_bench.py's quick mode against this module's judge server (tests/test_benches.py runs
+    every other bench's)."""
+    _, judge = servers
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "endpoint_bench.py"), "--quick", "--server", judge.url],
+        cwd=tmp_path,
+        env=clean_env(PYTHONPATH=str(ROOT / "src")),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "identical verdicts 16/16" in proc.stdout and "target(s) not judged" in proc.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_score_pairwise_and_cascade_judges_through_the_endpoint(tmp_path, servers):
+    """The grading modes build their requests as for a local judge; the endpoint answers each (pairwise
+    in both orders), and the cascade's rule decisions send nothing."""
+    _, judge = servers
+    demo = pd.read_json(ROOT / "config/demo/questions.jsonl", lines=True, dtype=False).head(6)
+    gens = demo.rename(columns={"question": "prompt", "answer": "reference"})
+    mine, theirs = tmp_path / "mine.parquet", tmp_path / "theirs.parquet"
+    gens.assign(output=gens["reference"]).to_parquet(mine)  # right answers: the cascade decides them all
+    gens.assign(output="I do not know").to_parquet(theirs)
+    proxy = FaultProxy(judge.url)
+
+    def judged(name, cell, **kw):
+        spec = spec_for("judge", model=JUDGE, max_new_tokens=8, **endpoint(proxy), **kw)
+        run_judge(
+            cells=[cell],
+            generations={("g", "d"): str(mine), ("h", "d"): str(theirs)},
+            out_path=tmp_path / f"{name}.parquet",
+            meta_path=tmp_path / f"{name}.meta.json",
+            spec=spec,
+            template_path=ROOT / modes.get(spec.mode).default_template(),
+            store_dir=tmp_path / f"store-{name}",
+            run="t",
+            lease=Lease([], "none"),
+            log_stream=io.StringIO(),
+        )
+        return pd.read_parquet(tmp_path / f"{name}.parquet")
+
+    try:
+        score = judged("score", Cell("g", "d"), mode="score")
+        assert len(score) == 6 and score["judge_output"].notna().all() and (score["decided_by"] == "judge").all()
+        pair = judged("pair", Cell("g", "d", "h"), mode="pairwise", baseline="h")
+        assert sorted(pair["order"].value_counts().items()) == [(0, 6), (1, 6)]
+        both = pair.pivot(index="id", columns="order", values="judge_prompt")
+        assert (both[0] != both[1]).all()  # each order its own request
+        sent = sum(proxy.requests.values())
+        cascade = judged("cascade", Cell("g", "d"), cascade=True)
+        assert (cascade["decided_by"] == "rule").all() and sum(proxy.requests.values()) == sent
+    finally:
+        proxy.stop()
