@@ -75,7 +75,7 @@ def test_backoff_is_jittered_bounded_and_a_server_wait_wins():
     assert 5.0 <= policy.wait_for(policy.Retry("429", after=5.0), 9, rng) <= 5.5
 
 
-def test_concurrency_is_cut_once_per_round_of_rate_limits_and_climbs_back():
+def test_concurrency_is_cut_once_per_round_where_rate_limits_are_a_fifth_of_it_and_climbs_back():
     async def scenario():
         c = policy.Concurrency(10)
         sent = [await c.acquire() for _ in range(10)]
@@ -85,15 +85,28 @@ def test_concurrency_is_cut_once_per_round_of_rate_limits_and_climbs_back():
         assert c.limit == pytest.approx(8.0) and c.cuts == 1
         for _ in range(10):
             await c.release()
-        later = await c.acquire()
-        c.rate_limited(later)  # a request sent after the cut: a second cut
-        assert c.limit == pytest.approx(6.4) and c.lowest == pytest.approx(6.4)
-        await c.release()
+        # One refusal in ten, round after round (a provider refusing a share whatever the load): no cut.
+        for _ in range(5):
+            for _ in range(9):
+                await c.succeeded()
+            c.rate_limited(await c.acquire())
+            await c.release()
+        assert c.cuts == 1 and c.limit > 8.0
+        # Three in ten (more requests in flight than a limit allows): cut again.
+        for k in range(10):
+            if k % 3 == 0:
+                c.rate_limited(await c.acquire())
+                await c.release()
+            else:
+                await c.succeeded()
+        assert c.cuts == 2 and c.limit < 9.0
         for _ in range(200):
             await c.succeeded()
         assert c.limit == 10.0  # back to max_connections, never above
         floor = policy.Concurrency(1)
-        floor.rate_limited(await floor.acquire())
+        for _ in range(10):
+            floor.rate_limited(await floor.acquire())
+            await floor.release()
         assert floor.limit == 1.0  # never below one request in flight
 
     asyncio.run(scenario())

@@ -10,9 +10,10 @@ The wait before a retry is what the server asked for (`Retry-After`, `retry-afte
 `x-ratelimit-reset-requests`/`-tokens`) or else exponential backoff with full jitter; each item's
 tries (`max_attempts`) and total wait (`max_wait`) are bounded, after which it is left for a rerun.
 
-Concurrency starts at `max_connections`, falls by a fifth on a rate limit and climbs back by one
-request per window of successes (additive increase, multiplicative decrease, as TCP and inspect_ai
-do); a burst of 429s from requests sent before the last cut counts as one.
+Concurrency starts at `max_connections`, falls by a fifth where rate limits are more than a fifth of
+the latest round's answers and climbs back by one request per round of successes (additive increase,
+multiplicative decrease, as TCP and inspect_ai do); a burst of 429s from requests sent before the last
+cut counts as one.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ import email.utils
 import random
 import re
 import time
+from collections import deque
 
 RETRIED_STATUS = {408, 409, 429}
 BACKOFF_BASE = 1.0  # seconds before the first retry without a server's hint
 BACKOFF_CAP = 60.0
 CUT = 0.8
+CUT_SHARE = 0.2  # of a round's answers rate-limited, above which the concurrency is cut
+MIN_ROUND = 8  # answers a round counts at least
 
 CONTEXT = re.compile(
     r"context[ _]length|maximum context|context window|too many tokens|prompt is too long|"
@@ -119,9 +123,15 @@ def wait_for(error: Retry, attempt: int, rng: random.Random) -> float:
 
 
 class Concurrency:
-    """How many requests may be in flight: at most `maximum`, cut by a fifth on a rate limit (once per
-    round of requests: a 429 of a request sent before the last cut does not cut again), raised by one
-    after as many successes as the limit (additive increase)."""
+    """How many requests may be in flight: at most `maximum`; cut by a fifth when rate limits are more
+    than `CUT_SHARE` of the latest round's answers (a round: as many answers as the limit, at least
+    `MIN_ROUND`), at most once per round (a 429 of a request sent before the last cut does not cut
+    again); raised by one after as many successes as the limit (additive increase).
+
+    Rate limits that are a share of the answers whatever the concurrency (a provider refusing one request
+    in ten) cut nothing: fewer requests in flight would not refuse fewer, only wait longer. A limit of R
+    requests a second refuses a growing share as the concurrency passes what R allows, and is cut back to
+    just above it, where the server lets R through and the few refused retry when it says."""
 
     def __init__(self, maximum: int):
         self.maximum = maximum
@@ -130,6 +140,7 @@ class Concurrency:
         self.lowest = float(maximum)
         self.cuts = 0
         self._last_cut = -1.0
+        self._recent: deque = deque()  # the latest answers: True for a rate limit
         self._cond = asyncio.Condition()
 
     async def acquire(self) -> float:
@@ -144,15 +155,25 @@ class Concurrency:
             self.active -= 1
             self._cond.notify_all()
 
+    def _seen(self, limited: bool) -> float:
+        """Record an answer; the share of rate limits over the latest round."""
+        self._recent.append(limited)
+        while len(self._recent) > max(MIN_ROUND, int(self.limit)):
+            self._recent.popleft()
+        return sum(self._recent) / len(self._recent)
+
     def rate_limited(self, sent_at: float) -> None:
-        if sent_at < self._last_cut:
+        share = self._seen(True)
+        if sent_at < self._last_cut or len(self._recent) < min(MIN_ROUND, self.maximum) or share <= CUT_SHARE:
             return
         self.limit = max(1.0, self.limit * CUT)
         self.lowest = min(self.lowest, self.limit)
         self.cuts += 1
         self._last_cut = time.monotonic()
+        self._recent.clear()
 
     async def succeeded(self) -> None:
+        self._seen(False)
         if self.limit < self.maximum:
             self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
             async with self._cond:
