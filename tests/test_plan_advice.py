@@ -157,6 +157,16 @@ def test_the_written_overlay_reaches_the_slurm_dry_run(workflow):
     layer = yaml.safe_load(overlay.read_text())
     want = layer["resources"]["generate"]
     assert want["runtime"] >= 1 and want["mem_mb"] >= 1000
+    # No run measured these models: the comments say what the runtime rests on and the margin that follows.
+    text = overlay.read_text()
+    assert "x1.5 more\n# for each kind of figure the estimate assumed rather than measured" in text
+    assert re.search(
+        r"^# resources\.generate\.runtime, generator demo-generator: x1\.5 x 1\.5 per assumed kind of figure = "
+        r"x3\.38; it rests on 2 assumed: compute: .*; load: 1 GB/s read rate assumed",
+        text,
+        re.M,
+    ), text
+    assert "--calibrate results/<pilot> to replace them" in text
     out = workflow.run(
         "-n", "--profile", "profiles/slurm", "--configfile", cfg, overlay, env=clean_env(SLURM_CONF="/nonexistent")
     )

@@ -87,9 +87,10 @@ def scenario(tmp_path_factory):
 
 A100_BW, A100_FLOPS = 2039e9 * 0.7, 312e12 * 0.5  # datasheet x the stated efficiencies
 # The GPU constants measured on an H100 (planning/gpu_constants.json), used for an A100 that has none:
-# transformers' eager step costs 0.76 ms a layer of host time, its KV cache is moved 18 times a step,
-# a job's set-up takes 11.2 s, and a 4-bit step is 2.25x (batch 1) to 2.3x (batch 64) the bf16 step.
-STEP_PER_LAYER, KV_PASSES, SETUP = 0.76e-3, 18, 11.2
+# transformers' eager step costs 0.76 ms a layer on the H100, scaled by the H100's datasheet bandwidth over
+# the A100's (3350 / 2039 GB/s); its KV cache is moved 18 times a step, a job's set-up takes 11.2 s (the
+# host's), and a 4-bit step is 2.25x (batch 1) to 2.3x (batch 64) the bf16 step.
+STEP_PER_LAYER, KV_PASSES, SETUP = 0.76e-3 * 3350 / 2039, 18, 11.2
 
 
 def four_bit_factor(rows: float) -> float:
@@ -220,7 +221,18 @@ def test_the_plan_prints_the_terms_the_totals_and_the_critical_path(scenario):
     assert "requests (item, turn, sample): 2,958, 740 per job" in out
     assert re.search(r"decode weights: 6.64 k steps x 141.1 GB / ", out)  # the bf16 step, then x the 4-bit factor
     assert re.search(r"quantization: 4bit \(bitsandbytes\): the bf16 prefill and decode above x 2\.2\d - 1", out)
-    assert "never measured on NVIDIA A100-SXM4-80GB; the figure of NVIDIA H100 80GB HBM3 is used" in out
+    assert (
+        "step_overhead_per_layer: never measured on NVIDIA A100-SXM4-80GB; the figure of NVIDIA H100 80GB HBM3 x1.64 "
+        "(scaled by the two GPUs' datasheet memory bandwidth" in out
+    )
+    # No run measured these models on these GPUs: the runtime's margin says what it assumed
+    assert re.search(
+        r"resources\.judge\.runtime: about \d+ min \(the longest job's [\d.]+ min x1\.5 x 1\.5 per assumed kind "
+        r"of figure = x5\.06; it rests on 3 assumed: compute: .*; load: 1 GB/s read rate assumed \(plan\.load_gb_per_s\); "
+        r"engine constants never measured on this device \(kv_passes, quantization_factor, step_overhead_per_layer: "
+        r"see constants\)",
+        out,
+    ), out
     assert "2,039 GB/s x 0.7" in out and "312.0 TFLOP/s x 0.5" in out
     assert re.search(r"wall-clock of the whole run \(4 x NVIDIA A100-SXM4-80GB, --resources gpu=4\): about \d", out)
     # 24 generation jobs share 4 GPUs, then the 4 judge replicas: the path ends in a judge job.
@@ -419,3 +431,54 @@ def test_this_cpu_is_measured_once_per_machine_and_read_back_without_torch(tmp_p
     data["device"]["bandwidth"] = 1.0
     stored[0].write_text(json.dumps(data))
     assert measured(1)[1] != 1.0
+
+
+# --- what a plan does not know ---------------------------------------------------------------------
+
+
+def test_a_gpu_without_measured_constants_has_its_step_figure_scaled_by_its_datasheet_and_says_so():
+    from genjudge.planning.gpu_constants import datasheet_scale, lookup
+    from genjudge.planning.hardware import same_gpu
+
+    h100, a100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
+    mine = lookup("step_overhead_per_layer", h100, same=same_gpu, engine="transformers", mode="eager")
+    other = lookup("step_overhead_per_layer", a100, same=same_gpu, engine="transformers", mode="eager")
+    assert mine[0].exact and not other[0].exact
+    assert other[0].value == pytest.approx(mine[0].value * 3350 / 2039)  # H100's bandwidth over the A100's
+    assert "x1.64 (scaled by the two GPUs' datasheet memory bandwidth" in other[0].note(a100)
+    # the host's seconds and the ratios carry over as they are, and a faster GPU keeps the measured figure
+    (setup,) = lookup("setup_seconds", a100, same=same_gpu, engine="transformers")
+    assert setup.value == setup.constant.value and "host-side work, not scaled" in setup.note(a100)
+    assert all(q.scale == 1 for q in lookup("quantization_factor", a100, same=same_gpu, engine="transformers"))
+    assert datasheet_scale(h100, "NVIDIA B200") == 1.0
+
+
+def test_a_calibration_says_what_it_replaced_and_what_not():
+    from genjudge.planning.calibration import RunCalibration
+    from genjudge.planning.hardware import Calibration
+
+    cal = RunCalibration("results/pilot", jobs=3)
+    cal.by_model[("models/small", "generator")] = Calibration(source="results/pilot", note="load 2.0 s per job")
+    first, second = cal.describe([("models/big", "generator")])[:2]
+    assert first.startswith("calibrated from results/pilot (3 finished jobs): nothing replaced")
+    assert second == (
+        "  not replaced, generator models/big: results/pilot ran no generator job of this model "
+        "(it ran: generator models/small)"
+    )
+    lines = cal.describe([("models/small", "generator"), ("models/judge", "judge")])
+    assert lines[0].endswith("replace the assumptions of 1 of the 2 planned model(s)")
+    assert "  replaced, generator models/small: load 2.0 s per job" in lines
+    assert (
+        "  not replaced, judge models/judge: results/pilot ran no judge job of this model (it ran: generator "
+        "models/small)" in lines
+    )
+
+
+def test_the_runtime_margin_grows_with_each_assumed_kind_of_figure():
+    from genjudge.stages.plan_roles import margin, margin_text, runtime_minutes
+
+    assert margin(0) == 1.5 and margin(2) == pytest.approx(1.5 * 1.5**2)
+    assert runtime_minutes(160, 0) == 4 and runtime_minutes(160, 3) == 14  # 2.7 min: 4 booked measured, 14 not
+    text = margin_text(["compute: x", "load: y", "engine constants: z"])
+    assert text.startswith("x1.5 x 1.5 per assumed kind of figure = x5.06; it rests on 3 assumed: compute: x;")
+    assert margin_text([]) == "x1.5: every figure it rests on was measured"

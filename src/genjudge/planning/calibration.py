@@ -258,14 +258,30 @@ class RunCalibration:
     def for_model(self, model: str, role: str) -> Calibration | None:
         return self.by_model.get((model, role))
 
-    def describe(self) -> list[str]:
-        out = [
-            f"calibrated from {self.source} ({self.jobs} finished jobs): its measured seconds replace the assumptions"
-        ]
-        for (model, role), c in self.by_model.items():
-            out.append(f"  {role} {model}: {c.note}")
+    def describe(self, planned: list[tuple[str, str]] | None = None) -> list[str]:
+        """What this calibration replaces in a plan of `planned` ((model, role) pairs; None: all it has), and
+        what it does not, and why: it knows only the models and roles its run ran."""
+        planned = list(self.by_model) if planned is None else list(dict.fromkeys(planned))
+        used = [k for k in planned if k in self.by_model]
+        missing = [k for k in planned if k not in self.by_model]
+        if not used:
+            out = [
+                f"calibrated from {self.source} ({self.jobs} finished jobs): nothing replaced: it ran none of the "
+                "planned models in its role, so every assumption stands"
+            ]
+        else:
+            out = [
+                f"calibrated from {self.source} ({self.jobs} finished jobs): its measured seconds replace the "
+                f"assumptions of {len(used)} of the {len(planned)} planned model(s)"
+            ]
+        for model, role in used:
+            out.append(f"  replaced, {role} {model}: {self.by_model[(model, role)].note}")
+        ran = ", ".join(f"{r} {m}" for m, r in self.by_model) or "none with timings"
+        for model, role in missing:
+            out.append(f"  not replaced, {role} {model}: {self.source} ran no {role} job of this model (it ran: {ran})")
         for model, tokens in self.answer_tokens.items():
-            out.append(f"  answers of {model}: {tokens:,.0f} tokens on average (judge prompts sized with that)")
+            if any(m == model for m, r in planned if r == "generator") or planned == list(self.by_model):
+                out.append(f"  answers of {model}: {tokens:,.0f} tokens on average (judge prompts sized with that)")
         return out
 
 

@@ -4,8 +4,9 @@ seconds. Each is an entry of gpu_constants.json with the GPU, versions, date and
 it; `make gpu-check` measures them again and writes its GPU's entries there.
 
 A plan for a GPU with entries of its own uses them; for another GPU it uses those of the GPU measured
-and says so (`Lookup.note`): per-layer host overhead and quantization's factor depend on the host and
-the kernels more than on the GPU, but nobody has measured them there.
+and says so (`Lookup.note`): a decoding step's seconds scaled by the two GPUs' datasheet bandwidth
+(never below 1), the host's seconds and the ratios as they are. Per-layer host overhead and quantization's
+factor depend on the host and the kernels more than on the GPU, but nobody has measured them there.
 """
 
 from __future__ import annotations
@@ -53,18 +54,45 @@ def same_name(a: str, b: str) -> bool:
 class Lookup:
     constant: Constant
     exact: bool  # measured on this GPU
+    scale: float = 1.0  # another GPU's figure in seconds, scaled to this one by their datasheets (`datasheet_scale`)
 
     @property
     def value(self) -> float:
-        return self.constant.value
+        return self.constant.value * self.scale
 
     def note(self, gpu: str) -> str:
         if self.exact:
             return f"{self.constant.name}: {self.constant.source()}"
+        how = (
+            f"the figure of {self.constant.gpu} x{self.scale:.2f} (scaled by the two GPUs' datasheet memory "
+            "bandwidth, which bounds a decoding step; never below 1)"
+            if self.constant.name in PER_STEP
+            else f"the figure of {self.constant.gpu}, as it is (host-side work, not scaled by the GPU)"
+            if self.constant.unit == "s"
+            else f"the figure of {self.constant.gpu}, as it is (a ratio, not seconds)"
+        )
         return (
-            f"{self.constant.name}: never measured on {gpu}; the figure of {self.constant.gpu} is used "
+            f"{self.constant.name}: never measured on {gpu}; {how} "
             f"({self.constant.versions}, {self.constant.date}); `make gpu-check` there measures it"
         )
+
+
+# Seconds a decoding step spends, scaled to an unmeasured GPU by datasheet bandwidth; the other figures in
+# seconds (a job's set-up, compiling) are the host's work and carry over as they are.
+PER_STEP = {"step_overhead_per_layer"}
+
+
+def datasheet_scale(measured_on: str, gpu: str) -> float:
+    """How much longer a decoding step takes on `gpu` than on the GPU a figure was measured on, by their
+    datasheets: the measured GPU's memory bandwidth over this one's (the time model's decode is bound by
+    it; FLOP/s bound prefill, which it computes from the datasheet directly), never below 1 (a faster GPU
+    keeps the figure: the host's part does not shrink with it); 1 where either GPU is unknown."""
+    from genjudge.planning.hardware import gpu_type
+
+    a, b = gpu_type(measured_on), gpu_type(gpu)
+    if a is None or b is None:
+        return 1.0
+    return max(1.0, a.bandwidth / b.bandwidth)
 
 
 def lookup(name: str, gpu: str, same=same_name, **match) -> list[Lookup]:
@@ -78,7 +106,9 @@ def lookup(name: str, gpu: str, same=same_name, **match) -> list[Lookup]:
     if not found:
         return []
     first = found[0].gpu
-    return [Lookup(e, False) for e in found if e.gpu == first]
+    return [
+        Lookup(e, False, datasheet_scale(e.gpu, gpu) if e.name in PER_STEP else 1.0) for e in found if e.gpu == first
+    ]
 
 
 def by_batch(found: list[Lookup], batch: float) -> float | None:

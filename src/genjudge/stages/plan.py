@@ -130,7 +130,9 @@ def make_plan(
     if calibrate and cal is None:
         raise InputError(f"--calibrate {calibrate}: no job metas with timings there (a finished run's results/<run>)")
     if cal is not None:
-        lines += cal.describe()
+        planned = [(s["model"], "generator") for s in exp.generators.values()] if "generator" in roles else []
+        planned += [(s["model"], "judge") for s in exp.judges.values()] if "judge" in roles else []
+        lines += cal.describe(planned)
     slurm_nodes = nodes_by_role(nodes)
     if slurm_nodes:
         role_gpus = slurm_gpus(config, role_gpus, gpus_spec, lines)
@@ -189,19 +191,32 @@ def make_plan(
         lines += result_change_lines(chosen, entries, allow_result_changes and bool(write))
         if write:
             layer = overlay(config, exp, chosen, entries, allow_result_changes)
-            write_overlay(write, layer, config)
+            write_overlay(write, layer, config, entries)
             lines.append(f"written to {write}: pass it after your config files, e.g. --configfile CONFIG {write}")
     return lines, plans
 
 
-def write_overlay(path, layer: dict, config: dict) -> None:
+def write_overlay(path, layer: dict, config: dict, entries=()) -> None:
     import yaml
+
+    from genjudge.stages.plan_roles import ASSUMED_MARGIN, RUNTIME_MARGIN, margin_text
 
     head = (
         f"# genjudge plan --write: the settings the time model finds fastest for run {config.get('run')!r}, and\n"
-        "# each role's runtime (minutes: the longest job's estimate + 50%) and host memory (MB: + 25%).\n"
-        "# Use it as a layer over your config: snakemake --configfile CONFIG THIS_FILE ...\n"
+        f"# each role's runtime (minutes: the longest job's estimate x{RUNTIME_MARGIN:g}, and x{ASSUMED_MARGIN:g} more\n"
+        "# for each kind of figure the estimate assumed rather than measured) and host memory (MB: + 25%).\n"
     )
+    for e in entries:
+        if not getattr(e, "times", None):
+            continue
+        step = "generate" if e.role == "generator" else "judge"
+        head += f"# resources.{step}.runtime, {e.role} {e.name}: {margin_text(e.assumptions)}\n"
+    if any(getattr(e, "assumptions", None) for e in entries):
+        head += (
+            "# An estimate that rests on assumptions is a guess: run a pilot and plan again with\n"
+            "# --calibrate results/<pilot> to replace them with its measurements.\n"
+        )
+    head += "# Use it as a layer over your config: snakemake --configfile CONFIG THIS_FILE ...\n"
     atomic.write_text(path, head + yaml.safe_dump(layer, sort_keys=False))
 
 

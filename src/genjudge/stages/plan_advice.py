@@ -349,10 +349,13 @@ def result_change_lines(chosen: dict, entries: list, allowed: bool) -> list[str]
 
 def overlay(config: dict, exp, chosen: dict, entries: list, allow_result_changes: bool = False) -> dict:
     """A config layer with the recommended settings that leave results unchanged (shards, judge.parallel)
-    and each role's runtime and host memory (the longest job's estimate + 50%, the host memory estimate
-    + 25%), for `--configfile`; an engine other than the configured one only with `allow_result_changes`
+    and each role's runtime and host memory (the longest job's estimate x1.5, x1.5 more per kind of assumed
+    figure (plan_roles.assumptions); the host memory estimate + 25%), for `--configfile`; an engine other than the configured one only with `allow_result_changes`
     (it is in every item key)."""
     from genjudge.stages.plan_roles import MEMORY_MARGIN, runtime_minutes
+
+    def assumed(role: str, names) -> int:
+        return max((len(e.assumptions) for e in entries if e.role == role and e.name in names), default=0)
 
     configured = {e.name: e.spec.engine for e in entries}
 
@@ -371,7 +374,7 @@ def overlay(config: dict, exp, chosen: dict, entries: list, allow_result_changes
         elif settings := engine(names[0], gen.settings["engine"]) if names else {}:
             out["generator"] = settings
         out.setdefault("resources", {})["generate"] = {
-            "runtime": runtime_minutes(gen.longest_job),
+            "runtime": runtime_minutes(gen.longest_job, assumed("generator", names)),
             "mem_mb": int(math.ceil(gen.host_mem_mb * MEMORY_MARGIN / 1000) * 1000),
         }
     judges = [o for k, o in chosen.items() if k != "generators"]
@@ -384,7 +387,7 @@ def overlay(config: dict, exp, chosen: dict, entries: list, allow_result_changes
         else:
             out["judge"] = next(iter(settings.values()))
         out.setdefault("resources", {})["judge"] = {
-            "runtime": runtime_minutes(max(o.longest_job for o in judges)),
+            "runtime": runtime_minutes(max(o.longest_job for o in judges), assumed("judge", {o.name for o in judges})),
             "mem_mb": int(math.ceil(max(o.host_mem_mb for o in judges) * MEMORY_MARGIN / 1000) * 1000),
         }
     return out

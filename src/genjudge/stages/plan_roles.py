@@ -11,7 +11,10 @@ from genjudge.config.specs import GeneratorSpec, JudgeSpec
 
 GIB = 1024**3
 GB = 1000**3
-RUNTIME_MARGIN = 1.5  # the runtime to ask a scheduler for: the estimate + 50%
+RUNTIME_MARGIN = 1.5  # the runtime to ask a scheduler for: the estimate + 50%, where its figures were measured
+# ... and x1.5 more for each kind of figure it assumed instead (`assumptions`): no run of this model measured
+# its compute, nor its load, engine constants not measured on this device, the GPU's own figures unknown.
+ASSUMED_MARGIN = 1.5
 MEMORY_MARGIN = 1.25  # host memory to ask for: the estimate + 25%
 
 
@@ -37,6 +40,7 @@ class Entry:
     calibration: object = None
     read_rate: float = GB
     prompt_tokens: int = 0
+    assumptions: list = field(default_factory=list)  # kinds of figure the estimate assumed (`assumptions`)
     host_mem_mb: int = 0
     judge_layout: object = None
 
@@ -195,17 +199,51 @@ def host_memory_line(p: dict, step: str) -> str:
     )
 
 
-def runtime_minutes(seconds: float) -> int:
-    return max(1, math.ceil(seconds * RUNTIME_MARGIN / 60))
+def margin(assumed: int = 0) -> float:
+    """The runtime booked over the estimate: RUNTIME_MARGIN, times ASSUMED_MARGIN per kind of assumed figure."""
+    return RUNTIME_MARGIN * ASSUMED_MARGIN**assumed
 
 
-def runtime_line(config: dict, step: str, seconds: float) -> str:
-    want = runtime_minutes(seconds)
+def runtime_minutes(seconds: float, assumed: int = 0) -> int:
+    return max(1, math.ceil(seconds * margin(assumed) / 60))
+
+
+def margin_text(assumed: list[str]) -> str:
+    """How the margin was made, for the plan and the written overlay."""
+    rule = f"x{RUNTIME_MARGIN:g}" + (f" x {ASSUMED_MARGIN:g} per assumed kind of figure" if assumed else "")
+    if not assumed:
+        return f"{rule}: every figure it rests on was measured"
+    return f"{rule} = x{margin(len(assumed)):.2f}; it rests on {len(assumed)} assumed: " + "; ".join(assumed)
+
+
+def assumptions(e) -> list[str]:
+    """The kinds of figure an entry's estimate assumes instead of measuring (each widens the runtime margin)."""
+    from genjudge.planning.time_model import GB
+
+    cal = e.calibration
+    out = []
+    if cal is None:
+        out.append(
+            "compute: the device's peaks x efficiency, never measured for this model (--calibrate with a finished "
+            "run of it replaces them)"
+        )
+    if cal is None or cal.load_seconds is None:
+        out.append(f"load: {e.read_rate / GB:g} GB/s read rate assumed (plan.load_gb_per_s)")
+    unmeasured = sorted({s.split(":")[0] for t in e.times.values() for s in t.sources if "never measured" in s})
+    if unmeasured and cal is None:
+        out.append(f"engine constants never measured on this device ({', '.join(unmeasured)}: see constants)")
+    if str(getattr(e.device, "source", "")).startswith("assumed"):
+        out.append(f"the GPU: {e.device.source}")
+    return out
+
+
+def runtime_line(config: dict, step: str, seconds: float, assumed: list[str] = ()) -> str:
+    want = runtime_minutes(seconds, len(assumed))
     have = config["resources"][step]["runtime"]
     verdict = "" if have >= want else f"; the configured {have} min is LESS: raise resources.{step}.runtime"
     return (
         f"  resources.{step}.runtime: about {want} min (the longest job's {seconds / 60:.1f} min "
-        f"+ {RUNTIME_MARGIN - 1:.0%}: an estimate, not a measurement){verdict}"
+        f"{margin_text(list(assumed))}: an estimate, not a measurement){verdict}"
     )
 
 
@@ -298,8 +336,9 @@ def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, 
     e.lines += _batch_lines(batch, batch_how, engine, compile_why)
     e.lines.append(host_memory_line(p, "generate"))
     e.lines += _time_lines(e, device, layout, e.calibration)
+    e.assumptions = assumptions(e)
     if e.times:
-        e.lines.append(runtime_line(config, "generate", max(t.seconds for t in e.times.values())))
+        e.lines.append(runtime_line(config, "generate", max(t.seconds for t in e.times.values()), e.assumptions))
     return e
 
 
@@ -392,7 +431,8 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
         )
     e.lines.append(host_memory_line(p, "judge"))
     e.lines += _time_lines(e, device, layout, e.calibration)
-    e.lines.append(runtime_line(config, "judge", t.seconds))
+    e.assumptions = assumptions(e)
+    e.lines.append(runtime_line(config, "judge", t.seconds, e.assumptions))
     return e
 
 
