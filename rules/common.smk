@@ -429,7 +429,19 @@ def judge_cpus(wildcards):
 
 
 def slurm_resources(role):
-    return job_resources.slurm_resources(config, role)
+    """The role's SLURM settings; its GPU model per job, since a model behind an endpoint asks for no GPU."""
+    res = job_resources.slurm_resources(config, role)
+    if "gpu_model" in res:
+        res["gpu_model"] = generate_gpu_model if role == "generate" else judge_gpu_model
+    return res
+
+
+def generate_gpu_model(wildcards):
+    return job_resources.gpu_model(config, "generate", generate_gpus(wildcards.generator))
+
+
+def judge_gpu_model(wildcards):
+    return job_resources.gpu_model(config, "judge", judge_gpus(wildcards.judge))
 
 
 def label_files():

@@ -96,6 +96,24 @@ def test_sbatch_preview_shows_what_each_model_job_asks_for():
     assert "judge jobs are never arrays: one sbatch each" in out[2] and "single job" not in "\n".join(out)
 
 
+def test_sbatch_preview_of_an_endpoint_judge_asks_no_gpu_and_its_own_resources():
+    out = genjudge(
+        "plan",
+        "--slurm",
+        "--config",
+        'slurm={"gpu_model": "a100"}',
+        'resources={"endpoint": {"mem_mb": 1500, "runtime": 7, "cpus": 2}}',
+        'judges={"local": {}, "api": {"engine": "openai", "endpoint": {"base_url": "http://127.0.0.1:9/v1"}}}',
+        check=True,
+    ).stdout
+    lines = {line.split(",", 1)[0]: line for line in out.splitlines() if line.startswith("judge (")}
+    local, api = lines["judge (local"], lines["judge (api"]
+    assert "--gpus=a100:4" in local and "--mem 8000" in local and "-t 60" in local
+    # resources.endpoint's memory, time and threads; no --gpus=a100:0 from the role's GPU model.
+    options = re.sub(r" -p \S+", "", api.split(": sbatch", 1)[1])  # the cluster's default partition, if any
+    assert options.split() == ["-t", "7", "--mem", "1500", "--nodes=1", "--ntasks=1", "--cpus-per-task=2"], api
+
+
 def test_configfile_takes_several_files_as_snakemake_does(tmp_path):
     (tmp_path / "a.yaml").write_text("gpu_inventory: 2\nlock_dir: /tmp\n")
     (tmp_path / "b.yaml").write_text("gpu_inventory: 3\n")

@@ -98,16 +98,26 @@ def slurm_resources(config: dict, role: str | None = None) -> dict:
     return {res: value for res, value in values.items() if value}
 
 
-def job_resources(config: dict, step: str, gpus: int, attempt: int = 1) -> dict:
-    """The resources of one generate or judge job, as the rules declare them."""
+def gpu_model(config: dict, role: str, gpus: int) -> str | None:
+    """The GPU model of one job: none for a job without GPUs (a model behind an endpoint), where the
+    plugin would still submit `--gpus=<model>:0`."""
+    return slurm_setting(config, "gpu_model", role) if gpus else None
+
+
+def job_resources(config: dict, role: str, gpus: int, engine: str, attempt: int = 1) -> dict:
+    """The resources of one generate or judge job, as the rules declare them: memory and time of
+    `resources.endpoint` for a model behind an endpoint."""
+    section = step(role, engine)
     out = {
         "gpu": gpus,
-        "cpus_per_gpu": config["resources"][step]["cpus_per_gpu"],
-        "mem_mb": scaled(config, step, "mem_mb", attempt),
-        "runtime": scaled(config, step, "runtime", attempt),
-        **slurm_resources(config, step),
+        "cpus_per_gpu": config["resources"][role]["cpus_per_gpu"],
+        "mem_mb": scaled(config, section, "mem_mb", attempt),
+        "runtime": scaled(config, section, "runtime", attempt),
+        **slurm_resources(config, role),
     }
-    if step == "judge":
+    if not gpu_model(config, role, gpus):
+        out.pop("gpu_model", None)
+    if role == "judge":
         out["nodes"] = 1
     return out
 

@@ -65,14 +65,15 @@ def sbatch_preview(config: dict) -> list[str]:
         gpu_counts.add(gpus)
         n = sum(exp.shards(d, config) for d in exp.datasets_of(name))
         n_generate += n
-        jobs.append(
-            ("generate", name, n, jr.job_resources(config, "generate", gpus), jr.threads(config, "generate", gpus))
-        )
+        engine = exp.generators[name]["engine"]
+        res = jr.job_resources(config, "generate", gpus, engine)
+        jobs.append(("generate", name, n, res, jr.threads(config, jr.step("generate", engine), gpus)))
     for name, section in exp.judges.items():
         spec = JudgeSpec.from_config(section)
         gpus = judge_parallel.judge_gpus(spec, config, [], on_slurm=True)
         n_jobs = judge_parallel.judge_jobs(spec, config, [], on_slurm=True)
-        jobs.append(("judge", name, n_jobs, jr.job_resources(config, "judge", gpus), jr.threads(config, "judge", gpus)))
+        res = jr.job_resources(config, "judge", gpus, spec.engine)
+        jobs.append(("judge", name, n_jobs, res, jr.threads(config, jr.step("judge", spec.engine), gpus)))
     submission = decide(config, n_generate, None, gpu_counts=gpu_counts)
     settings = SimpleNamespace(requeue=submission.requeue, no_requeue=False, qos=None, reservation=None)
     lines = []
