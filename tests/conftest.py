@@ -90,6 +90,12 @@ class Workflow:
         metas = [json.loads(p.read_text()) for p in (self.results(run) / "generations").glob("*/*/*.meta.json")]
         return sorted(metas, key=lambda m: (m["generator"], m["dataset"], m["shard"]))
 
+    def copy(self, root: Path) -> Workflow:
+        """A copy under `root` (its runs, logs, caches and Snakemake's records, mtimes kept: Snakemake
+        finds the finished jobs finished), for a test that changes a run a module shares."""
+        shutil.copytree(self.path, root / "wf", symlinks=True)
+        return Workflow(root / "wf", self.lock_dir)
+
 
 @pytest.fixture(scope="session")
 def built_models(tmp_path_factory) -> Path:
@@ -102,15 +108,20 @@ def built_models(tmp_path_factory) -> Path:
     return base / "models"
 
 
-@pytest.fixture
-def workflow(tmp_path, built_models) -> Workflow:
-    wd = tmp_path / "wf"
+def new_workflow(root: Path, built_models: Path) -> Workflow:
+    """A fresh copy of the workflow under `root`, with the demo models (module-scoped runs use it)."""
+    wd = root / "wf"
     wd.mkdir()
     copy_workflow(wd)
     shutil.copytree(built_models, wd / "models")
-    lock_dir = tmp_path / "locks"
+    lock_dir = root / "locks"
     lock_dir.mkdir()
     return Workflow(wd, lock_dir)
+
+
+@pytest.fixture
+def workflow(tmp_path, built_models) -> Workflow:
+    return new_workflow(tmp_path, built_models)
 
 
 def generate_shard(tmp_path: Path, spec, name: str = "out", store: str = "store", shard_path=None):
@@ -137,10 +148,11 @@ def generate_shard(tmp_path: Path, spec, name: str = "out", store: str = "store"
 
 
 # GENJUDGE_TEST_CPU_LOG=file appends one line per test: CPU seconds (the test process's own and its
-# finished children's: snakemake and the jobs it ran), wall seconds, id, snakemake invocations (dry runs
-# among them), the jobs those runs finished and the jobs by rule. A test's cost includes the set-up and
-# tear-down of the module- and session-scoped fixtures it was the first or last to use, so the lines of a
-# module add up to what the module costs. Jobs SLURM ran are counted but their CPU is the cluster's.
+# finished children's: snakemake and the jobs it ran), wall seconds, id, snakemake invocations (dry
+# runs among them), the jobs those runs finished, the jobs by rule and the test's marks. A test's cost
+# includes the set-up and tear-down of the module- and session-scoped fixtures it was the first or last
+# to use, so the lines of a module add up to what the module costs. Jobs SLURM ran are counted but
+# their CPU is the cluster's. tests/budget.py sums the lines by module.
 _SNAKEMAKE_RUNS: list[tuple[str, bool]] = []
 
 
@@ -156,6 +168,9 @@ def _note_snakemake(args, cwd) -> None:
         _SNAKEMAKE_RUNS.append((str(cwd or os.getcwd()), dry))
 
 
+_COUNTED_LOGS: set[str] = set()  # by name (a timestamp): a copied workflow holds its source's logs
+
+
 def _finished_jobs(workdirs: set[str], since: float) -> dict[str, int]:
     """Jobs by rule that the snakemake logs written since `since` in `workdirs` say finished."""
     import re
@@ -163,8 +178,9 @@ def _finished_jobs(workdirs: set[str], since: float) -> dict[str, int]:
     jobs: dict[str, int] = {}
     for wd in workdirs:
         for log in Path(wd).glob(".snakemake/log/*.snakemake.log"):
-            if log.stat().st_mtime < since:
+            if log.stat().st_mtime < since or log.name in _COUNTED_LOGS:
                 continue
+            _COUNTED_LOGS.add(log.name)
             for rule in re.findall(r"^Finished jobid: \d+ \(Rule: (\w+)\)", log.read_text(errors="replace"), re.M):
                 if rule != "all":
                     jobs[rule] = jobs.get(rule, 0) + 1
@@ -200,8 +216,9 @@ def pytest_runtest_protocol(item, nextitem):
     runs = list(_SNAKEMAKE_RUNS)
     jobs = _finished_jobs({wd for wd, _ in runs}, since)
     by_rule = ",".join(f"{r}={n}" for r, n in sorted(jobs.items()))
+    marks = ",".join(sorted({m.name for m in item.iter_markers()} & {"workflow", "slurm", "vllm", "bench", "gpu"}))
     with open(path, "a") as f:
         f.write(
             f"{cpu() - c0:.1f}\t{time.monotonic() - t0:.1f}\t{item.nodeid}\t{len(runs)}\t"
-            f"{sum(dry for _, dry in runs)}\t{sum(jobs.values())}\t{by_rule}\n"
+            f"{sum(dry for _, dry in runs)}\t{sum(jobs.values())}\t{by_rule}\t{marks}\n"
         )

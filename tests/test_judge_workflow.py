@@ -7,6 +7,7 @@ import sys
 
 import pandas as pd
 import pytest
+from conftest import new_workflow
 from judges import constant_judge
 
 pytestmark = pytest.mark.workflow
@@ -14,14 +15,27 @@ pytestmark = pytest.mark.workflow
 FAST = {"shards": 1, "generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 6}}
 
 
+@pytest.fixture(scope="module")
+def base_run(tmp_path_factory, built_models):
+    """One finished run `base` (one shard, short answers and verdicts) the module's tests start from."""
+    wf = new_workflow(tmp_path_factory.mktemp("base"), built_models)
+    wf.run("--cores", "2", "--configfile", wf.write_config("base.yaml", run="base", **FAST))
+    return wf
+
+
+@pytest.fixture
+def base(base_run, tmp_path):
+    """A copy of the finished run `base` for a test that changes it."""
+    return base_run.copy(tmp_path)
+
+
 def plan_counts(workflow, cfg):
     out = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
     return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
 
 
-def test_changing_only_the_verdict_pattern_reparses_without_the_judge(workflow):
-    cfg = workflow.write_config("base.yaml", run="base", **FAST)
-    workflow.run("--cores", "2", "--configfile", cfg)
+def test_changing_only_the_verdict_pattern_reparses_without_the_judge(base):
+    workflow = base
     judge_meta = workflow.results("base") / "judge" / "demo-judge" / "raw.meta.json"
     before = judge_meta.read_text()
     new = workflow.write_config(
@@ -72,10 +86,9 @@ def test_changing_only_the_verdict_pattern_reparses_without_the_judge(workflow):
     assert "FAILED demo-generator/questions (judge demo-judge, parse): NoVerdictParsed: none of the 44" in out
 
 
-def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(workflow):
-    cfg = workflow.write_config("base.yaml", run="base", **FAST)
-    baseline = "results/base/generations/demo-generator/questions.parquet"
-    workflow.run("--cores", "2", baseline, "--configfile", cfg)  # the baseline's answers: no judge needed
+def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(base):
+    workflow = base
+    baseline = "results/base/generations/demo-generator/questions.parquet"  # the finished run's answers
     constant_judge(workflow.path / "models" / "first-position-judge", "pairwise", "VERDICT: A")
     pw = workflow.write_config(
         "pw.yaml",
@@ -229,15 +242,14 @@ def test_an_unknown_mode_is_refused_while_planning(workflow):
     assert "judge.mode: unknown mode 'yesno'; known modes: pairwise, reference, score" in proc.stdout + proc.stderr
 
 
-def test_changing_only_the_judge_precision_rejudges_every_item(workflow):
-    cfg = workflow.write_config("p.yaml", run="p", **FAST)
-    judged = "results/p/judge/demo-judge/raw.parquet"  # the judge's verdicts: the report is other tests'
-    workflow.run("--cores", "2", judged, "--configfile", cfg)
-    meta = workflow.results("p") / "judge" / "demo-judge" / "raw.meta.json"
+def test_changing_only_the_judge_precision_rejudges_every_item(base):
+    workflow = base
+    judged = "results/base/judge/demo-judge/raw.parquet"  # the judge's verdicts: the report is other tests'
+    meta = workflow.results("base") / "judge" / "demo-judge" / "raw.meta.json"
     assert json.loads(meta.read_text())["computed_items"] == 44
     # One change after the other: 8-bit weights, then float32 named (the default is the checkpoint's dtype).
     for change in ({"quantization": "8bit"}, {"dtype": "float32"}):
-        new = workflow.write_config("p.yaml", run="p", **{**FAST, "judge": {**FAST["judge"], **change}})
+        new = workflow.write_config("base.yaml", run="base", **{**FAST, "judge": {**FAST["judge"], **change}})
         assert plan_counts(workflow, new)["judge"] == "1", change
         workflow.run("--cores", "2", judged, "--configfile", new)
         m = json.loads(meta.read_text())
