@@ -2,7 +2,9 @@
 models): the heat map, the score distribution, the win / tie / loss bars and the strengths are drawn,
 decode as images, and an unknown summary field still shows."""
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -226,6 +228,7 @@ def test_every_mode_plot_is_drawn_and_decodes(rendered):
 def test_the_view_model_holds_what_each_section_shows(modes_page):
     view = modes_page[1]
     assert [ident for ident, _ in view.nav] == [
+        "headlines",
         "failed",
         "study",
         "headline",
@@ -391,3 +394,86 @@ def test_the_human_confusion_matrix_has_one_orientation_in_report_md_and_report_
     md = _confusion({"7": {"7": 10, "8": 4}, "8": {"7": 3, "8": 7}, "9": {"9": 5}})
     assert md[0] == "| judge \\ human | 7 | 8 | 9 |"
     assert md[2:] == ["| 7 | 10 | 3 | 0 |", "| 8 | 4 | 7 | 0 |", "| 9 | 0 | 0 | 5 |"]
+
+
+# --- a study of four generators, a reference and a pairwise judge, labels and samples ---------------
+
+STUDY_GENS = ["mistral", "qwen", "gemma", "base"]
+UNITS = {"items", "cells", "verdicts", "answers", "wins", "ties", "losses", "samples", "verdict(s", "item(s"}
+
+
+def study_judgments(rng, n=30, samples=2):
+    ref, pw = [], []
+    for k, g in enumerate(STUDY_GENS):
+        df = pd.concat([frame(rng, n, g, "data").assign(sample=s) for s in range(samples)], ignore_index=True)
+        df["turn"] = 1
+        df["verdict"] = np.where(rng.random(len(df)) < 0.2 + 0.2 * k, "correct", "incorrect")
+        df["unparsed_reason"] = None
+        ref.append(df)
+        if g == "base":
+            continue
+        pair = pd.concat([frame(rng, n, g, "data", "base").assign(sample=s) for s in range(samples)], ignore_index=True)
+        pair["turn"] = 1
+        # mistral ties nearly everything; the others win and lose
+        p = [0.02, 0.95, 0.03] if g == "mistral" else [0.45, 0.1, 0.45]
+        pair["verdict"] = rng.choice(["win", "tie", "loss"], len(pair), p=p)
+        pair["unparsed_reason"] = None
+        pair["position_consistent"] = True
+        pair["outcome_order0"] = pair["outcome_order1"] = pair["verdict"]
+        pw.append(pair)
+    return {"ref": pd.concat(ref, ignore_index=True), "pw": pd.concat(pw, ignore_index=True)}
+
+
+def test_a_studys_page_states_each_judges_headline_with_its_unit_and_interval_and_labels_every_count(tmp_path):
+    """Four generators (one the pairwise baseline), a reference judge with human labels of one generator's
+    answers and a pairwise judge, two samples per item: the top of report.html, as headless Chromium lays it
+    out, states each judge's headline with its unit and interval, and every count there says what it counts."""
+    from genjudge.stages.report import summary_of
+
+    reason = chromium.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    rng = np.random.default_rng(3)
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"id": f"q{i}", "gen": "qwen", "label": "correct"}) + "\n" for i in range(10)))
+    cfg = defaults(
+        run="study",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g", "do_sample": True, "n_samples": 2},
+        generators={g: {} for g in STUDY_GENS},
+        datasets={"data": {}},
+        judge={"model": "j"},
+        judges={
+            "ref": {"labels": {"path": str(labels), "fields": {"id": "id", "label": "label", "generator": "gen"}}},
+            "pw": {"mode": "pairwise", "baseline": "base"},
+        },
+    )
+    metas = [GenerateMeta(generator=g, dataset="data", shard=0, started_at=0.0, finished_at=1.0) for g in STUDY_GENS]
+    jm = {j: JudgeMeta(started_at=1.0, finished_at=2.0, cells={}) for j in ("ref", "pw")}
+    run, cells, study = summary_of(cfg, study_judgments(rng), metas, jm)
+    summary = run.to_dict()
+    page = Page(summary, [Cell(k, s, d) for k, (s, d) in cells.items()], metas, jm, {}, None)
+    write(page, tmp_path / "report.html", tmp_path / "plots")
+    top = chromium.texts(tmp_path / "report.html", tmp_path, ["header", "#headlines"])
+    header, heads = top["header"], top["#headlines"]
+    assert "30 items (the datasets' questions) · 7 cells" in header and "420 verdicts (answers judged" in header
+    ref_line = next(line for line in heads.splitlines() if line.startswith("judge ref on data"))
+    pw_line = next(line for line in heads.splitlines() if line.startswith("judge pw on data"))
+    assert "accuracy: the share of parsed verdicts that are correct (%, 95% interval clustered by item)" in ref_line
+    assert "win rate against base: wins plus half the ties" in pw_line
+    for g in STUDY_GENS:
+        assert re.search(rf"{g} \d+\.\d% \[\d+\.\d, \d+\.\d\] over 30 items", ref_line), ref_line
+    rows = {r["generator"]: r for r in summary["leaderboard"] if r["judge"] == "pw"}
+    for g in ("mistral", "qwen", "gemma"):
+        w = rows[g]["win_rate"]
+        assert f"{g} {100 * w['value']:.1f}% [" in pw_line
+        assert f"({w['wins']} wins, {w['ties']} ties, {w['losses']} losses) over 30 items" in pw_line
+    # mistral, which ties nearly everything, is at about half, not last by its few wins
+    assert abs(rows["mistral"]["win_rate"]["value"] - 0.5) < 0.1
+    # No count unlabelled: every whole number at the top, outside percentages and intervals, has its unit.
+    text = re.sub(r"\[[^\]]*\]|\d+\.\d+%|\d+\.\d+", " ", header + "\n" + heads)
+    for m in re.finditer(r"(?<![\w.])(\d+)(?![\w.%])\s*(\S*)\s*(\S*)", text):  # a unit, or an adjective and one
+        assert {m.group(2).strip("(),;:·"), m.group(3).strip("(),;:·")} & UNITS, (m.group(0), text)
+    # The labels' share is of the generator they name: 10 of qwen's 60 answers, not of every generator's.
+    human = summary["validity"]["judges"]["ref"]["human"]
+    assert (human["n_labelled"], human["n_answers"], human["covers"]) == (20, 60, {"generator": ["qwen"]})

@@ -57,6 +57,23 @@ def probe(page: Path, tmp: Path) -> dict:
     return json.loads(html.unescape(found.group(1)))
 
 
+def texts(page: Path, tmp: Path, selectors: list[str]) -> dict:
+    """The text a reader sees (innerText, as laid out) of the first element of each CSS selector, after load."""
+    script = (
+        "<script>window.addEventListener('load', () => { const out = document.createElement('pre'); "
+        "out.id = 'texts'; out.textContent = JSON.stringify(Object.fromEntries("
+        f"{json.dumps(selectors)}.map(s => [s, (document.querySelector(s) || {{innerText: null}}).innerText])));"
+        " document.body.appendChild(out); });</script>"
+    )
+    copy = tmp / "texts.html"
+    copy.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
+    dom = _run(["--virtual-time-budget=10000", "--dump-dom", copy.as_uri()], tmp).stdout
+    found = re.search(r'<pre id="texts">(.*?)</pre>', dom, re.S)
+    if not found:
+        raise AssertionError(f"the script did not run; DOM tail:\n{dom[-2000:]}")
+    return json.loads(html.unescape(found.group(1)))
+
+
 def screenshot(page: Path, png: Path, tmp: Path, width: int = 1200, height: int = 2000) -> Path:
     _run([f"--window-size={width},{height}", f"--screenshot={png}", page.as_uri()], tmp)
     return png

@@ -52,6 +52,46 @@ def study_rows(table: dict) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def measure_unit(col: dict) -> str:
+    """What a column's headline is and its unit, in words."""
+    if col["kind"] == "strength":
+        return (
+            "Bradley-Terry strength from every pair judged (log scale, centred at 0; ties count half; 95% bootstrap "
+            "interval over items)"
+        )
+    if col["mode"] == "pairwise" or col.get("baseline"):
+        return (
+            f"win rate against {col.get('baseline') or 'the baseline'}: wins plus half the ties, as a share of the "
+            "parsed verdicts (%, 95% interval clustered by item)"
+        )
+    if col["kind"] == "mean":
+        return f"{(col['measure'] or 'mean').replace('_', ' ')} on the judge's scale (95% interval clustered by item)"
+    if col["measure"] == "accuracy":
+        return "accuracy: the share of parsed verdicts that are correct (%, 95% interval clustered by item)"
+    return f"{(col['measure'] or 'measure').replace('_', ' ')} (a share of parsed verdicts, %, 95% interval)"
+
+
+def headline_lines(table: dict) -> list[str]:
+    """One line per judge and dataset: its headline measure, its unit, and each generator's value with its
+    interval and the items it is over: what the top of report.md and report.html state."""
+    out = []
+    for col in table.get("columns") or []:
+        parts = []
+        for r in table["rows"]:
+            v = r["values"][col["key"]]
+            if v["status"] in ("not graded", "baseline"):
+                continue
+            text = value_text(v, col["kind"]) if v["status"] == "ok" else v["status"]
+            if "wins" in v:  # the verdicts, each count with its unit
+                text = text.split(" (W/T/L")[0] + f" ({v['wins']} wins, {v['ties']} ties, {v['losses']} losses)"
+            if v["status"] == "ok" and v.get("n"):
+                text += f" over {v['n']} items"
+            parts.append(f"{r['generator']} {text}")
+        if parts:
+            out.append(f"judge {col['judge']} on {col['dataset']}, {measure_unit(col)}: " + "; ".join(parts))
+    return out
+
+
 def cell_name(f: dict) -> str:
     return f"{f['generator']}/{f['dataset']}" + (f" vs {f['opponent']}" if f["opponent"] else "")
 

@@ -95,6 +95,7 @@ class Page(ResultSections, RunSections):
         s = self.s
         self._plots = []
         sections = [
+            self.headlines(),
             self.failed(),
             self.study(),
             self.headline(),

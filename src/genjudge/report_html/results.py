@@ -25,6 +25,7 @@ from genjudge.report_html.view import (
     Distributions,
     Failed,
     Headline,
+    Headlines,
     Human,
     Paired,
     Study,
@@ -322,6 +323,10 @@ class ResultSections:
             return None
         plot = self.plot(PLOT_STUDY, plots.models_by_benchmarks(table))
         return Study(Table(*tables.study_rows(table)), plot, tables.STUDY_NOTE, table.get("mean_rank_warning"))
+
+    def headlines(self) -> Headlines | None:
+        lines = tables.headline_lines(self.s.get("table") or {})
+        return Headlines(lines) if lines else None
 
     def failed(self) -> Failed | None:
         failed = self.s.get("failed_cells") or []

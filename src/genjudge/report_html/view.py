@@ -265,6 +265,14 @@ class Study:
 
 
 @dataclass
+class Headlines:
+    """Each judge's headline on each dataset with its unit and each generator's value and interval."""
+
+    lines: list[str]
+    ident = "headlines"
+
+
+@dataclass
 class Failed:
     """The cells not judged because a job failed, with their errors and logs."""
 
@@ -316,6 +324,7 @@ class More:
 
 
 NAV = {
+    "headlines": "Headlines",
     "failed": "Failed cells",
     "study": "Models × benchmarks",
     "headline": "Leaderboard",

@@ -31,6 +31,7 @@ from genjudge.judging.tables import (
     cell_name,
     columns_text,
     failed_rows,
+    headline_lines,
     markdown_table,
     md_line,
     study_rows,
@@ -66,6 +67,7 @@ def _column(exp, dataset: str, judge: str, rows: list[dict]) -> dict:
         "mode": mode,
         "measure": measure,
         "kind": kind,
+        **({"baseline": section["baseline"]} if paired and kind != "strength" else {}),
     }
 
 
@@ -167,9 +169,11 @@ def failed_markdown(failed: list[dict]) -> list[str]:
 
 
 def sections(table: dict, failed: list[dict]) -> list[str]:
+    heads = headline_lines(table)
+    top = ["## Headlines", "", *(f"- {md_line(h)}" for h in heads), ""] if heads else []
     warn = [f"> **Warning:** {md_line(table['mean_rank_warning'])}", ""] if table.get("mean_rank_warning") else []
     out = ["## Models × benchmarks", "", *warn, *markdown(table), "", STUDY_NOTE, ""] if study_shown(table) else []
-    return out + failed_markdown(failed)
+    return top + out + failed_markdown(failed)
 
 
 def summary_lines(table: dict, failed: list[dict], warnings: list[str] = ()) -> list[str]:
