@@ -55,7 +55,7 @@ def slurm_env(cluster, **extra):
 
 
 def jobs_of(cluster, since_id=0):
-    """Submitted jobs: id, rule, wildcards, time limit (min), memory (MB), state."""
+    """Submitted jobs: id, rule, wildcards, time limit (min), memory (MB), state, start and end."""
     out = cluster.run("scontrol", "show", "job", "-o", check=False).stdout
     jobs = []
     for line in out.splitlines():
@@ -79,6 +79,8 @@ def jobs_of(cluster, since_id=0):
                 "restarts": int(fields.get("Restarts") or 0),
                 "requeue": fields.get("Requeue"),
                 "reason": fields.get("Reason"),
+                "start": fields.get("StartTime"),
+                "end": fields.get("EndTime"),
             }
         )
     return sorted(jobs, key=lambda j: j["id"])
@@ -462,3 +464,118 @@ def test_requeued_array_task_resumes_from_its_checkpoint(cluster, workflow):
     got = pd.read_parquet(workflow.path / r["merged"])
     want = pd.read_parquet(workflow.results("ref") / "generations" / "demo-generator" / "numbers.parquet")
     pd.testing.assert_frame_equal(got, want)
+
+
+@pytest.fixture
+def judge_server(tmp_path):
+    """vLLM's OpenAI server for the demo judge on loopback (75-150 s to start on 2 cores), or the one
+    GENJUDGE_TEST_SERVERS=GEN_URL,JUDGE_URL names (as tests/test_endpoints.py takes them)."""
+    from endpoints import RunningServer, VllmServer
+
+    if os.environ.get("GENJUDGE_TEST_SERVERS"):
+        yield RunningServer(os.environ["GENJUDGE_TEST_SERVERS"].split(",")[1])
+        return
+    server = VllmServer("models/demo-judge", tmp_path / "judge-server.log")
+    try:
+        yield server.wait()
+    finally:
+        server.stop()
+
+
+def judge_calls(log: str) -> dict:
+    """The judge jobs' sbatch calls in a --verbose log, by judge name."""
+    calls = re.findall(r"sbatch call: (.+)", log)
+    return {
+        re.search(r"--comment '?rule_judge_wildcards_(.+?)_\d+_\d+", c).group(1): c for c in calls if "rule_judge" in c
+    }
+
+
+def rule_blocks(dry: str, rule: str) -> dict:
+    """`snakemake -n`'s jobs of one rule: its first wildcard's value -> the resources it asks for."""
+    jobs = {}
+    for block in re.split(r"\n(?=rule \w+:)", dry):
+        if block.startswith(f"rule {rule}:"):
+            wildcard = re.search(r"wildcards: \w+=([^,\n]+)", block).group(1)
+            jobs[wildcard] = dict(kv.split("=", 1) for kv in re.search(r"resources: (.*)", block).group(1).split(", "))
+    return jobs
+
+
+@pytest.mark.vllm
+def test_an_endpoint_judge_asks_for_no_gpu_and_runs_while_a_judge_holds_every_gpu(cluster, workflow, judge_server):
+    """Two judges of the same generations, ready together: the demo judge on every GPU of the node
+    (judge.gpus: all) and the demo judge behind vLLM's OpenAI server. The endpoint judge's sbatch asks
+    for no GPU, only resources.endpoint's memory, time and CPU, so SLURM runs it beside the judge that
+    holds all 4 GPUs; had it asked for one, it would have waited for that judge to end."""
+    from endpoints import FaultProxy
+
+    # Each answer 3 s late: the endpoint judge (a probe, then 44 requests 16 at a time) outlasts any
+    # gap between the two jobs' starts, so the two overlap whenever SLURM lets them.
+    proxy = FaultProxy(judge_server.url, delay=3)
+    kw = {
+        "shards": 1,
+        "generator": SMALL["generator"],
+        "judge": {"max_new_tokens": 16},
+        "resources": {**SMALL["resources"], "endpoint": {"mem_mb": 1500, "runtime": 7, "cpus": 1}},
+        "judges": {
+            "local": {},
+            "api": {"model": "models/demo-judge", "engine": "openai", "endpoint": {"base_url": proxy.url}},
+        },
+    }
+    cfg = workflow.write_config("endpoint.yaml", run="endpoint", **kw)
+    since = last_job_id(cluster)
+    try:
+        proc = workflow.run(
+            "--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster), timeout=900
+        )
+    finally:
+        proxy.stop()
+
+    # The sbatch calls: the endpoint judge's has no --gpus or --gres and is what the preview promised.
+    calls = judge_calls(proc.stdout + proc.stderr)
+    assert set(calls) == {"local", "api"}, calls
+    api, local = sbatch_options(calls["api"]), sbatch_options(calls["local"])
+    assert not [o for o in api if o.startswith(("--gpus", "--gres"))], calls["api"]
+    assert {"--mem 1500", "-t 7", "--cpus-per-task=1"} <= api, calls["api"]
+    assert "--gpus=4" in local, calls["local"]
+    preview = sbatch_preview(workflow, cfg, cluster)
+    promised = re.search(r"^judge \(api, 1 job\(s\)\): (.+)$", preview, re.M).group(1)
+    assert api == sbatch_options(promised), (api, promised)
+
+    # What SLURM holds for each: no GPU and 1500 MB for the endpoint judge, all 4 GPUs for the other.
+    res = workflow.results("endpoint")
+    metas = {j: json.loads((res / "judge" / j / "raw.meta.json").read_text()) for j in ("local", "api")}
+    jobs = {j["id"]: j for j in jobs_of(cluster, since)}
+    slurm = {name: jobs[int(m["slurm_job_id"])] for name, m in metas.items()}
+    assert slurm["api"]["gpus"] == "" and slurm["api"]["mem"] == "1500M" and slurm["api"]["time_limit"] == "00:07:00"
+    assert slurm["local"]["gpus"] == f"gres:gpu:{cluster.gpus}"
+    assert metas["local"]["cuda_visible_devices"] == "0,1,2,3" and metas["api"]["gpus"] == []
+    assert metas["api"]["engine"] == "openai" and metas["api"]["endpoint"]["completed"] == 44
+
+    # It ran while the other judge held every GPU: SLURM's allocations overlap, and so do the jobs' own
+    # runs (their metas, inside the allocations). The generation job had ended before either started.
+    assert slurm["api"]["start"] < slurm["local"]["end"] and slurm["local"]["start"] < slurm["api"]["end"], slurm
+    a, b = metas["api"], metas["local"]
+    overlap = min(a["finished_at"], b["finished_at"]) - max(a["started_at"], b["started_at"])
+    assert overlap > 0, (a["started_at"], a["finished_at"], b["started_at"], b["finished_at"])
+    (gen,) = workflow.metas("endpoint")
+    assert gen["finished_at"] < min(a["started_at"], b["started_at"])
+    print(
+        f"endpoint judge: job {slurm['api']['id']} {slurm['api']['start']}..{slurm['api']['end']}, ran "
+        f"{a['finished_at'] - a['started_at']:.1f} s; 4-GPU judge: job {slurm['local']['id']} "
+        f"{slurm['local']['start']}..{slurm['local']['end']}, ran {b['finished_at'] - b['started_at']:.1f} s; "
+        f"together {overlap:.1f} s; sbatch of the endpoint judge: {' '.join(sorted(api))}"
+    )
+
+    # Every verdict of both judges is there.
+    for name in ("local", "api"):
+        judged = pd.read_parquet(res / "judgments" / f"{name}.parquet")
+        assert len(judged) == 44 and judged["verdict"].notna().all(), name
+    assert (res / "report" / "summary.json").exists()
+
+    # A GPU model for the role goes only to the jobs with GPUs (the plugin makes --gpus=<model>:0 of it).
+    typed = workflow.write_config("endpoint-typed.yaml", run="endpoint", slurm={"gpu_model": "demo"}, **kw)
+    dry = workflow.run("--profile", "slurm", "-n", "--forceall", "--configfile", typed, env=slurm_env(cluster)).stdout
+    judges = rule_blocks(dry, "judge")
+    assert judges["local"]["gpu_model"] == "demo" and judges["local"]["gpu"] == "4"
+    assert judges["api"]["gpu"] == "0" and "gpu_model" not in judges["api"], judges["api"]
+    assert rule_blocks(dry, "generate")["demo-generator"]["gpu_model"] == "demo"
