@@ -377,3 +377,15 @@ def test_counts_say_what_they_count_items_once_verdicts_over_cells():
     assert "12 items (the datasets' questions) · 2 cells (a generator's answers on a dataset by a judge) · 72 " in md
     head = next(line for line in md.splitlines() if line.startswith("| generator |"))
     assert "| items | answers | unparsed answers | truncated answers |" in head and "| n |" not in head
+
+
+def test_the_throughput_table_shows_set_up_apart_from_load():
+    a = judgments("a", [C] * 4)
+    run, cells, md = summarise(a, ["a"])
+    from genjudge.stages.report import _shard_rows
+
+    s = next(iter(cells.values()))[0]
+    s.shards = _shard_rows([GenerateMeta(generator="a", dataset="data", setup_seconds=12.5, load_seconds=2.0)])
+    text = render_markdown(s, a)
+    assert "| shard | answers | GPUs | host | set-up s | load s | generate s |" in text
+    assert "| 12.5 | 2.0 |" in text

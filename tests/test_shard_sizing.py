@@ -7,7 +7,7 @@ from genjudge.data.shard_sizing import sizing
 from genjudge.store.records import GenerateMeta
 
 
-def write_metas(run_dir, generator, n_shards, items, load, per_item, resumed=0, first=0):
+def write_metas(run_dir, generator, n_shards, items, load, per_item, resumed=0, first=0, setup=0.0):
     for i in range(first, first + n_shards):
         path = run_dir / "generations" / generator / "questions" / f"{i}.meta.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -20,6 +20,7 @@ def write_metas(run_dir, generator, n_shards, items, load, per_item, resumed=0, 
             resumed_items=resumed,
             computed_items=computed,
             load_seconds=load,
+            setup_seconds=setup,
             generate_seconds=computed * per_item,
             slurm_partition="small",
         ).write(path)
@@ -30,9 +31,9 @@ def test_load_against_compute_gives_the_most_shards_worth_their_load(tmp_path):
     write_metas(tmp_path, "tiny", 8, 125, load=10.0, per_item=0.01)  # loading dwarfs 1.25 s of compute
     frame = sizing(tmp_path).set_index("generator")
     assert frame.loc["big", "shards"] == 10 and frame.loc["big", "load_s"] == 1.0
-    assert frame.loc["big", "compute_s"] == 100.0 and frame.loc["big", "load_share"] == round(10 / 1010, 3)
+    assert frame.loc["big", "compute_s"] == 100.0 and frame.loc["big", "fixed_share"] == round(10 / 1010, 3)
     assert frame.loc["big", "max_shards"] == 111  # 10,000 / (1 s * 9 / 0.1 s)
-    assert frame.loc["tiny", "load_share"] == round(80 / 90, 3) and frame.loc["tiny", "max_shards"] == 1
+    assert frame.loc["tiny", "fixed_share"] == round(80 / 90, 3) and frame.loc["tiny", "max_shards"] == 1
 
     out = subprocess.run(
         [sys.executable, "-m", "genjudge.cli", "shards", str(tmp_path), "--max-load-share", "0.5"],
@@ -40,7 +41,7 @@ def test_load_against_compute_gives_the_most_shards_worth_their_load(tmp_path):
         text=True,
         check=True,
     ).stdout
-    assert "| big | questions | 10 | 1000.0 | 1.0 | 100.0 | 0.01 | 0.1 | 1000 |" in out
+    assert "| big | questions | 10 | 1000.0 | 0.0 | 1.0 | 100.0 | 0.01 | 0.1 | 1000 |" in out
     assert "under 50% of each generation job" in out
 
 
@@ -64,5 +65,15 @@ def test_shards_that_came_from_the_cache_print_no_nan_and_no_load(tmp_path):
         [sys.executable, "-m", "genjudge.cli", "shards", str(tmp_path)], capture_output=True, text=True, check=True
     ).stdout
     assert "nan" not in out.lower()
-    assert "| cached | questions | 3 | 100.0 | - | - | - | - | - |" in out
+    assert "| cached | questions | 3 | 100.0 | - | - | - | - | - | - |" in out
     assert "cached/questions: every shard came from the item cache" in out
+
+
+def test_set_up_and_load_are_apart_as_the_report_has_them_and_both_are_fixed_costs(tmp_path):
+    """A job's set-up (tokenizer, fingerprint, their imports) is shown beside its load, which is the weights'
+    alone as in the report; both are paid before the first item, so the shard size weighs both."""
+    write_metas(tmp_path, "g", 4, 100, load=2.0, per_item=0.1, setup=6.0)
+    row = sizing(tmp_path).set_index("generator").loc["g"]
+    assert (row["setup_s"], row["load_s"]) == (6.0, 2.0)
+    assert row["fixed_share"] == round(4 * 8 / (4 * 8 + 40), 3)
+    assert row["max_shards"] == 1  # 8 s under 10% needs 720 items a job (8 * 9 / 0.1): one shard of 400

@@ -100,6 +100,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         "cuda_visible_devices": judge_meta.cuda_visible_devices,
         "ran_on_cpu": any(on_cpu_despite_lease(m) for m in judge_meta.jobs()),  # despite its GPUs' lease
         "placement": judge_meta.placement,
+        "setup_seconds": judge_meta.setup_seconds,
         "load_seconds": judge_meta.load_seconds,
         "judge_seconds": judge_meta.judge_seconds,
         "resumed_items": judge_meta.resumed_items,
@@ -411,25 +412,27 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     out += [
         "## Throughput",
         "",
-        "Load time is paid once per job; when it dominates, use fewer, larger shards.",
+        "Set-up and load are paid once per job; when they dominate, use fewer, larger shards (genjudge shards).",
         "",
         "Answers of each shard: taken from an earlier run's records (from an earlier run), answered by an identical "
         "request of this run (shared: a repeated question, another job's record), or computed by the shard.",
         "",
-        "| shard | answers | GPUs | host | load s | generate s | tokens/s | from an earlier run | shared in this run "
-        "| computed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "Set-up is the tokenizer and the model's fingerprint (with the imports they need), before the weights load.",
+        "",
+        "| shard | answers | GPUs | host | set-up s | load s | generate s | tokens/s | from an earlier run "
+        "| shared in this run | computed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in s.shards:
         out.append(
             f"| {md_text(m['shard'])} | {m['n_items']} | {md_text(m['cuda_visible_devices'] or 'CPU')} | "
-            f"{md_text(m['hostname'])} | "
+            f"{md_text(m['hostname'])} | {m.get('setup_seconds', 0.0):.1f} | "
             f"{m['load_seconds']:.1f} | {m['generate_seconds']:.1f} | {m['tokens_per_second'] or '-'} | "
             f"{m['resumed_items']} | {m.get('shared_items', 0)} | {m['computed_items']} |"
         )
     out += [
         "",
-        f"Judge: load {j['load_seconds']} s, judging {j['judge_seconds']} s; verdicts from an earlier run "
+        f"Judge: set-up {j.get('setup_seconds', 0.0)} s, load {j['load_seconds']} s, judging {j['judge_seconds']} s; verdicts from an earlier run "
         f"{j['resumed_items']}, shared with an identical request in this run {j.get('shared_items', 0)}, computed "
         f"{j['computed_items']}; parameters per device: "
         f"{md_text(json.dumps(j['placement']))}",
@@ -600,6 +603,7 @@ def _shard_rows(gen_metas) -> list[dict]:
             "n_items": m.n_items,
             "cuda_visible_devices": m.cuda_visible_devices,
             "hostname": m.hostname,
+            "setup_seconds": m.setup_seconds,
             "load_seconds": m.load_seconds,
             "generate_seconds": m.generate_seconds,
             "resumed_items": m.resumed_items,
