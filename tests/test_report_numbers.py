@@ -385,7 +385,9 @@ def test_the_throughput_table_shows_set_up_apart_from_load():
     from genjudge.stages.report import _shard_rows
 
     s = next(iter(cells.values()))[0]
-    s.shards = _shard_rows([GenerateMeta(generator="a", dataset="data", setup_seconds=12.5, load_seconds=2.0)])
+    meta = GenerateMeta(generator="a", dataset="data", started_at=0.0, finished_at=20.0)
+    meta.setup_seconds, meta.load_seconds = 12.5, 2.0
+    s.shards = _shard_rows([meta])
     text = render_markdown(s, a)
     assert "| shard | answers | GPUs | host | set-up s | load s | generate s |" in text
     assert "| 12.5 | 2.0 |" in text
