@@ -123,7 +123,7 @@ class Sender:
         return f"item {self.names[i]!r}" if self.names else f"request {i}"
 
     async def _item(self, i: int, body: dict) -> None:
-        r, tries, waited = self.report, 0, 0.0
+        r, tries, waited, limited = self.report, 0, 0.0, 0
         while True:
             if self.stop.is_set():
                 r.unsent.append(i)
@@ -153,8 +153,10 @@ class Sender:
                 await self.concurrency.release()
                 if exc.cause == "429":
                     self.concurrency.rate_limited(sent_at)
+                    limited += 1
                 message = redact(str(exc), self.secrets)
-                if tries >= self.endpoint.max_attempts:
+                # A rate limit says "not now": its tries are bounded by max_wait alone, the others' by max_attempts.
+                if tries - limited >= self.endpoint.max_attempts:
                     why = f"gave up after {tries} tries ({waited:.0f} s of waiting): last {message}"
                     r.failed[i], r.given_up[exc.cause] = why, r.given_up[exc.cause] + 1
                     log.error("%s: %s", self._name(i), why)

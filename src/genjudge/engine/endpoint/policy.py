@@ -7,8 +7,9 @@ dataset's `on_too_long` decides) and other 4xx answers (the request is wrong: ev
 the same way, so the job stops).
 
 The wait before a retry is what the server asked for (`Retry-After`, `retry-after-ms`, OpenAI's
-`x-ratelimit-reset-requests`/`-tokens`) or else exponential backoff with full jitter; each item's
-tries (`max_attempts`) and total wait (`max_wait`) are bounded, after which it is left for a rerun.
+`x-ratelimit-reset-requests`/`-tokens`) and up to as long again at random, or else exponential backoff
+with full jitter; each item's failed tries (`max_attempts`, rate limits not counted: they say "not
+now") and total wait (`max_wait`) are bounded, after which it is left for a rerun.
 
 Concurrency starts at `max_connections`, falls by a fifth where rate limits are more than a fifth of
 the latest round's answers and climbs back by one request per round of successes (additive increase,
@@ -29,6 +30,7 @@ RETRIED_STATUS = {408, 409, 429}
 BACKOFF_BASE = 1.0  # seconds before the first retry without a server's hint
 BACKOFF_CAP = 60.0
 CUT = 0.8
+JITTER_FLOOR = 0.1  # seconds: the spread of retries after a server's very short wait
 CUT_SHARE = 0.2  # of a round's answers rate-limited, above which the concurrency is cut
 MIN_ROUND = 8  # answers a round counts at least
 
@@ -115,10 +117,10 @@ def backoff(attempt: int, rng: random.Random) -> float:
 
 
 def wait_for(error: Retry, attempt: int, rng: random.Random) -> float:
-    """The server's wait with a little jitter (so that the requests it refused together do not all
-    come back together), else backoff."""
+    """The server's wait and up to as long again at random (the requests it refused together then come
+    back spread out, not all at the moment it named), else backoff."""
     if error.after is not None:
-        return error.after * (1 + 0.1 * rng.random())
+        return error.after + rng.uniform(0, max(error.after, JITTER_FLOOR))
     return backoff(attempt, rng)
 
 
