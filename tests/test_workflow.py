@@ -1,16 +1,48 @@
 """The real snakemake command line on temporary copies of the workflow."""
 
 import json
+import os
 import re
 import shutil
 import zipfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, new_workflow
 from snakemake_lint import ALLOWED, lint_advice
+from test_job_imports import MODEL_FREE
 
 pytestmark = pytest.mark.workflow
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory, built_models):
+    """The demo as `snakemake --cores 2` runs it, once for the module; each of its processes notes the
+    heavy libraries it imported (tests/job_probe)."""
+    root = tmp_path_factory.mktemp("demo")
+    wf = new_workflow(root, built_models)
+    (root / "imports").mkdir()
+    path = os.pathsep.join(filter(None, [str(ROOT / "tests" / "job_probe"), os.environ.get("PYTHONPATH")]))
+    wf.run("--cores", "2", env=clean_env(PYTHONPATH=path, GENJUDGE_TEST_JOB_IMPORTS=str(root / "imports")))
+    return wf
+
+
+def test_jobs_that_need_no_model_import_no_torch(demo_run):
+    jobs = {}  # script -> each of its job processes' heavy imports, with the functions that made them
+    for f in (demo_run.path.parent / "imports").glob("*.json"):
+        record = json.loads(f.read_text())
+        if "/.snakemake/scripts/" in record["argv"][0]:  # tmpXXXX.<script>.py
+            jobs.setdefault(Path(record["argv"][0]).name.split(".")[-2], []).append(record["heavy"])
+    assert set(MODEL_FREE) <= set(jobs), jobs
+    for script in MODEL_FREE:
+        for heavy in jobs[script]:
+            # The one exception: the report measures this machine's CPU for its time model check the
+            # first time it runs here (remembered after; genjudge.engine.devices.measure_cpu).
+            assert all("measure_cpu" in stack for stack in heavy.values()), (script, heavy)
+    # The probe sees what a job imports: the model jobs import torch.
+    assert jobs["generate"] and all("torch" in heavy for heavy in jobs["generate"] + jobs["judge"])
+
 
 META_KEYS = {
     "shard",
@@ -35,8 +67,8 @@ def test_dry_run_plans_one_generation_job_per_shard(workflow):
     assert counts["generate"] == "3" and counts["judge"] == "1" and counts["merge"] == "1"
 
 
-def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(workflow):
-    workflow.run("--cores", "2")
+def test_demo_runs_end_to_end_and_writes_the_contracted_outputs(demo_run):
+    workflow = demo_run
     res = workflow.results()
     s = json.loads((res / "report" / "summary.json").read_text())
     assert s["n_items"] == 44
@@ -109,9 +141,8 @@ BAD_DATASETS = {
 }
 
 
-def test_bad_input_stops_before_any_job_and_keeps_earlier_results(workflow):
-    cfg = workflow.write_config(shards=2)
-    workflow.run("--cores", "2", "--configfile", cfg)
+def test_bad_input_stops_before_any_job_and_keeps_earlier_results(demo_run, tmp_path):
+    workflow = demo_run.copy(tmp_path)  # a finished run's results, which no bad input may touch
     summary = workflow.results() / "report" / "summary.json"
     before = {p: p.read_bytes() for p in workflow.results().rglob("*") if p.is_file()}
 
