@@ -127,7 +127,7 @@ def main(argv=None) -> dict:
         if args.server:
             url = args.server
         else:
-            server = VllmServer(served, work / "server.log").wait()
+            server = VllmServer(served, work / "server.log", engine_process=True).wait()
             url = server.url
         gens = work / "gens.parquet"
         answers(gens, args.answers)
