@@ -14,6 +14,13 @@ import yaml
 from snakemake.utils import update_config
 
 ROOT = Path(__file__).resolve().parents[1]
+# `make test` runs more workers than cores, each starting Snakemake jobs: more threads than cores. An
+# OpenMP thread of torch's (libgomp) spins while it waits for the others; descheduled, they make every
+# parallel region wait for a time slice. Measured on 2 busy cores: 44 prompts of the demo generator on
+# 2 threads took 14-22 CPU-s (90-106 s) spinning, 0.2-0.3 CPU-s (0.5-0.9 s) with passive waiting;
+# tests/test_batching.py 47 CPU-s against 11. Set before torch loads, for this process and every
+# process it starts (the jobs compute the same; only how idle threads wait differs).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 WORKFLOW_PARTS = ["Snakefile", "rules", "scripts", "config", "profiles", "slurm", "report"]
 
 
