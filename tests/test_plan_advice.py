@@ -113,6 +113,7 @@ def test_the_plan_names_the_gpu_its_constants_were_measured_on(study):
     )
 
 
+@pytest.mark.workflow
 def test_plan_and_job_choose_the_same_batch_on_the_tiny_model(workflow):
     """batch_size auto: the plan prints the batch the job then runs (one function decides both); on a
     CPU a fixed 16, at most the job's requests: 11 items in the generation job, 11 answers to judge."""
@@ -143,6 +144,7 @@ def test_plan_and_job_choose_the_same_batch_on_the_tiny_model(workflow):
     assert all(m["batch_search_seconds"] == 0 for m in [*gen, judge])
 
 
+@pytest.mark.workflow
 def test_the_written_overlay_reaches_the_slurm_dry_run(workflow):
     cfg = workflow.write_config(shards=2)
     overlay = workflow.path / "overlay.yaml"
@@ -262,6 +264,7 @@ def test_relative_paths_resolve_against_the_workflow_directory(study, tmp_path):
     assert "requests per job (item, turn, sample): gsm8k: 165" in right.stdout
 
 
+@pytest.mark.workflow
 def test_a_dry_run_needs_only_each_models_config_json(workflow):
     """A login node holds the models' config.json, not their weights: the dry run plans; a real run
     stops before any job, naming what is missing; the job itself checks again before any item."""
