@@ -13,7 +13,7 @@ SNAKEMAKE_ARGS ?=
 # PYTEST_PARALLEL= runs the tests in one process.
 PYTEST_PARALLEL ?= -n $(shell echo $$(( $$(nproc) + 1 ))) --dist loadscope --no-loadscope-reorder
 
-.PHONY: setup setup-vllm run test test-fast test-gpu gpu-check lint docs bench bench-gpu demo-models clean
+.PHONY: setup setup-vllm run test test-fast test-budget test-gpu gpu-check lint docs bench bench-gpu demo-models clean
 
 setup: $(VENV)/.installed $(if $(filter vllm,$(ENGINE)),$(VENV)/.installed-vllm)
 
@@ -55,6 +55,15 @@ test: lint setup-vllm
 
 test-fast: setup-vllm
 	$(BIN)/python -m pytest -ra -m "not slurm and not workflow" $(PYTEST_PARALLEL)
+
+# The suite's CPU seconds per module against tests/durations.json (docs/development.md): names each module
+# that grew more than 30%. CPU_LOG=FILE checks a log written before (GENJUDGE_TEST_CPU_LOG=FILE make test);
+# without it, the whole suite runs first. Not part of `make test`.
+CPU_LOG ?=
+test-budget: setup-vllm
+	$(if $(CPU_LOG),,rm -f .test-cpu.tsv && bash tests/slurm/install.sh && bash tests/browser/install.sh && \
+		GENJUDGE_TEST_CPU_LOG=$(CURDIR)/.test-cpu.tsv $(BIN)/python -m pytest -ra $(PYTEST_PARALLEL))
+	$(BIN)/python tests/budget.py $(or $(CPU_LOG),.test-cpu.tsv)
 
 # The CUDA paths on real GPUs (skipped where torch sees none).
 test-gpu: setup

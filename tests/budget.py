@@ -1,0 +1,145 @@
+"""The test suite's CPU budget per module (tests/durations.json) against a run's CPU log.
+
+    GENJUDGE_TEST_CPU_LOG=/tmp/cpu.tsv .venv/bin/python -m pytest -n 3 --dist loadscope ...
+    .venv/bin/python tests/budget.py /tmp/cpu.tsv            # exit 1 naming modules over budget
+    .venv/bin/python tests/budget.py /tmp/cpu.tsv --table    # the per-module table, markdown
+    .venv/bin/python tests/budget.py /tmp/cpu.tsv --write    # record the log as the new budget
+
+A module is over budget when its CPU seconds grew by more than GROWTH and by more than SLACK
+seconds (a module of a few seconds varies by more than 30% from run to run). CPU seconds, not wall:
+they hold while other work shares the machine. A module the budget lacks is named too: a new
+module gets its line with --write (after review of what it costs), as docs/development.md says.
+Tests that ran snakemake without the `workflow` or `slurm` mark are named: `make test-fast` would
+run them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BUDGET = Path(__file__).with_name("durations.json")
+GROWTH = 0.30
+SLACK = 3.0
+WORKFLOW_MARKS = {"workflow", "slurm"}
+
+
+@dataclass
+class Module:
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    tests: int = 0
+    snakemake_runs: int = 0
+    dry_runs: int = 0
+    jobs: int = 0
+    by_rule: dict = field(default_factory=dict)
+
+
+def read_log(path) -> tuple[dict[str, Module], list[str]]:
+    """Per module, the sums of a GENJUDGE_TEST_CPU_LOG; and the tests that ran snakemake unmarked."""
+    modules: dict[str, Module] = {}
+    unmarked = []
+    for line in Path(path).read_text().splitlines():
+        cols = line.split("\t")
+        if len(cols) < 3:
+            continue
+        cols += [""] * (8 - len(cols))
+        cpu, wall, nodeid, runs, dry, jobs, by_rule, marks = cols[:8]
+        m = modules.setdefault(nodeid.split("::")[0], Module())
+        m.cpu_s += float(cpu)
+        m.wall_s += float(wall)
+        m.tests += 1
+        m.snakemake_runs += int(runs or 0)
+        m.dry_runs += int(dry or 0)
+        m.jobs += int(jobs or 0)
+        for part in filter(None, by_rule.split(",")):
+            rule, n = part.split("=")
+            m.by_rule[rule] = m.by_rule.get(rule, 0) + int(n)
+        if int(runs or 0) and not set(marks.split(",")) & WORKFLOW_MARKS:
+            unmarked.append(nodeid)
+    return modules, unmarked
+
+
+def table(modules: dict[str, Module]) -> str:
+    rows = [
+        "| module | CPU-s | wall-s | tests | snakemake runs (dry) | jobs | jobs by rule |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    total = Module()
+    for name, m in sorted(modules.items(), key=lambda kv: -kv[1].cpu_s):
+        rules = ", ".join(f"{r} {n}" for r, n in sorted(m.by_rule.items(), key=lambda kv: -kv[1]))
+        rows.append(
+            f"| {name.removeprefix('tests/')} | {m.cpu_s:.0f} | {m.wall_s:.0f} | {m.tests} | "
+            f"{m.snakemake_runs} ({m.dry_runs}) | {m.jobs} | {rules} |"
+        )
+        for k in ("cpu_s", "wall_s", "tests", "snakemake_runs", "dry_runs", "jobs"):
+            setattr(total, k, getattr(total, k) + getattr(m, k))
+    rows.append(
+        f"| **total** | {total.cpu_s:.0f} | {total.wall_s:.0f} | {total.tests} | "
+        f"{total.snakemake_runs} ({total.dry_runs}) | {total.jobs} | |"
+    )
+    return "\n".join(rows)
+
+
+def check(modules: dict[str, Module], budget: dict) -> list[str]:
+    """Lines naming each module over budget or missing from it (none: within budget)."""
+    expected = budget["modules"]
+    out = []
+    for name, m in sorted(modules.items()):
+        want = expected.get(name)
+        if want is None:
+            out.append(f"{name}: {m.cpu_s:.0f} CPU-s, not in {BUDGET.name} (a new module: add it with --write)")
+        elif m.cpu_s > want["cpu_s"] * (1 + GROWTH) and m.cpu_s - want["cpu_s"] > SLACK:
+            out.append(
+                f"{name}: {m.cpu_s:.0f} CPU-s against {want['cpu_s']:.0f} budgeted "
+                f"(+{m.cpu_s / max(want['cpu_s'], 0.1) - 1:.0%}); jobs {m.jobs} against {want['jobs']}, "
+                f"snakemake runs {m.snakemake_runs} against {want['snakemake_runs']}"
+            )
+    return out
+
+
+def budget_of(modules: dict[str, Module], note: str) -> dict:
+    return {
+        "about": "Each test module's CPU seconds, snakemake invocations and jobs in one full run "
+        "(tests/budget.py checks a run's GENJUDGE_TEST_CPU_LOG against it; docs/development.md).",
+        "measured": note,
+        "modules": {
+            name: {"cpu_s": round(m.cpu_s, 1), "snakemake_runs": m.snakemake_runs, "jobs": m.jobs}
+            for name, m in sorted(modules.items())
+        },
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("log", help="a GENJUDGE_TEST_CPU_LOG file of a full run")
+    ap.add_argument("--table", action="store_true", help="print the per-module table (markdown) and exit")
+    ap.add_argument("--write", metavar="NOTE", help="record this log as the budget, with NOTE saying how it was run")
+    args = ap.parse_args(argv)
+    modules, unmarked = read_log(args.log)
+    if not modules:
+        print(f"{args.log}: no test lines (was GENJUDGE_TEST_CPU_LOG set for the run?)")
+        return 2
+    if args.table:
+        print(table(modules))
+        return 0
+    if args.write:
+        BUDGET.write_text(json.dumps(budget_of(modules, args.write), indent=1) + "\n")
+        print(f"{BUDGET}: {len(modules)} modules, {sum(m.cpu_s for m in modules.values()):.0f} CPU-s")
+        return 0
+    budget = json.loads(BUDGET.read_text())
+    problems = check(modules, budget)
+    problems += [f"{t}: ran snakemake but is not marked workflow (make test-fast runs it)" for t in unmarked]
+    total, want = sum(m.cpu_s for m in modules.values()), sum(m["cpu_s"] for m in budget["modules"].values())
+    print(f"{len(modules)} modules, {total:.0f} CPU-s (budget {want:.0f})")
+    for line in problems:
+        print(f"  {line}")
+    print("within budget" if not problems else f"{len(problems)} over budget or unlisted")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
