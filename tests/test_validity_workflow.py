@@ -120,9 +120,12 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
     before = judge_files(workflow)
     never = panel_config(workflow, "labels.jsonl", lenient_pattern="NEVER-(X)")
     assert plan(workflow, never) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
-    workflow.run("--cores", "2", "--configfile", never)
+    # A judge that parses nothing fails its cell (exit status 1); the report and the panel go on without it.
+    failed = workflow.run("--cores", "2", "--configfile", never, check=False)
+    assert failed.returncode == 1 and "1 cell(s) failed and were not judged" in failed.stderr
     assert judge_files(workflow) == before
     s = json.loads((res / "report" / "summary.json").read_text())
+    assert [(f["judge"], f["stage"]) for f in s["failed_cells"]] == [("lenient", "parse")]
     trio = s["validity"]["panels"]["trio"]
     lenient = s["validity"]["judges"]["lenient"]["human"]
     assert (lenient["n_labelled"], lenient["n_unparsed"], lenient["n_judged"]) == (40, 40, 0)
@@ -140,7 +143,7 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
     # The panel rule changed: only the report runs again; no judge job, no parsing.
     unanimous = panel_config(workflow, "labels.jsonl", lenient_pattern="NEVER-(X)", rule="unanimous")
     assert plan(workflow, unanimous) == {"report": "1", "all": "1", "total": "2"}
-    workflow.run("--cores", "2", "--configfile", unanimous)
+    assert workflow.run("--cores", "2", "--configfile", unanimous, check=False).returncode == 1  # lenient still
     assert judge_files(workflow) == before
     s = json.loads((res / "report" / "summary.json").read_text())
     trio = s["validity"]["panels"]["trio"]
