@@ -94,6 +94,13 @@ def test_every_example_configs_planned_shape_agrees_with_the_reference(path, tmp
     samples = max(g["n_samples"] for g in exp.generators.values())
     frames = {j: judgments(shape, j, judge, items, samples, k, False) for k, (j, judge) in enumerate(judges.items())}
     panels = {n: dict(p) for n, p in (cfg.get("panels") or {}).items()}
-    study = {"shape": shape, "frames": frames, "panels": panels, "labelled": [], "seed": 0}
+    study = {
+        "shape": shape,
+        "frames": frames,
+        "panels": panels,
+        "labelled": [],
+        "seed": 0,
+        "unfinished_reasoning": cfg["report"]["unfinished_reasoning"],
+    }
     s = check_study(study, tmp_path)
     assert s["n_answers"] > 0 and s["table"]["columns"]
