@@ -14,6 +14,8 @@ def chat_date_notes(config: dict, exp) -> list[str]:
     stamping, served = [], []
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
+            if section["model"] is None:  # a plan of one role: the other names no model
+                continue
             model = f"{kind} {name} ({section['model']})"
             if section["engine"] == "openai":
                 served.append(model)
