@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from genjudge.planning.hardware import GB, Calibration, Device, ModelNumbers, Requests, same_gpu
+from genjudge.planning.hardware import GB, Calibration, Device, ModelNumbers, Requests, datasheet_scale, same_gpu
 
 
 class Engine:
@@ -36,7 +36,7 @@ class Engine:
     def _gpu(self, name: str, device: Device, **match) -> list:
         from genjudge.planning.gpu_constants import lookup
 
-        return lookup(name, device.name, same=same_gpu, engine=self.name, **match)
+        return lookup(name, device.name, same=same_gpu, scale=datasheet_scale, engine=self.name, **match)
 
     def sources(self, model: ModelNumbers, device: Device) -> list[str]:
         """Where this engine's constants for this device come from (printed once per plan entry)."""

@@ -54,7 +54,9 @@ def same_name(a: str, b: str) -> bool:
 class Lookup:
     constant: Constant
     exact: bool  # measured on this GPU
-    scale: float = 1.0  # another GPU's figure in seconds, scaled to this one by their datasheets (`datasheet_scale`)
+    scale: float = (
+        1.0  # another GPU's figure in seconds, scaled to this one by their datasheets (hardware.datasheet_scale)
+    )
 
     @property
     def value(self) -> float:
@@ -82,23 +84,11 @@ class Lookup:
 PER_STEP = {"step_overhead_per_layer"}
 
 
-def datasheet_scale(measured_on: str, gpu: str) -> float:
-    """How much longer a decoding step takes on `gpu` than on the GPU a figure was measured on, by their
-    datasheets: the measured GPU's memory bandwidth over this one's (the time model's decode is bound by
-    it; FLOP/s bound prefill, which it computes from the datasheet directly), never below 1 (a faster GPU
-    keeps the figure: the host's part does not shrink with it); 1 where either GPU is unknown."""
-    from genjudge.planning.hardware import gpu_type
-
-    a, b = gpu_type(measured_on), gpu_type(gpu)
-    if a is None or b is None:
-        return 1.0
-    return max(1.0, a.bandwidth / b.bandwidth)
-
-
-def lookup(name: str, gpu: str, same=same_name, **match) -> list[Lookup]:
+def lookup(name: str, gpu: str, same=same_name, scale=None, **match) -> list[Lookup]:
     """The entries of `name` matching `match` (engine, mode, precision), this GPU's where it has any
-    (`same(a, b)`: whether two names are one kind of GPU), else those of the first GPU listed; one per
-    batch where they differ by batch."""
+    (`same(a, b)`: whether two names are one kind of GPU), else those of the first GPU listed, a step's
+    figure scaled by `scale(measured_on, gpu)` (hardware.datasheet_scale; none: 1); one per batch where
+    they differ by batch."""
     found = [e for e in entries() if e.name == name and all(getattr(e, k) == v for k, v in match.items())]
     mine = [e for e in found if same(e.gpu, gpu)]
     if mine:
@@ -107,7 +97,9 @@ def lookup(name: str, gpu: str, same=same_name, **match) -> list[Lookup]:
         return []
     first = found[0].gpu
     return [
-        Lookup(e, False, datasheet_scale(e.gpu, gpu) if e.name in PER_STEP else 1.0) for e in found if e.gpu == first
+        Lookup(e, False, scale(e.gpu, gpu) if scale is not None and e.name in PER_STEP else 1.0)
+        for e in found
+        if e.gpu == first
     ]
 
 

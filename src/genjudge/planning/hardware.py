@@ -103,6 +103,17 @@ def gpu_type(name: str) -> Device | None:
     return None
 
 
+def datasheet_scale(measured_on: str, gpu: str) -> float:
+    """How much longer a decoding step takes on `gpu` than on the GPU a figure was measured on, by their
+    datasheets: the measured GPU's memory bandwidth over this one's (the time model's decode is bound by
+    it; FLOP/s bound prefill, which it computes from the datasheet directly), never below 1 (a faster GPU
+    keeps the figure: the host's part does not shrink with it); 1 where either GPU is unknown."""
+    a, b = gpu_type(measured_on), gpu_type(gpu)
+    if a is None or b is None:
+        return 1.0
+    return max(1.0, a.bandwidth / b.bandwidth)
+
+
 def same_gpu(a: str, b: str) -> bool:
     """One kind of GPU: the same row of the table (nvidia-smi's name or the table's), else the same name."""
     from genjudge.planning.gpu_constants import same_name
