@@ -17,7 +17,7 @@ from genjudge.config.experiment import entry_key, judge_inputs, resolve
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.engine import judge_parallel
 from genjudge.errors import InputError
-from genjudge.judging import modes
+from genjudge.judging import answer_rules, modes
 from genjudge.judging.template_rules import template_paths
 from genjudge.models.modelref import check_model, digest_index
 from genjudge.stages.plan_dates import chat_date_notes
@@ -152,7 +152,7 @@ def generate_params(wildcards):
     return with_failures(params, "generate", job)
 
 
-ANSWERS = {name: ds["answer"] for name, ds in EXP.datasets.items()}
+ANSWERS = {name: answer_rules.as_param(ds["answer"]) for name, ds in EXP.datasets.items()}
 
 
 def settings(params, keys, *, name):
@@ -429,11 +429,27 @@ def judge_cpus(wildcards):
 
 
 def slurm_resources(role):
-    """The role's SLURM settings; its GPU model per job, since a model behind an endpoint asks for no GPU."""
+    """The role's SLURM settings; its GPU model per job, since a model behind an endpoint asks for no GPU,
+    and where the role has such models their placement per job (`slurm.endpoint.*` first for them)."""
     res = job_resources.slurm_resources(config, role)
     if "gpu_model" in res:
         res["gpu_model"] = generate_gpu_model if role == "generate" else judge_gpu_model
+    specs = GENERATORS if role == "generate" else JUDGES
+    if any(spec.engine == "openai" for spec in specs.values()):
+        for key in job_resources.PLACEMENT:
+            res[job_resources.SLURM_RESOURCES[key]] = placement(role, key)
     return res
+
+
+def placement(role, key):
+    """A job's SLURM `key` (partition, account, qos, constraint), by its model's engine."""
+
+    def value(wildcards):
+        spec = GENERATORS[wildcards.generator] if role == "generate" else JUDGES[wildcards.judge]
+        return job_resources.job_slurm_setting(config, key, role, spec.engine) or None
+
+    value.__name__ = f"{role}_{key}"
+    return value
 
 
 def generate_gpu_model(wildcards):

@@ -112,6 +112,18 @@ def test_sbatch_preview_of_an_endpoint_judge_asks_no_gpu_and_its_own_resources()
     # resources.endpoint's memory, time and threads; no --gpus=a100:0 from the role's GPU model.
     options = re.sub(r" -p \S+", "", api.split(": sbatch", 1)[1])  # the cluster's default partition, if any
     assert options.split() == ["-t", "7", "--mem", "1500", "--nodes=1", "--ntasks=1", "--cpus-per-task=2"], api
+    # slurm.endpoint's placement goes to the endpoint jobs alone, over the role's.
+    placed = genjudge(
+        "plan",
+        "--slurm",
+        "--config",
+        'slurm={"judge": {"partition": "gpu", "qos": "high"}, "endpoint": {"partition": "cpu"}}',
+        'judges={"local": {}, "api": {"engine": "openai", "endpoint": {"base_url": "http://127.0.0.1:9/v1"}}}',
+        check=True,
+    ).stdout
+    lines = {line.split(",", 1)[0]: line for line in placed.splitlines() if line.startswith("judge (")}
+    assert " -p gpu " in lines["judge (local"] and " -p cpu " in lines["judge (api"]
+    assert "--qos=high" in lines["judge (local"] and "--qos=high" in lines["judge (api"], lines
 
 
 def test_configfile_takes_several_files_as_snakemake_does(tmp_path):

@@ -92,6 +92,21 @@ def slurm_setting(config: dict, key: str, role: str | None = None):
     return value
 
 
+PLACEMENT = ("partition", "account", "qos", "constraint")  # where a job goes, as opposed to its GPUs
+
+
+def job_slurm_setting(config: dict, key: str, role: str, engine: str):
+    """A SLURM setting of one job: for a model behind an endpoint `slurm.endpoint.<key>` first (a CPU
+    partition, say, where the role's is a GPU one), then its role's as for any job."""
+    if engine == "openai" and key in PLACEMENT:
+        own = (config["slurm"].get("endpoint") or {}).get(key) or os.environ.get(
+            f"GENJUDGE_SLURM_ENDPOINT_{key.upper()}"
+        )
+        if own:
+            return own
+    return slurm_setting(config, key, role)
+
+
 def slurm_resources(config: dict, role: str | None = None) -> dict:
     """Cluster-specific resources of one role's jobs for the SLURM executor plugin, only those set."""
     values = {res: slurm_setting(config, key, role) for key, res in SLURM_RESOURCES.items()}
@@ -117,6 +132,11 @@ def job_resources(config: dict, role: str, gpus: int, engine: str, attempt: int 
     }
     if not gpu_model(config, role, gpus):
         out.pop("gpu_model", None)
+    for key in PLACEMENT:  # an endpoint job's own placement (slurm.endpoint.*) over its role's
+        value = job_slurm_setting(config, key, role, engine)
+        out.pop(SLURM_RESOURCES[key], None)
+        if value:
+            out[SLURM_RESOURCES[key]] = value
     if role == "judge":
         out["nodes"] = 1
     return out
