@@ -27,6 +27,7 @@ from genjudge.engine.endpoint.requests import (
     label_logprobs,
     read_verdict,
     result,
+    split,
 )
 from genjudge.engine.endpoint.settings import Endpoint, Price, redact
 from genjudge.errors import InputError
@@ -73,7 +74,7 @@ def test_backoff_is_jittered_bounded_and_a_server_wait_wins():
     assert min(waits) >= 0 and max(waits) <= policy.BACKOFF_CAP
     assert max(policy.backoff(0, rng) for _ in range(200)) <= policy.BACKOFF_BASE
     waits = [policy.wait_for(policy.Retry("429", after=5.0), 9, rng) for _ in range(200)]
-    assert 5.0 <= min(waits) and max(waits) <= 10.0 and max(waits) - min(waits) > 3  # never sooner, spread out
+    assert min(waits) >= 5.0 and max(waits) <= 10.0 and max(waits) - min(waits) > 3  # never sooner, spread out
     assert all(0.05 <= policy.wait_for(policy.Retry("429", after=0.05), 0, rng) <= 0.15 for _ in range(50))
 
 
@@ -265,6 +266,11 @@ def test_request_bodies():
     assert b["temperature"] == 0.0 and b["max_tokens"] == 9 and b["top_k"] == 5 and "seed" not in b
     lp = body(judge, Endpoint.of(judge), msgs, verdict=VERDICT)
     assert lp["max_tokens"] == 1 and lp["logprobs"] and lp["top_logprobs"] == 20 and lp["continue_final_message"]
+    # A reasoning model: max_completion_tokens instead of max_tokens, and no temperature.
+    reasoning = {**ep, "extra_body": {"max_tokens": None, "max_completion_tokens": 4096, "temperature": None}}
+    o = spec_for("judge", model="o3-2025-04-16", engine="openai", endpoint=reasoning)
+    known, extra = split(body(o, Endpoint.of(o), msgs))
+    assert known == {"model": "o3-2025-04-16", "messages": msgs, "n": 1, "max_completion_tokens": 4096} and extra == {}
     gen = spec_for("generator", model="m", engine="openai", do_sample=True, temperature=0.7, top_p=0.9, endpoint=ep)
     s = body(gen, Endpoint.of(gen), msgs, seed=42)
     assert (s["temperature"], s["top_p"], s["seed"]) == (0.7, 0.9, 42)

@@ -22,7 +22,18 @@ TOP_LOGPROBS = 20
 # The finish reason of a logprob verdict the response did not allow, read by the parse stage.
 LOGPROB_UNSEEN = "logprob-unseen"
 FINISH = {"stop": "eos", "length": "length"}
-STANDARD = {"model", "messages", "max_tokens", "temperature", "top_p", "seed", "logprobs", "top_logprobs", "n"}
+STANDARD = {
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "logprobs",
+    "top_logprobs",
+    "n",
+}
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,9 @@ def body(spec, endpoint, msgs: list[dict], seed: int | None = None, verdict: Log
     if spec.chat_template_kwargs:
         b["chat_template_kwargs"] = dict(spec.chat_template_kwargs)
     b.update(endpoint.extra_body)
-    return b
+    # A field extra_body sets to null is left out: reasoning models take max_completion_tokens and no
+    # temperature ({max_tokens: null, max_completion_tokens: 4096, temperature: null}).
+    return {k: v for k, v in b.items() if v is not None}
 
 
 def split(b: dict) -> tuple[dict, dict]:
