@@ -122,14 +122,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
             key = "path" if kind == "datasets" else "model"
             if section[key] is None:
                 raise InputError(f"{where}.{key}: not set")
-    from genjudge.judging.extraction import check_method
-
-    for name, section in exp.datasets.items():
-        for side in ("reference", "candidate"):
-            try:
-                check_method(section["answer"][side])
-            except ValueError as exc:
-                raise InputError(f"{entry_key(config, 'dataset', name, f'answer.{side}')}: {exc}") from None
+    check_answer_rules(config, exp)
     for name, section in exp.generators.items():
         if section["n_samples"] > 1 and not section["do_sample"]:
             where = entry_key(config, "generator", name, "n_samples")
@@ -165,6 +158,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
                 )
             shard_bounds(n_items[name], exp.shards(name, config))
         check_references(config, exp, with_reference)
+        check_answer_categories(config, exp, {d: {c for c, _ in conversations[d]} for d in exp.datasets}, no_category)
         for name, section in exp.judges.items():
             graded = sum(n_items[c.dataset] * exp.generators[c.generator]["n_samples"] for c in exp.cells(name))
             if section["shards"] > graded:
@@ -279,6 +273,68 @@ def check_baseline_file(config: dict, exp, name: str, turns: dict) -> None:
                 f"{exp.datasets[dataset]['path']}, e.g. {shown}{typed}; the baseline needs an answer for every item "
                 "(and turn) the judge grades"
             )
+
+
+def check_answer_rules(config: dict, exp) -> None:
+    """Every extraction method of each dataset's `answer` (plain and by category) is built in or a regex
+    with one group, and no rule of `answer.by_category` lists a category an earlier one lists (the first
+    rule listing a category applies: the later listing never would)."""
+    from genjudge.judging.answer_rules import methods_of
+    from genjudge.judging.extraction import check_method
+
+    for name, section in exp.datasets.items():
+        for key, method in methods_of(section["answer"]):
+            try:
+                check_method(method)
+            except ValueError as exc:
+                head, bracket, rest = key.partition("[")  # by_category[i].side: the list's key, then the index
+                where = entry_key(config, "dataset", name, f"answer.{head}") + bracket + rest
+                raise InputError(f"{where}: {exc}") from None
+        key = entry_key(config, "dataset", name, "answer.by_category")
+        listed: dict = {}
+        for i, rule in enumerate(section["answer"].get("by_category") or []):
+            again = [c for c in rule["categories"] if c in listed]
+            if again:
+                raise InputError(
+                    f"{key}[{i}].categories: {again[0]!r} is listed in {key}[{listed[again[0]]}] already, which "
+                    "applies to its items (the first rule listing a category applies)"
+                )
+            listed.update(dict.fromkeys(rule["categories"], i))
+
+
+def check_answer_categories(config: dict, exp, categories: dict, no_category: dict) -> None:
+    """Each category of a dataset's `answer.by_category` rules is one its items have, as `judge.templates`'
+    rules are checked (`check_rules_apply`): one no item has that is a near miss of the items' categories
+    (a typo, or another case) is refused with a did-you-mean, and so is a `dataset.fields.category` in no
+    row where none of a rule's categories is there: those items would silently get the plain methods. A
+    category unlike any of the items' is said in a warning. `categories`: dataset -> its items'
+    categories (None: none)."""
+    for name, section in exp.datasets.items():
+        rules = section["answer"].get("by_category") or []
+        key = entry_key(config, "dataset", name, "answer.by_category")
+        # The datasets the rules were written for: every dataset inheriting them from `dataset`.
+        sharing = [d for d in exp.datasets if entry_key(config, "dataset", d, "answer.by_category") == key]
+        known = sorted({str(c) for d in sharing for c in categories[d] if c is not None})
+        for i, rule in enumerate(rules):
+            if not any(c in known for c in rule["categories"]) and no_category.get(name):
+                raise InputError(
+                    f"{no_category[name]}, and {key}[{i}].categories chooses the answer extraction by category: "
+                    "name the field holding the items' categories (null for a dataset without them)"
+                )
+            unknown = [c for c in rule["categories"] if c not in known]
+            others = [c for c in known if c not in rule["categories"]]
+            typos = [c for c in unknown if _category_hint(c, others)]
+            if typos:
+                shown = ", ".join(f"{c!r}{_category_hint(c, others)}" for c in typos)
+                whose = f"of {sharing[0]!r}" if len(sharing) == 1 else f"of the datasets {sharing}"
+                raise InputError(
+                    f"{key}[{i}].categories: {shown}: no item {whose} has {'it' if len(typos) == 1 else 'them'} "
+                    f"as its category (the items' categories: {known}; categories match exactly, case included)"
+                )
+            if unknown:
+                logging.getLogger("genjudge.config").warning(
+                    "%s[%d].categories: %s match no item (the items' categories: %s)", key, i, unknown, known
+                )
 
 
 def _covers(a, b) -> bool:

@@ -7,6 +7,7 @@ import pandas as pd
 from genjudge.config.experiment import Cell, cell_generations, of_cell
 from genjudge.data.samples import SampleView, answers_by_row
 from genjudge.judging import modes, reasoning
+from genjudge.judging.answer_rules import methods_for
 from genjudge.judging.extraction import check_answer
 from genjudge.judging.modes.base import JUDGE_THINKING
 from genjudge.store import atomic
@@ -42,11 +43,13 @@ def parse_judgments(
     options: dict | None = None,
 ) -> pd.DataFrame:
     """One cell: a generator's answers on one dataset and the judge's raw rows for them.
-    `answer` is the dataset's extraction before exact match; `options["reasoning"]` the judge's
+    `answer` is the dataset's extraction before exact match (each row's methods by its category);
+    `options["reasoning"]` the judge's
     reasoning settings (its trace is stripped before the verdict is read)."""
     df = gens.copy()
     raw = without_judge_reasoning(raw, (options or {}).get("reasoning")).drop(columns=["judge_prompt"], errors="ignore")
-    checks = [check_answer(c, r, answer) for c, r in zip(df["output"], df["reference"])]
+    categories = df["category"] if "category" in df else [None] * len(df)
+    checks = [check_answer(c, r, methods_for(answer, k)) for c, r, k in zip(df["output"], df["reference"], categories)]
     df["exact_match"] = [c.match for c in checks]
     if "reasoning_state" in df:  # no answer to match: left out of exact match as of judging, never wrong
         unclosed = (df["reasoning_state"] == reasoning.UNCLOSED).to_numpy()

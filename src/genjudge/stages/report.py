@@ -9,6 +9,7 @@ import pandas as pd
 
 from genjudge.config.experiment import of_cell
 from genjudge.judging import modes, paired, sampling_stats
+from genjudge.judging.answer_rules import extracts
 from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
@@ -220,10 +221,10 @@ SHORT_SHARE = 0.9  # of the references that are there
 
 def exact_match_fits(df: pd.DataFrame, dataset: dict | None) -> tuple[bool, str]:
     """Whether normalised exact match means something for these answers, and why: the dataset
-    extracts an answer before comparing (`answer`), or its references are short answers (at most
-    SHORT_WORDS words in SHORT_SHARE of them). Against long open-ended references it is ~0% noise."""
-    answer = (dataset or {}).get("answer") or {}
-    if answer.get("reference") or answer.get("candidate"):
+    extracts an answer before comparing (`answer`, for every item or for some categories), or its
+    references are short answers (at most SHORT_WORDS words in SHORT_SHARE of them). Against long
+    open-ended references it is ~0% noise."""
+    if extracts((dataset or {}).get("answer")):
         return True, "the dataset extracts the answer before comparing (answer)"
     refs = [str(r) for r in df["reference"] if isinstance(r, str) and r.strip()] if "reference" in df else []
     if not refs:

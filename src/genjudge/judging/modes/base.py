@@ -18,6 +18,7 @@ from genjudge.data.conversation import TURN_PLACEHOLDER, placeholders, reference
 from genjudge.data.dataset import is_missing
 from genjudge.data.samples import ROW_KEY, with_sample
 from genjudge.errors import InputError
+from genjudge.judging.answer_rules import methods_for
 from genjudge.judging.extraction import check_answer
 from genjudge.judging.items import item_mean, item_rate
 from genjudge.judging.reasoning import JUDGE_REASONING_UNFINISHED, NOT_FINISHED, REASONING_UNFINISHED, unfinished
@@ -132,7 +133,8 @@ class JudgeMode:
         self, gens: pd.DataFrame, spec, template: str, opponent: dict | None = None, answer: dict | None = None
     ) -> list[JudgeRequest]:
         """The judge calls for one generator's answers (`gens`); `opponent` (pairwise) maps (id, turn) to the
-        other side's answers; `answer` is the dataset's extraction before exact match (the cascade)."""
+        other side's answers; `answer` is the dataset's extraction before exact match (the cascade), each
+        row's methods chosen by its category (`answer_rules`)."""
         out = []
         ref_turns = reference_turns(template)
         for row in gens.itertuples():
@@ -140,7 +142,9 @@ class JudgeMode:
             history = row_history(row)
             if unfinished(row):  # no answer to grade: the trace never closed
                 out.append(JudgeRequest(row.id, 0, NOT_FINISHED, None, turn, sample))
-            elif spec.cascade and decided_by_rule(check_answer(row.output, row.reference, answer)):
+            elif spec.cascade and decided_by_rule(
+                check_answer(row.output, row.reference, methods_for(answer, getattr(row, "category", None)))
+            ):
                 out.append(JudgeRequest(row.id, 0, "rule", None, turn, sample))
             elif lacks_reference(history, self.needs_reference, ref_turns):
                 out.append(JudgeRequest(row.id, 0, NO_REFERENCE, None, turn, sample))
