@@ -224,9 +224,11 @@ def truncated(df: pd.DataFrame) -> pd.Series:
 
 
 def exact_match_shown(df: pd.DataFrame, dataset: dict) -> bool:
-    """Extraction configured, or at least 90% of the references there of at most 5 words."""
+    """Extraction configured (for every item, or by a rule of `answer.by_category` for some categories),
+    or at least 90% of the references there of at most 5 words."""
     answer = dataset.get("answer") or {}
-    if answer.get("reference") or answer.get("candidate"):
+    settings = [answer, *(answer.get("by_category") or [])]
+    if any(s.get("reference") or s.get("candidate") for s in settings):
         return True
     refs = [r for r in df["reference"] if isinstance(r, str) and r.strip()]
     return bool(refs) and sum(len(r.split()) <= 5 for r in refs) / len(refs) >= 0.9

@@ -30,6 +30,14 @@ OUTPUTS = ["A", "a", "the cat", "Cat", "4", "four", "", "The answer is B", "a an
 HOWS = ["whole text", "\\boxed{}", "the answer is X", "last number in the text", "the one marked letter"]
 REFERENCES = ["A", "cat", "4", "a long reference answer of many more words than five", None]
 CATEGORIES = ["x", "$z$", None]
+# Each dataset's answer extraction (`dataset.answer`): none, one rule for all, or rules by category.
+ANSWERS = [
+    {},
+    {},
+    {"reference": "gsm8k", "candidate": "last_number"},
+    {"by_category": [{"categories": ["x"], "candidate": "choice"}]},
+    {"by_category": [{"categories": ["$z$"]}]},  # whole texts for $z$ too: nothing extracts
+]
 
 
 @st.composite
@@ -92,6 +100,8 @@ def studies(draw):
             panels[f"p_{members[0]}"] = {"judges": members, "rule": rule}
     labelled = [j for j, judge in judges.items() if judge["mode"] != "pairwise" and draw(st.booleans())]
     unfinished = draw(st.sampled_from(["incorrect", "incorrect", "leave_out"]))  # report.unfinished_reasoning
+    for d in shape["_datasets"]:  # each dataset's answer extraction, drawn last
+        shape["_datasets"][d]["answer"] = draw(st.sampled_from(ANSWERS))
     return {
         "shape": shape,
         "frames": frames,
