@@ -35,6 +35,7 @@ class Module:
     snakemake_runs: int = 0
     dry_runs: int = 0
     jobs: int = 0
+    failed: int = 0  # tests that failed: they may have stopped early, and cost less than they should
     by_rule: dict = field(default_factory=dict)
 
 
@@ -46,9 +47,10 @@ def read_log(path) -> tuple[dict[str, Module], list[str]]:
         cols = line.split("\t")
         if len(cols) < 3:
             continue
-        cols += [""] * (8 - len(cols))
-        cpu, wall, nodeid, runs, dry, jobs, by_rule, marks = cols[:8]
+        cols += [""] * (9 - len(cols))
+        cpu, wall, nodeid, runs, dry, jobs, by_rule, marks, outcome = cols[:9]
         m = modules.setdefault(nodeid.split("::")[0], Module())
+        m.failed += outcome == "failed"
         m.cpu_s += float(cpu)
         m.wall_s += float(wall)
         m.tests += 1
@@ -71,8 +73,9 @@ def table(modules: dict[str, Module]) -> str:
     total = Module()
     for name, m in sorted(modules.items(), key=lambda kv: -kv[1].cpu_s):
         rules = ", ".join(f"{r} {n}" for r, n in sorted(m.by_rule.items(), key=lambda kv: -kv[1]))
+        failed = f" ({m.failed} failed)" if m.failed else ""
         rows.append(
-            f"| {name.removeprefix('tests/')} | {m.cpu_s:.0f} | {m.wall_s:.0f} | {m.tests} | "
+            f"| {name.removeprefix('tests/')} | {m.cpu_s:.0f} | {m.wall_s:.0f} | {m.tests}{failed} | "
             f"{m.snakemake_runs} ({m.dry_runs}) | {m.jobs} | {rules} |"
         )
         for k in ("cpu_s", "wall_s", "tests", "snakemake_runs", "dry_runs", "jobs"):
@@ -135,6 +138,9 @@ def main(argv=None) -> int:
     problems += [f"{t}: ran snakemake but is not marked workflow (make test-fast runs it)" for t in unmarked]
     total, want = sum(m.cpu_s for m in modules.values()), sum(m["cpu_s"] for m in budget["modules"].values())
     print(f"{len(modules)} modules, {total:.0f} CPU-s (budget {want:.0f})")
+    failed = {name: m.failed for name, m in modules.items() if m.failed}
+    if failed:
+        print(f"  failed tests (their modules' figures may be low): {failed}")
     for line in problems:
         print(f"  {line}")
     print("within budget" if not problems else f"{len(problems)} over budget or unlisted")

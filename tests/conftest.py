@@ -156,10 +156,10 @@ def generate_shard(tmp_path: Path, spec, name: str = "out", store: str = "store"
 
 # GENJUDGE_TEST_CPU_LOG=file appends one line per test: CPU seconds (the test process's own and its
 # finished children's: snakemake and the jobs it ran), wall seconds, id, snakemake invocations (dry
-# runs among them), the jobs those runs finished, the jobs by rule and the test's marks. A test's cost
-# includes the set-up and tear-down of the module- and session-scoped fixtures it was the first or last
-# to use, so the lines of a module add up to what the module costs. Jobs SLURM ran are counted but
-# their CPU is the cluster's. tests/budget.py sums the lines by module.
+# runs among them), the jobs those runs finished, the jobs by rule, the test's marks and whether it
+# failed. A test's cost includes the set-up and tear-down of the module- and session-scoped fixtures
+# it was the first or last to use, so the lines of a module add up to what the module costs. Jobs SLURM
+# ran are counted but their CPU is the cluster's. tests/budget.py sums the lines by module.
 _SNAKEMAKE_RUNS: list[tuple[str, bool]] = []
 
 
@@ -224,8 +224,18 @@ def pytest_runtest_protocol(item, nextitem):
     jobs = _finished_jobs({wd for wd, _ in runs}, since)
     by_rule = ",".join(f"{r}={n}" for r, n in sorted(jobs.items()))
     marks = ",".join(sorted({m.name for m in item.iter_markers()} & {"workflow", "slurm", "vllm", "bench", "gpu"}))
+    failed = any(getattr(item, f"_genjudge_{when}_failed", False) for when in ("setup", "call", "teardown"))
     with open(path, "a") as f:
         f.write(
             f"{cpu() - c0:.1f}\t{time.monotonic() - t0:.1f}\t{item.nodeid}\t{len(runs)}\t"
-            f"{sum(dry for _, dry in runs)}\t{sum(jobs.values())}\t{by_rule}\t{marks}\n"
+            f"{sum(dry for _, dry in runs)}\t{sum(jobs.values())}\t{by_rule}\t{marks}\t"
+            f"{'failed' if failed else 'ok'}\n"
         )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Notes a failed phase on the item, for the CPU log (a failed test may have stopped early)."""
+    outcome = yield
+    if outcome.get_result().failed:
+        setattr(item, f"_genjudge_{call.when}_failed", True)

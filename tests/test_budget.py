@@ -1,0 +1,57 @@
+"""tests/budget.py: a run's CPU log against tests/durations.json."""
+
+import json
+
+import budget
+
+LOG = (
+    # cpu, wall, id, snakemake runs, dry runs, jobs, jobs by rule, marks, outcome
+    "30.0\t90.0\ttests/test_a.py::test_one\t2\t1\t8\tgenerate=4,judge=1,split=3\tworkflow\tok\n"
+    "14.0\t20.0\ttests/test_a.py::test_two\t1\t0\t3\tgenerate=1,merge=2\tworkflow\tfailed\n"
+    "4.0\t5.0\ttests/test_b.py::test_three\t1\t1\t0\t\t\tok\n"
+    "1.5\t2.0\ttests/test_c.py::test_old_format\n"
+)
+
+
+def test_the_log_is_summed_by_module(tmp_path):
+    (tmp_path / "cpu.tsv").write_text(LOG)
+    modules, unmarked = budget.read_log(tmp_path / "cpu.tsv")
+    a = modules["tests/test_a.py"]
+    assert (a.cpu_s, a.wall_s, a.tests, a.snakemake_runs, a.dry_runs, a.jobs, a.failed) == (44, 110, 2, 3, 1, 11, 1)
+    assert a.by_rule == {"generate": 5, "judge": 1, "split": 3, "merge": 2}
+    assert modules["tests/test_c.py"].cpu_s == 1.5 and modules["tests/test_c.py"].jobs == 0
+    assert unmarked == ["tests/test_b.py::test_three"]  # ran snakemake without the workflow mark
+    table = budget.table(modules)
+    assert "| test_a.py | 44 | 110 | 2 (1 failed) | 3 (1) | 11 | generate 5, split 3, merge 2, judge 1 |" in table
+
+
+def test_a_module_over_30_percent_and_3_cpu_seconds_or_missing_is_named(tmp_path):
+    (tmp_path / "cpu.tsv").write_text(LOG)
+    modules, _ = budget.read_log(tmp_path / "cpu.tsv")
+    within = {"cpu_s": 34.0, "snakemake_runs": 3, "jobs": 11}  # 44 is +29%
+    grown = {"cpu_s": 33.0, "snakemake_runs": 3, "jobs": 9}  # 44 is +33%
+    small = {"cpu_s": 2.0, "snakemake_runs": 1, "jobs": 0}  # 4 is +100%, but 2 CPU-s
+    assert (
+        budget.check(
+            modules, {"modules": {"tests/test_a.py": within, "tests/test_b.py": small, "tests/test_c.py": small}}
+        )
+        == []
+    )
+    problems = budget.check(modules, {"modules": {"tests/test_a.py": grown, "tests/test_b.py": small}})
+    assert len(problems) == 2
+    assert problems[0].startswith("tests/test_a.py: 44 CPU-s against 33 budgeted (+33%); jobs 11 against 9")
+    assert problems[1].startswith("tests/test_c.py: 2 CPU-s, not in durations.json")
+
+
+def test_write_then_check_exits_0_and_a_grown_log_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(budget, "BUDGET", tmp_path / "durations.json")
+    (tmp_path / "cpu.tsv").write_text(
+        LOG.replace("tests/test_b.py::test_three\t1\t1\t0\t\t\t", "tests/test_b.py::test_three\t1\t1\t0\t\tworkflow\t")
+    )
+    assert budget.main([str(tmp_path / "cpu.tsv"), "--write", "a test"]) == 0
+    recorded = json.loads((tmp_path / "durations.json").read_text())
+    assert recorded["measured"] == "a test" and recorded["modules"]["tests/test_a.py"]["cpu_s"] == 44.0
+    assert budget.main([str(tmp_path / "cpu.tsv")]) == 0
+    (tmp_path / "grown.tsv").write_text((tmp_path / "cpu.tsv").read_text().replace("30.0\t", "60.0\t"))
+    assert budget.main([str(tmp_path / "grown.tsv")]) == 1
+    assert "tests/test_a.py: 74 CPU-s against 44 budgeted (+68%)" in capsys.readouterr().out
