@@ -595,3 +595,27 @@ def test_score_pairwise_and_cascade_judges_through_the_endpoint(tmp_path, server
         assert (cascade["decided_by"] == "rule").all() and sum(proxy.requests.values()) == sent
     finally:
         proxy.stop()
+
+
+def test_sampled_answers_through_the_endpoint_are_seeded_per_sample(tmp_path, servers):
+    """Each sample carries its own seed: two runs from empty stores give the same samples, and an item's
+    samples differ. The capability probe checked that the server honours `seed` first."""
+    gen, _ = servers
+    shard_of_demo(tmp_path)
+    spec = spec_for(
+        "generator",
+        model=GENERATOR,
+        max_new_tokens=12,
+        do_sample=True,
+        temperature=1.3,
+        n_samples=2,
+        seed=7,
+        **endpoint(gen),
+    )
+    a, meta = generate_shard(tmp_path, spec, "a", "sa")
+    b, _ = generate_shard(tmp_path, spec, "b", "sb")
+    assert meta.endpoint["probe"]["served_model"] == GENERATOR
+    pd.testing.assert_series_equal(a["output"], b["output"])
+    per_item = a[a["turn"] == 1].groupby("id")["output"].nunique()
+    assert (per_item > 1).sum() >= 10  # the samples of an item are not one text
+    assert a["key"].nunique() == len(a)  # each sample its own key
