@@ -15,7 +15,8 @@ Measured, each the median of the repeats with its min-max:
   the wall time over the same proxy's without faults (target <= 1.5x);
 - a provider's rate limit: a proxy that lets R requests a second through (429 and Retry-After beyond,
   R a third of what the server does), the rate of answers over the run's steady part (its middle 80%)
-  over R (target >= 0.85).
+  over R, or over the server's own rate in the same repeat where a loaded machine makes that lower
+  (target >= 0.85).
 """
 
 from __future__ import annotations
@@ -173,12 +174,16 @@ def main(argv=None) -> dict:
             limit = args.limit or max(2.0, round(per_second / 3, 1))
             limited = FaultProxy(url, limit=limit)
             proxies.append(limited)
-            rates = []
-            for _ in range(args.repeats):
-                limited.reset()
-                start = time.monotonic()
-                judge(remote(limited.url), gens, work, "limited")
-                rates.append(steady_rate(limited.events, start) / limit)
+            rates, free = [], []
+            for r in range(args.repeats):
+                # The server's own rate at the moment, through the clean proxy: where a loaded machine makes
+                # it slower than the limit, the limit is not what binds, and the share is of what it does.
+                for proxy in (clean, limited) if r % 2 == 0 else (limited, clean):
+                    proxy.reset()
+                    start = time.monotonic()
+                    judge(remote(proxy.url), gens, work, "limited")
+                    (free if proxy is clean else rates).append(steady_rate(proxy.events, start))
+            rates = [got / min(limit, unlimited) for got, unlimited in zip(rates, free)]
         finally:
             for p in proxies:
                 p.stop()
@@ -204,7 +209,11 @@ def main(argv=None) -> dict:
             **spread([f / c for f, c in zip(seconds["endpoint, 10% 429"], seconds["endpoint, clean proxy"])], 2),
             "repeats": args.repeats,
         },
-        "rate_limit": {"requests_per_second": limit, "steady_share": spread(rates, 3)},
+        "rate_limit": {
+            "requests_per_second": limit,
+            "server_alone_per_second": spread(free, 1),
+            "steady_share": spread(rates, 3),
+        },
         # Greedy near-ties of a random model can tip either way under another batching (the server's).
         "identical_verdicts": f"{same}/{args.answers}",
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
