@@ -9,7 +9,6 @@ and never uploads or submits again."""
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import pandas as pd
 import psutil
 import pytest
 from batch_standin import BatchStandIn
-from conftest import Workflow, clean_env, copy_workflow
+from conftest import Workflow, clean_env, new_workflow
 from endpoints import RunningServer, VllmServer
 
 pytestmark = [pytest.mark.workflow, pytest.mark.vllm]
@@ -49,13 +48,7 @@ def judge_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def wf(tmp_path_factory, built_models) -> Workflow:
-    base = tmp_path_factory.mktemp("endpoint-batch")
-    wd = base / "wf"
-    wd.mkdir()
-    copy_workflow(wd)
-    shutil.copytree(built_models, wd / "models")
-    (base / "locks").mkdir()
-    return Workflow(wd, base / "locks")
+    return new_workflow(tmp_path_factory.mktemp("endpoint-batch"), built_models)
 
 
 def judge(url: str, **endpoint) -> dict:

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-from conftest import Workflow, clean_env, copy_workflow, generate_shard
+from conftest import Workflow, clean_env, generate_shard, new_workflow
 from endpoints import CAUSE, FaultProxy, RunningServer, VllmServer, item_of
 from judges import ROOT
 
@@ -68,13 +67,7 @@ def servers(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def wf(tmp_path_factory, built_models) -> Workflow:
-    base = tmp_path_factory.mktemp("endpoints")
-    wd = base / "wf"
-    wd.mkdir()
-    copy_workflow(wd)
-    shutil.copytree(built_models, wd / "models")
-    (base / "locks").mkdir()
-    return Workflow(wd, base / "locks")
+    return new_workflow(tmp_path_factory.mktemp("endpoints"), built_models)
 
 
 def endpoint(proxy, **extra) -> dict:

@@ -14,7 +14,7 @@ import time
 from genjudge.config.specs import GeneratorSpec, ModelSpec
 from genjudge.engine.decoding import Generator, GenParams, Throughput, Timing, run_batches
 from genjudge.engine.prompting import render_prompt, uses_chat_template
-from genjudge.engine.results import Completion
+from genjudge.engine.results import Completion, keyed, to_compute
 from genjudge.models.modelref import DigestIndex, fingerprint
 from genjudge.store import chat_date as chat_dates
 from genjudge.store.item_store import ItemStore, item_key
@@ -320,19 +320,9 @@ def complete(
         return complete_endpoint(pset, texts, ids, store, desc, log_stream, conversations, samples, keep_going)
     prompts = pset.render(texts, conversations)
     sampling = pset.params.do_sample and scorer is None
-    if sampling:
-        samples = samples or [0] * len(prompts)
-        keys = [pset.key(p, s) for p, s in zip(prompts, samples)]
-    elif samples and any(samples):
-        raise ValueError("several samples of an item need sampling (do_sample: true)")
-    else:
-        keys = [pset.key(p) for p in prompts]
+    keys, samples = keyed(pset, prompts, samples, sampling)
     done = store.load(set(keys))
-    todo, queued = [], set()
-    for i, k in enumerate(keys):  # identical prompts (e.g. two generators' equal answers) run once
-        if k not in done and k not in queued:
-            todo.append(i)
-            queued.add(k)
+    todo, queued = to_compute(keys, done)  # identical prompts (e.g. two generators' equal answers) run once
     # Records this snakemake command stored (another job's): shared in this run, not resumed from an earlier one.
     invocation = os.environ.get(INVOCATION_ENV)
     this_run = {k for k, r in done.items() if invocation and r.get("invocation") == invocation}

@@ -35,3 +35,23 @@ class Completion:
     # request of this run (the same prompt twice in this job, or a record another job of this command stored).
     shared: int = 0
     shared_keys: set = field(default_factory=set)  # keys of the records another job of this command stored
+
+
+def keyed(pset, prompts: list[str], samples: list[int] | None, sampling: bool) -> tuple[list[str], list[int] | None]:
+    """Each prompt's item key (with its sample's index when sampling) and the samples, whichever engine."""
+    if sampling:
+        samples = samples or [0] * len(prompts)
+        return [pset.key(p, s) for p, s in zip(prompts, samples)], samples
+    if samples and any(samples):
+        raise ValueError("several samples of an item need sampling (do_sample: true)")
+    return [pset.key(p) for p in prompts], samples
+
+
+def to_compute(keys: list[str], done: dict) -> tuple[list[int], set]:
+    """The positions to compute: each key not stored yet, once (identical prompts run once)."""
+    todo, queued = [], set()
+    for i, k in enumerate(keys):
+        if k not in done and k not in queued:
+            todo.append(i)
+            queued.add(k)
+    return todo, queued

@@ -28,11 +28,10 @@ import logging
 import random
 import re
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from genjudge.engine.endpoint import policy
-from genjudge.engine.endpoint.client import Report
+from genjudge.engine.endpoint.client import Report, api_errors
 from genjudge.engine.endpoint.cost import BudgetReached
 from genjudge.engine.endpoint.requests import Incomplete, result
 from genjudge.engine.endpoint.settings import redact
@@ -99,22 +98,6 @@ class BatchSender:
             atomic.write_text(path, json.dumps(entry, indent=1))
 
     # --- the provider's answers -----------------------------------------------------------------------
-
-    @contextmanager
-    def _api(self):
-        """The batch and file calls' errors as the policy's: Retry, Refused (or TooLong)."""
-        import openai
-
-        try:
-            yield
-        except openai.APIStatusError as exc:
-            raise policy.classify(exc.status_code, str(exc.message), exc.response.headers) from None
-        except openai.APITimeoutError:
-            raise policy.Retry("timeout") from None
-        except openai.APIConnectionError as exc:
-            raise policy.Retry("connection", str(exc)) from None
-        except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
-            raise policy.Retry("truncated", str(exc)[:200]) from None
 
     # --- running ----------------------------------------------------------------------------------
 
@@ -233,7 +216,7 @@ class BatchSender:
             return []
         data = "".join(self._line(j, bodies) + "\n" for j in allowed).encode()
         try:
-            with self._api():
+            with api_errors():
                 upload = self.client.files.create(file=("requests.jsonl", data), purpose="batch")
         except BaseException:
             for j in allowed:
@@ -251,7 +234,7 @@ class BatchSender:
         live.append(entry)
         self._count(entry, index, +1)
         self.uploaded[upload.id] = len(allowed)
-        with self._api():
+        with api_errors():
             batch = self.client.batches.create(input_file_id=upload.id, endpoint=URL, completion_window=WINDOW)
         entry["id"] = batch.id
         self._save(entry)
@@ -263,7 +246,7 @@ class BatchSender:
     def _adopt(self, entry: dict) -> bool:
         """The batch of an uploaded file whose id the state lacks (killed between the two), if one exists."""
         since = entry["submitted_at"] - ADOPT_SKEW
-        with self._api():
+        with api_errors():
             for batch in self.client.batches.list(limit=100):  # newest first, page after page
                 if batch.input_file_id == entry["input_file_id"]:
                     entry["id"] = batch.id
@@ -298,7 +281,7 @@ class BatchSender:
             return
         if entry["id"] not in self.report.batches:
             self.report.batches.append(entry["id"])
-        with self._api():
+        with api_errors():
             batch = self.client.batches.retrieve(entry["id"])
         if batch.status not in FINAL:
             counts = batch.request_counts
@@ -380,6 +363,6 @@ class BatchSender:
     def _lines(self, file_id: str | None) -> list[dict]:
         if not file_id:
             return []
-        with self._api():
+        with api_errors():
             text = self.client.files.content(file_id).text
         return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -15,6 +15,7 @@ import logging
 import random
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from genjudge.engine.endpoint import policy
@@ -56,13 +57,14 @@ def make_client(endpoint: Endpoint, key: str):
     return AsyncOpenAI(base_url=endpoint.base_url, api_key=key, max_retries=0, timeout=endpoint.timeout)
 
 
-async def send_once(client, body: dict, verdict: LogprobVerdict | None, prefill: bool) -> dict:
-    """One try: the result, or an exception of the policy (Retry, TooLong, Refused)."""
+@contextmanager
+def api_errors():
+    """The openai client's errors as the policy's: Retry, TooLong or Refused. A 200 whose body is cut
+    off reaches here as a bare JSONDecodeError, not as one of the client's own errors."""
     import openai
 
-    known, extra = split(body)
     try:
-        response = await client.chat.completions.create(**known, extra_body=extra or None)
+        yield
     except openai.APIStatusError as exc:
         raise policy.classify(exc.status_code, str(exc.message), exc.response.headers) from None
     except openai.APITimeoutError:
@@ -71,6 +73,13 @@ async def send_once(client, body: dict, verdict: LogprobVerdict | None, prefill:
         raise policy.Retry("connection", str(exc)) from None
     except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
         raise policy.Retry("truncated", str(exc)[:200]) from None
+
+
+async def send_once(client, body: dict, verdict: LogprobVerdict | None, prefill: bool) -> dict:
+    """One try: the result, or an exception of the policy (Retry, TooLong, Refused)."""
+    known, extra = split(body)
+    with api_errors():
+        response = await client.chat.completions.create(**known, extra_body=extra or None)
     try:
         return result(response.model_dump(), verdict, prefill)
     except Incomplete as exc:

@@ -88,24 +88,14 @@ def complete_endpoint(
     """engine.completion.complete for an endpoint model; `incomplete` of the result names the items
     the retry budget or max_cost_usd left without a result (each with why)."""
     from genjudge.engine import collector
-    from genjudge.engine.results import Completion
+    from genjudge.engine.results import Completion, keyed, to_compute
 
     collector.resume()  # paused for a model's loading, which an endpoint job has none of
     spec, ep = pset.spec, pset.endpoint
     prompts = pset.render(texts, conversations)
-    if pset.sampling:
-        samples = samples or [0] * len(prompts)
-        keys = [pset.key(p, s) for p, s in zip(prompts, samples)]
-    elif samples and any(samples):
-        raise ValueError("several samples of an item need sampling (do_sample: true)")
-    else:
-        keys = [pset.key(p) for p in prompts]
+    keys, samples = keyed(pset, prompts, samples, pset.sampling)
     done = store.load(set(keys))
-    todo, queued = [], set()
-    for i, k in enumerate(keys):  # identical requests are sent once
-        if k not in done and k not in queued:
-            todo.append(i)
-            queued.add(k)
+    todo, queued = to_compute(keys, done)  # identical requests are sent once
     log.info(
         "%s: %d items, %d already done (checkpoint/cache), %d to request from %s",
         desc,
