@@ -131,7 +131,8 @@ class FaultProxy:
     """A loopback proxy to `upstream` (an http://host:port/v1 URL). `rate` of the requests for items
     (`spare(body)` true: never faulted, e.g. a capability probe) get one of `faults`, drawn with `seed`.
     `limit`: requests a second it lets through (a sliding second), 429 beyond. `delay`: seconds added
-    to every answer. `key`: the bearer token it requires (401 otherwise)."""
+    to every answer. `key`: the bearer token it requires (401 otherwise). `always`: items answered 500
+    every time (a request no retry saves)."""
 
     def __init__(
         self,
@@ -145,11 +146,13 @@ class FaultProxy:
         retry_after: str = "1",
         key: str | None = None,
         spare=None,
+        always: set | None = None,
     ):
         self.upstream = upstream.rstrip("/")
         self.rate, self.faults, self.limit, self.delay = rate, tuple(faults), limit, delay
         self.timeout_delay, self.retry_after, self.key = timeout_delay, retry_after, key
         self.spare = spare or (lambda body: False)
+        self.always = always if always is not None else set()  # items answered 500 every time
         self.rng = random.Random(seed)
         self.requests: Counter = Counter()  # item -> requests received
         self.answered: Counter = Counter()  # item -> complete 200 answers written
@@ -267,6 +270,8 @@ class FaultProxy:
                     fault = ("rate_limit", wait)
                 else:
                     self.admitted.append(now)
+            if fault is None and item in self.always:
+                fault = ("500", None)
             if fault is None and not self.spare(body) and self.rng.random() < self.rate:
                 # Stripping logprobs is a fault only where the request asked for them.
                 kinds = [f for f in self.faults if f != "strip_logprobs" or body.get("logprobs")]

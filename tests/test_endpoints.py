@@ -612,3 +612,47 @@ def test_sampled_answers_through_the_endpoint_are_seeded_per_sample(tmp_path, se
     per_item = a[a["turn"] == 1].groupby("id")["output"].nunique()
     assert (per_item > 1).sum() >= 10  # the samples of an item are not one text
     assert a["key"].nunique() == len(a)  # each sample its own key
+
+
+def test_items_no_retry_saves_fail_their_cell_and_the_rerun_sends_only_them(wf, servers, clean):
+    """An item failing every try leaves its cell failed and listed, with every other verdict stored; the
+    next run of the same command sends that item alone."""
+    from genjudge.judging.templates import render
+
+    _, judge = servers
+    gen_proxy = clean[1][0]
+    gens = pd.read_parquet(wf.results("clean") / "generations" / "demo-generator" / "questions.parquet")
+    questions = {q["id"]: q for q in map(json.loads, (ROOT / "config/demo/questions.jsonl").read_text().splitlines())}
+    template = (ROOT / "config/demo/judge_template.txt").read_text()
+    doomed = set()  # the first two items' judge requests: answered 500 every time
+    for row in gens.head(2).itertuples():
+        q = questions[row.id]
+        prompt = render(template, question=q["question"], reference=q["answer"], candidate=row.output)
+        doomed.add(item_of({"messages": [{"role": "user", "content": prompt}]}))
+    proxy = FaultProxy(judge.url, always=doomed)
+    try:
+        cfg = wf.write_config(
+            "unlucky.yaml",
+            run="unlucky",
+            shards=1,
+            cache_dir="results/.cache-clean",  # the clean run's answers: only the judge works
+            generator={"model": GENERATOR, **endpoint(gen_proxy, api_key_env="GENJUDGE_TEST_KEY")},
+            judge={"model": JUDGE, **endpoint(proxy, max_attempts=2, max_connections=4)},
+        )
+        out = run(wf, cfg, check=False)
+        assert out.returncode == 1
+        summary = json.loads((wf.results("unlucky") / "report" / "summary.json").read_text())
+        (cell,) = summary["failed_cells"]
+        error = cell["errors"][0]
+        assert error["type"] == "EndpointIncomplete" and "2 request(s) got no result" in error["message"]
+        assert "gave up after 2 tries" in error["message"] and "500" in error["message"]
+        assert all(proxy.requests[k] == 2 for k in doomed) and sum(proxy.answered.values()) == N - 2 + 1
+        doomed.clear()  # the server recovers
+        proxy.reset()
+        run(wf, cfg)
+    finally:
+        proxy.stop()
+    # The rerun sent the two items and its capability probe, nothing else.
+    assert sum(proxy.requests.values()) == 3 and sum(proxy.answered.values()) == 3
+    judged = pd.read_parquet(wf.results("unlucky") / "judgments" / "demo-judge.parquet")
+    assert len(judged) == N and judged["verdict"].notna().all()
