@@ -18,6 +18,7 @@ def test_pytest_that_cannot_start_shows_why():
     assert res["returncode"] != 0 and "No module named pytest" in res["summary"]
 
 
+@pytest.mark.workflow
 def test_a_failed_workflow_run_keeps_its_directory_and_says_where(tmp_path, monkeypatch):
     model = tmp_path / "login-model"  # config.json only: the plan works, the run cannot load it
     model.mkdir()
