@@ -276,7 +276,10 @@ def test_a_multi_turn_run_is_judged_and_reported_per_turn(workflow):
     categories = view.section("categories")
     assert categories.counts.startswith("judged answers of the category")
     page = (res / "report" / "report.html").read_text()
-    assert "4 items, 7 answers (turns and samples)" in page and f"(n = {categories.counts})" not in page
+    assert (
+        "4 items (the datasets' questions) · 7 verdicts (answers judged: items × turns × samples)" in page
+        and f"(n = {categories.counts})" not in page
+    )
     assert f"n = {categories.counts}" in " ".join(page.split())
     reason = chromium.unavailable_reason()
     if reason:
