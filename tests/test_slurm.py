@@ -165,7 +165,12 @@ def test_demo_through_profile_slurm_matches_a_local_run(cluster, workflow):
         b / "judgments" / "demo-judge.parquet"
     ).read_bytes()
     sa, sb = (json.loads((r / "report" / "summary.json").read_text()) for r in (a, b))
-    volatile = {"run", "shards", "judge", "generator", "time_model"}  # time_model: measured seconds
+    # The SLURM jobs were leased placeholder GPU ids on a machine without CUDA, and the report says so;
+    # the local run leased none.
+    assert sb["placement_warnings"] == []
+    assert sorted(w.split(":")[0] for w in sa["placement_warnings"]) == ["judge", "shard 0", "shard 1"]
+    assert all("but ran on the CPU: torch saw no CUDA device" in w for w in sa["placement_warnings"])
+    volatile = {"run", "shards", "judge", "generator", "time_model", "placement_warnings"}  # time_model: seconds
     assert {k: v for k, v in sa.items() if k not in volatile} == {k: v for k, v in sb.items() if k not in volatile}
 
 
@@ -386,7 +391,7 @@ def slurm_job_logs(workflow) -> str:
 
 
 def requeue_running_task(workflow, cluster, run: str, kw: dict, n: int) -> dict:
-    """Run `run` on the cluster and, once a quarter of its items are checkpointed, `scontrol requeue`
+    """Run `run` on the cluster and, once a quarter of its items are checkpointed (some by each task), `scontrol requeue`
     its array's first running generation task and let SLURM start it again at once."""
     from genjudge.store.item_store import count_keys
 
@@ -398,10 +403,14 @@ def requeue_running_task(workflow, cluster, run: str, kw: dict, n: int) -> dict:
     proc = start(workflow, cluster, cfg, merged)
 
     def quarter_done():
+        # Each task writes its own log: wait until both have checkpointed, so that whichever task is
+        # requeued has items to resume (one task may start well after the other on a slow machine).
         assert proc.poll() is None, proc.communicate()[0][-4000:]
-        return store.exists() and count_keys(store) >= n // 4
+        logs = list((store / "logs").glob("*.jsonl")) if store.exists() else []
+        lines = [sum(1 for _ in log.open("rb")) for log in logs]
+        return len(lines) == 2 and min(lines) > n // 16 and count_keys(store) >= n // 4
 
-    wait_for(quarter_done, timeout=600, what="a quarter checkpointed")
+    wait_for(quarter_done, timeout=600, what="a quarter checkpointed, by both tasks")
     running = [j for j in jobs_of(cluster, since) if j["rule"] == "generate" and j["state"] == "RUNNING"]
     # The array's first task: the one every other task's Snakemake used to check (plugin issue #447).
     first = min(running, key=lambda j: int(j["array_task"]))
