@@ -323,9 +323,14 @@ def complete(
     keys, samples = keyed(pset, prompts, samples, sampling)
     done = store.load(set(keys))
     todo, queued = to_compute(keys, done)  # identical prompts (e.g. two generators' equal answers) run once
-    # Records this snakemake command stored (another job's): shared in this run, not resumed from an earlier one.
-    invocation = os.environ.get(INVOCATION_ENV)
-    this_run = {k for k, r in done.items() if invocation and r.get("invocation") == invocation}
+    # Records another job of this snakemake command stored: shared in this run, not resumed from an earlier
+    # one. This job's own (an attempt SLURM requeued, a retry) are its checkpoint: resumed.
+    invocation, writer = os.environ.get(INVOCATION_ENV), getattr(store, "writer", None)
+    this_run = {
+        k
+        for k, r in done.items()
+        if invocation and r.get("invocation") == invocation and r.get("writer", writer) != writer
+    }
     log.info(
         "%s: %d items, %d already done (checkpoint/cache), %d to compute",
         desc,
@@ -380,7 +385,14 @@ def complete(
             extra = (lambda j: {"sample": samples[todo[j]]}) if sampling else (lambda j: {})
             store.append(
                 [
-                    {**r, "key": keys[todo[j]], "id": ids[todo[j]], "invocation": invocation, **extra(j)}
+                    {
+                        **r,
+                        "key": keys[todo[j]],
+                        "id": ids[todo[j]],
+                        "invocation": invocation,
+                        "writer": writer,
+                        **extra(j),
+                    }
                     for j, r in zip(idx, results)
                 ]
             )
