@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,24 @@ ROOT = Path(__file__).resolve().parents[1]
 # process it starts (the jobs compute the same; only how idle threads wait differs).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 WORKFLOW_PARTS = ["Snakefile", "rules", "scripts", "config", "profiles", "slurm", "report"]
+
+
+def pytest_configure(config):
+    """The directory of the run's shared model servers (tests/endpoints.py shared_servers), made by the
+    pytest process that starts the workers, which inherit it."""
+    if not hasattr(config, "workerinput") and "GENJUDGE_TEST_SERVER_DIR" not in os.environ:
+        os.environ["GENJUDGE_TEST_SERVER_DIR"] = tempfile.mkdtemp(prefix="genjudge-test-servers-")
+        config._genjudge_servers = os.environ["GENJUDGE_TEST_SERVER_DIR"]
+
+
+def pytest_unconfigure(config):
+    root = getattr(config, "_genjudge_servers", None)
+    if root:
+        from endpoints import stop_shared_servers
+
+        stop_shared_servers(Path(root))
+        shutil.rmtree(root, ignore_errors=True)
+        del os.environ["GENJUDGE_TEST_SERVER_DIR"]
 
 
 def pytest_collection_modifyitems(config, items):

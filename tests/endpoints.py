@@ -12,6 +12,7 @@ to the real server unchanged.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import json
 import os
@@ -114,10 +115,80 @@ class VllmServer:
 
 
 class RunningServer:
-    """A server started elsewhere (GENJUDGE_TEST_SERVERS), by its URL."""
+    """A server started elsewhere (GENJUDGE_TEST_SERVERS, or another module's), by its URL."""
 
     def __init__(self, url: str):
         self.url = url.rstrip("/")
+
+
+# One vLLM server per model for a whole pytest run: whichever worker asks first starts it, the others
+# use it, and the pytest process that started the workers stops them all at its end (conftest.py).
+# A start costs 50-70 CPU-s and 75-150 s on 2 cores; four modules ask for one.
+SERVER_DIR_ENV = "GENJUDGE_TEST_SERVER_DIR"
+
+
+def shared_servers(*models: str) -> tuple:
+    """The run's server of each model, those not yet running started together; with
+    GENJUDGE_TEST_SERVERS=GEN_URL,JUDGE_URL the servers named there (demo generator, demo judge)."""
+    if os.environ.get("GENJUDGE_TEST_SERVERS"):
+        named = dict(
+            zip(("models/demo-generator", "models/demo-judge"), os.environ["GENJUDGE_TEST_SERVERS"].split(","))
+        )
+        return tuple(RunningServer(named[m]) for m in models)
+    root = Path(os.environ[SERVER_DIR_ENV])
+    names = {m: m.strip("/").replace("/", "_") for m in models}
+    locks = []
+    try:
+        for m in sorted(set(models)):  # one order for every worker: no two wait for each other
+            lock = open(root / f"{names[m]}.lock", "w")  # noqa: SIM115 - held until the servers are up
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            locks.append(lock)
+        started = {
+            m: VllmServer(m, root / f"{names[m]}.log") for m in set(models) if not (root / f"{names[m]}.json").exists()
+        }
+        for m, server in started.items():
+            server.wait()
+            server.log.close()  # the server keeps writing to its own descriptor
+            info = {"url": server.url, "pgid": server.proc.pid, "log": str(root / f"{names[m]}.log")}
+            (root / f"{names[m]}.json").write_text(json.dumps(info))
+        servers = {m: RunningServer(json.loads((root / f"{names[m]}.json").read_text())["url"]) for m in models}
+    finally:
+        for lock in locks:
+            lock.close()
+    for m, server in servers.items():
+        try:
+            urllib.request.urlopen(f"{server.url}/models", timeout=10).close()
+        except OSError as e:
+            log = Path(root / f"{names[m]}.log")
+            raise RuntimeError(
+                f"the shared vLLM server for {m} stopped answering ({e}): {log.read_text()[-3000:]}"
+            ) from e
+    return tuple(servers[m] for m in models)
+
+
+def stop_shared_servers(root: Path) -> None:
+    """Stop every server `shared_servers` started under `root` (each its own process group)."""
+    groups = []
+    for info in root.glob("*.json"):
+        pgid = json.loads(info.read_text())["pgid"]
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+            groups.append(pgid)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 30
+    for pgid in groups:
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def item_of(body: dict) -> str:

@@ -8,7 +8,6 @@ judge killed while its batch runs, or before it learnt its batch's id, polls tha
 and never uploads or submits again."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import psutil
 import pytest
 from batch_standin import BatchStandIn
 from conftest import Workflow, clean_env, new_workflow
-from endpoints import RunningServer, VllmServer
+from endpoints import shared_servers
 
 pytestmark = [pytest.mark.workflow, pytest.mark.vllm]
 
@@ -33,17 +32,9 @@ CACHE = "results/.cache-batch"
 
 
 @pytest.fixture(scope="module")
-def judge_server(tmp_path_factory):
-    """vLLM's OpenAI server for the demo judge (about 75 s to start on 2 cores); with
-    GENJUDGE_TEST_SERVERS=GEN_URL,JUDGE_URL the judge's server already running."""
-    if os.environ.get("GENJUDGE_TEST_SERVERS"):
-        yield RunningServer(os.environ["GENJUDGE_TEST_SERVERS"].split(",")[1])
-        return
-    server = VllmServer(JUDGE, tmp_path_factory.mktemp("server") / "judge.log")
-    try:
-        yield server.wait()
-    finally:
-        server.stop()
+def judge_server():
+    """vLLM's OpenAI server for the demo judge, the run's shared one (tests/endpoints.py shared_servers)."""
+    return shared_servers(JUDGE)[0]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ request; the key reaches no file of the run."""
 
 import io
 import json
-import os
 import re
 import signal
 import subprocess
@@ -23,7 +22,7 @@ import pandas as pd
 import psutil
 import pytest
 from conftest import Workflow, clean_env, generate_shard, new_workflow
-from endpoints import CAUSE, FaultProxy, RunningServer, VllmServer, item_of
+from endpoints import CAUSE, FaultProxy, item_of, shared_servers
 from judges import ROOT
 
 from genjudge.cluster.gpu_lease import Lease
@@ -49,20 +48,11 @@ def probe_request(body) -> bool:
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    """vLLM's OpenAI server for each demo model, started together (about 75 s each on 2 cores).
-    GENJUDGE_TEST_SERVERS=GEN_URL,JUDGE_URL uses servers already running (started as VllmServer
-    starts them), to work on these tests without waiting for them each time."""
-    if os.environ.get("GENJUDGE_TEST_SERVERS"):
-        yield tuple(RunningServer(url) for url in os.environ["GENJUDGE_TEST_SERVERS"].split(","))
-        return
-    logs = tmp_path_factory.mktemp("servers")
-    both = [VllmServer(GENERATOR, logs / "generator.log"), VllmServer(JUDGE, logs / "judge.log")]
-    try:
-        yield tuple(s.wait() for s in both)
-    finally:
-        for s in both:
-            s.stop()
+def servers():
+    """vLLM's OpenAI server for each demo model (tests/endpoints.py shared_servers: one per model for
+    the pytest run, about 75 s each to start on 2 cores); GENJUDGE_TEST_SERVERS=GEN_URL,JUDGE_URL uses
+    servers already running, to work on these tests without waiting for them each time."""
+    return shared_servers(GENERATOR, JUDGE)
 
 
 @pytest.fixture(scope="module")

@@ -476,19 +476,12 @@ def test_requeued_array_task_resumes_from_its_checkpoint(cluster, workflow):
 
 
 @pytest.fixture
-def judge_server(tmp_path):
-    """vLLM's OpenAI server for the demo judge on loopback (75-150 s to start on 2 cores), or the one
-    GENJUDGE_TEST_SERVERS=GEN_URL,JUDGE_URL names (as tests/test_endpoints.py takes them)."""
-    from endpoints import RunningServer, VllmServer
+def judge_server():
+    """vLLM's OpenAI server for the demo judge on loopback, the run's shared one (tests/endpoints.py
+    shared_servers; 75-150 s to start on 2 cores)."""
+    from endpoints import shared_servers
 
-    if os.environ.get("GENJUDGE_TEST_SERVERS"):
-        yield RunningServer(os.environ["GENJUDGE_TEST_SERVERS"].split(",")[1])
-        return
-    server = VllmServer("models/demo-judge", tmp_path / "judge-server.log")
-    try:
-        yield server.wait()
-    finally:
-        server.stop()
+    return shared_servers("models/demo-judge")[0]
 
 
 def judge_calls(log: str) -> dict:
