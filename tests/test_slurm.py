@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -390,11 +391,28 @@ def slurm_job_logs(workflow) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in logs)
 
 
-def requeue_running_task(workflow, cluster, run: str, kw: dict, n: int) -> dict:
-    """Run `run` on the cluster and, once a quarter of its items are checkpointed (some by each task), `scontrol requeue`
-    its array's first running generation task and let SLURM start it again at once."""
-    from genjudge.store.item_store import count_keys
+def shard_of_task(workflow, job: dict) -> int | None:
+    """The shard an array task runs, from the job log the SLURM plugin writes for it."""
+    log = workflow.path / ".snakemake" / "slurm_logs" / "rule_generate" / f"{job['array_job']}_{job['array_task']}.log"
+    m = re.search(r"wildcards: .*shard=(\d+)", log.read_text()) if log.exists() else None
+    return int(m.group(1)) if m else None
 
+
+def checkpointed(store: Path, writer_suffix: str) -> int:
+    """Records the store's logs hold from the writers whose name ends with `writer_suffix` (a log's first
+    line names its writer: genjudge.store.item_store)."""
+    n = 0
+    for log in (store / "logs").glob("*.jsonl") if store.exists() else []:
+        with log.open("rb") as f:
+            head = f.readline()
+            if head.endswith(b"\n") and json.loads(head)["log"]["writer"].endswith(writer_suffix):
+                n += sum(1 for line in f if line.endswith(b"\n"))
+    return n
+
+
+def requeue_running_task(workflow, cluster, run: str, kw: dict, n: int) -> dict:
+    """Run `run` on the cluster and `scontrol requeue` its array's first running generation task once that
+    task has checkpointed an eighth of its items, then let SLURM start it again at once."""
     cache = f"results/.cache-{run}"
     cfg = workflow.write_config(f"{run}.yaml", run=run, cache_dir=cache, slurm={"requeue": True}, **kw)
     merged = f"results/{run}/generations/demo-generator/numbers.parquet"
@@ -402,18 +420,22 @@ def requeue_running_task(workflow, cluster, run: str, kw: dict, n: int) -> dict:
     since = last_job_id(cluster)
     proc = start(workflow, cluster, cfg, merged)
 
-    def quarter_done():
-        # Each task writes its own log: wait until both have checkpointed, so that whichever task is
-        # requeued has items to resume (one task may start well after the other on a slow machine).
+    def running_first():
         assert proc.poll() is None, proc.communicate()[0][-4000:]
-        logs = list((store / "logs").glob("*.jsonl")) if store.exists() else []
-        lines = [sum(1 for _ in log.open("rb")) for log in logs]
-        return len(lines) == 2 and min(lines) > n // 16 and count_keys(store) >= n // 4
+        running = [j for j in jobs_of(cluster, since) if j["rule"] == "generate" and j["state"] == "RUNNING"]
+        # The array's first task: the one every other task's Snakemake used to check (plugin issue #447).
+        return min(running, key=lambda j: int(j["array_task"])) if running else None
 
-    wait_for(quarter_done, timeout=600, what="a quarter checkpointed, by both tasks")
-    running = [j for j in jobs_of(cluster, since) if j["rule"] == "generate" and j["state"] == "RUNNING"]
-    # The array's first task: the one every other task's Snakemake used to check (plugin issue #447).
-    first = min(running, key=lambda j: int(j["array_task"]))
+    first = wait_for(running_first, timeout=600, what="a running generation task")
+    shard = wait_for(lambda: shard_of_task(workflow, first), what=f"the shard of task {first['id']}")
+
+    # Its own records, not the other task's: the tasks may start far apart, and a task whose items are
+    # all done before the requeue would resume everything and compute nothing.
+    def started_on_its_items():
+        assert proc.poll() is None, proc.communicate()[0][-4000:]
+        return checkpointed(store, f"-shard{shard}") >= n // 2 // 8
+
+    wait_for(started_on_its_items, timeout=600, what=f"an eighth of shard {shard}'s items checkpointed")
     task = f"{first['array_job']}_{first['array_task']}"  # the array job's own id would requeue every task
     cluster.run("scontrol", "requeue", task)
     # Once SLURM holds it back for its requeue delay (the first run has ended), it may start at once.
