@@ -149,7 +149,7 @@ def shared_servers(*models: str) -> tuple:
         for m, server in started.items():
             server.wait()
             server.log.close()  # the server keeps writing to its own descriptor
-            info = {"url": server.url, "pgid": server.proc.pid, "log": str(root / f"{names[m]}.log")}
+            info = {"url": server.url, "pgid": server.proc.pid}
             (root / f"{names[m]}.json").write_text(json.dumps(info))
         servers = {m: RunningServer(json.loads((root / f"{names[m]}.json").read_text())["url"]) for m in models}
     finally:
@@ -159,7 +159,7 @@ def shared_servers(*models: str) -> tuple:
         try:
             urllib.request.urlopen(f"{server.url}/models", timeout=10).close()
         except OSError as e:
-            log = Path(root / f"{names[m]}.log")
+            log = root / f"{names[m]}.log"
             raise RuntimeError(
                 f"the shared vLLM server for {m} stopped answering ({e}): {log.read_text()[-3000:]}"
             ) from e

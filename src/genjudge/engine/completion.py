@@ -325,7 +325,7 @@ def complete(
     todo, queued = to_compute(keys, done)  # identical prompts (e.g. two generators' equal answers) run once
     # Records another job of this snakemake command stored: shared in this run, not resumed from an earlier
     # one. This job's own (an attempt SLURM requeued, a retry) are its checkpoint: resumed.
-    invocation, writer = os.environ.get(INVOCATION_ENV), getattr(store, "writer", None)
+    invocation, writer = os.environ.get(INVOCATION_ENV), store.writer
     this_run = {
         k
         for k, r in done.items()
