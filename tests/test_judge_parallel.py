@@ -4,10 +4,12 @@ job per (leased) device, and the choices of `auto` on hypothetical inventories."
 import json
 import shutil
 import time
+from types import SimpleNamespace
 
 import pandas as pd
 import psutil
 import pytest
+from conftest import new_workflow
 from test_resume import complete_lines, kill_judge_halfway, write_dataset
 
 from genjudge.config.specs import spec_for
@@ -83,31 +85,45 @@ def assert_same_judging(a: pd.DataFrame, b: pd.DataFrame):
     assert (pa - pb).abs().max(skipna=True) < 1e-5 or pa.isna().all()
 
 
-def test_tensor_group_of_two_judges_exactly_as_one_process(workflow, tmp_path):
-    small = build_small_llama(tmp_path / "small-llama", workflow.path / "models" / "demo-judge")
-    base = {**TWO, "judges": judges(small)}
-    tensor = workflow.write_config("tensor.yaml", **base, judge={"parallel": "tensor", "max_new_tokens": 8})
+@pytest.fixture(scope="module")
+def small(tmp_path_factory, built_models):
+    return build_small_llama(tmp_path_factory.mktemp("small") / "small-llama", built_models / "demo-judge")
+
+
+GPU2 = ("--cores", "2", "--resources", "gpu=2")
+
+
+@pytest.fixture(scope="module")
+def questions(tmp_path_factory, built_models, small):
+    """The demo questions generated once at TWO's settings (run demo): the tensor and replicas tests
+    judge copies of it. `one` is another copy judged by one process (device_map), each judge those
+    tests compare against, with a judge cache of its own (the layout is not in the item keys)."""
+    generated = new_workflow(tmp_path_factory.mktemp("questions"), built_models)
+    cfg = generated.write_config("gen.yaml", **TWO)
+    generated.run("results/demo/generations/demo-generator/questions.parquet", *GPU2, "--configfile", cfg)
+    one = generated.copy(tmp_path_factory.mktemp("one"))
+    every = {"demo-judge": {}, **judges(small)}
+    cfg = one.write_config("one.yaml", **TWO, judges=every, judge={"parallel": "device_map", "max_new_tokens": 8})
+    one.run(*(f"results/demo/judgments/{name}.parquet" for name in every), *GPU2, "--configfile", cfg)
+    return SimpleNamespace(generated=generated, one=one)
+
+
+def test_tensor_group_of_two_judges_exactly_as_one_process(questions, small, tmp_path):
+    workflow, one = questions.generated.copy(tmp_path), questions.one
+    tensor = workflow.write_config(
+        "tensor.yaml", **TWO, judges=judges(small), judge={"parallel": "tensor", "max_new_tokens": 8}
+    )
     judgments = [f"judgments/{name}.parquet" for name in judges(small)]  # the report is other tests'
-    workflow.run(
-        *(f"results/demo/{j}" for j in judgments), "--cores", "2", "--resources", "gpu=2", "--configfile", tensor
-    )
-    one = workflow.write_config(
-        "one.yaml",
-        **base,
-        run="one",
-        cache_dir="results/.onecache",
-        judge={"parallel": "device_map", "max_new_tokens": 8},
-    )
-    workflow.run(*(f"results/one/{j}" for j in judgments), "--cores", "2", "--resources", "gpu=2", "--configfile", one)
+    workflow.run(*(f"results/demo/{j}" for j in judgments), *GPU2, "--configfile", tensor)
     for name in judges(small):
         meta = judge_meta(workflow, "demo", name)
         assert meta["parallel"] == "tensor" and meta["tensor_parallel_size"] == 2, name
         assert meta["cuda_visible_devices"] == "98,99" and meta["computed_items"] > 0
-        assert judge_meta(workflow, "one", name)["parallel"] == "device_map"
-        assert_same_judging(raw(workflow, "demo", name), raw(workflow, "one", name))
+        assert judge_meta(one, "demo", name)["parallel"] == "device_map"
+        assert_same_judging(raw(workflow, "demo", name), raw(one, "demo", name))
         pd.testing.assert_frame_equal(
             pd.read_parquet(workflow.results() / "judgments" / f"{name}.parquet"),
-            pd.read_parquet(workflow.results("one") / "judgments" / f"{name}.parquet"),
+            pd.read_parquet(one.results() / "judgments" / f"{name}.parquet"),
         )
     logprob = raw(workflow, "demo", "small-logprob")["p_correct"].astype(float)
     assert logprob.between(0, 1).all() and logprob.nunique() > 1
@@ -116,17 +132,31 @@ def test_tensor_group_of_two_judges_exactly_as_one_process(workflow, tmp_path):
 
 
 N_KILLED = 48  # requests of the killed tensor group: 24 batches of 2 at 32 new tokens each
+KILLED = {
+    **TWO,
+    "dataset": {"path": "big.jsonl"},
+    "generator": {"max_new_tokens": 4},
+    "judge": {"parallel": "tensor", "batch_size": 2, "max_new_tokens": 32},
+}
 
 
-def test_tensor_group_killed_halfway_resumes_from_rank_0s_checkpoint(workflow):
-    write_dataset(workflow.path / "big.jsonl", N_KILLED)
-    kw = {
-        **TWO,
-        "dataset": {"path": "big.jsonl"},
-        "generator": {"max_new_tokens": 4},
-        "judge": {"parallel": "tensor", "batch_size": 2, "max_new_tokens": 32},
-    }
-    cfg = workflow.write_config(**kw)
+@pytest.fixture(scope="module")
+def big(tmp_path_factory, built_models):
+    """big.jsonl generated once (run demo) for the killed tensor group to judge in a copy; `ref`, another
+    copy judged uninterrupted by one process (device_map), is what the group's resumed run must give."""
+    generated = new_workflow(tmp_path_factory.mktemp("big"), built_models)
+    write_dataset(generated.path / "big.jsonl", N_KILLED)
+    cfg = generated.write_config(**KILLED)
+    generated.run("--cores", "2", "results/demo/generations/demo-generator/big.parquet", "--configfile", cfg)
+    ref = generated.copy(tmp_path_factory.mktemp("ref"))
+    cfg = ref.write_config("ref.yaml", **{**KILLED, "judge": {**KILLED["judge"], "parallel": "device_map"}})
+    ref.run("--cores", "2", "results/demo/judgments/demo-judge.parquet", "--configfile", cfg)
+    return SimpleNamespace(generated=generated, ref=ref)
+
+
+def test_tensor_group_killed_halfway_resumes_from_rank_0s_checkpoint(big, tmp_path):
+    workflow = big.generated.copy(tmp_path)  # its generations done: the judge is the first job
+    cfg = workflow.write_config(**KILLED)
     store = kill_judge_halfway(workflow, cfg, N_KILLED)
     # The group dies with its job: no rank outlives it to write after the kill.
     deadline = time.monotonic() + 60
@@ -142,13 +172,9 @@ def test_tensor_group_killed_halfway_resumes_from_rank_0s_checkpoint(workflow):
     assert meta["parallel"] == "tensor"
     assert meta["resumed_items"] == checkpointed and meta["computed_items"] == N_KILLED - checkpointed
     assert complete_lines(store) == N_KILLED  # nothing judged twice, every rank-0 record kept
-    ref = workflow.write_config(
-        "ref.yaml",
-        **{**kw, "run": "ref", "cache_dir": "results/.refcache", "judge": {**kw["judge"], "parallel": "device_map"}},
-    )
-    workflow.run("--cores", "2", f"results/ref/{judgments}", "--configfile", ref)
+    assert judge_meta(big.ref, "demo", "demo-judge")["parallel"] == "device_map"
     pd.testing.assert_frame_equal(
-        pd.read_parquet(workflow.results() / judgments), pd.read_parquet(workflow.results("ref") / judgments)
+        pd.read_parquet(workflow.results() / judgments), pd.read_parquet(big.ref.results() / judgments)
     )
 
 
@@ -164,10 +190,11 @@ def ranks_alive(workflow) -> list:
     return found
 
 
-def test_replicas_are_one_job_per_device_and_merge_to_the_one_process_result(workflow):
+def test_replicas_are_one_job_per_device_and_merge_to_the_one_process_result(questions, tmp_path):
+    workflow, one = questions.generated.copy(tmp_path), questions.one
     cfg = workflow.write_config(**TWO, judge={"parallel": "replicas", "max_new_tokens": 8})
     judgments = "judgments/demo-judge.parquet"
-    workflow.run(f"results/demo/{judgments}", "--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
+    workflow.run(f"results/demo/{judgments}", *GPU2, "--configfile", cfg)
     shards = sorted((workflow.results() / "judge" / "demo-judge" / "shards").glob("*.meta.json"))
     assert [p.name for p in shards] == ["0-of-2.meta.json", "1-of-2.meta.json"]
     metas = [json.loads(p.read_text()) for p in shards]
@@ -176,11 +203,10 @@ def test_replicas_are_one_job_per_device_and_merge_to_the_one_process_result(wor
         assert len(m["gpus"]) == 1 and m["cuda_visible_devices"] == m["gpus"][0]
     merged = judge_meta(workflow, "demo", "demo-judge")
     assert merged["n_items"] == sum(m["n_items"] for m in metas) and all(m["n_items"] for m in metas)
-    one = workflow.write_config("one.yaml", **TWO, run="one", judge={"parallel": "device_map", "max_new_tokens": 8})
-    workflow.run(f"results/one/{judgments}", "--cores", "2", "--resources", "gpu=2", "--configfile", one)
-    assert judge_meta(workflow, "one", "demo-judge")["cuda_visible_devices"] == "98,99"
+    assert judge_meta(one, "demo", "demo-judge")["cuda_visible_devices"] == "98,99"
+    assert judge_meta(one, "demo", "demo-judge")["parallel"] == "device_map"
     pd.testing.assert_frame_equal(
-        pd.read_parquet(workflow.results() / judgments), pd.read_parquet(workflow.results("one") / judgments)
+        pd.read_parquet(workflow.results() / judgments), pd.read_parquet(one.results() / judgments)
     )
 
 
