@@ -36,14 +36,20 @@ def counts(workflow, cfg):
     return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
 
 
+def planned(proc) -> dict:
+    """The jobs a real run planned: the "Job stats" table it prints before running any (as a dry run would)."""
+    table = re.search(r"^Job stats:\n.*?^total\s+\d+$", proc.stdout + proc.stderr, re.M | re.S)
+    assert table, proc.stderr[-3000:]
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", table[0], re.M))
+
+
 @pytest.mark.workflow
 def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workflow):
     small_dataset(workflow)
     two = {"demo": {}, "terse": {"max_new_tokens": 2}}
     cfg = experiment(workflow, "exp", two, shards=1)
-    planned = counts(workflow, cfg)
-    assert planned["judge"] == "1" and planned["split"] == "2" and planned["generate"] == "4"
-    workflow.run("--cores", "2", "--configfile", cfg)
+    jobs = planned(workflow.run("--cores", "2", "--configfile", cfg))
+    assert jobs["judge"] == "1" and jobs["split"] == "2" and jobs["generate"] == "4"
     res = workflow.results("exp")
     s = json.loads((res / "report" / "summary.json").read_text())
     cells = {(r["generator"], r["dataset"]) for r in s["leaderboard"]}
@@ -74,9 +80,8 @@ def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workf
     # A third generator: only its answers are generated, and only its new judge prompts computed.
     three = {**two, "plain": {"use_chat_template": False}}
     cfg3 = experiment(workflow, "exp", three, shards=1)
-    planned = counts(workflow, cfg3)
-    assert planned["generate"] == "2" and planned["judge"] == "1" and "split" not in planned
-    workflow.run("--cores", "2", "--configfile", cfg3)
+    jobs = planned(workflow.run("--cores", "2", "--configfile", cfg3))
+    assert jobs["generate"] == "2" and jobs["judge"] == "1" and "split" not in jobs
     gens = {
         g: {
             d: pd.read_parquet(res / "generations" / g / f"{d}.parquet").set_index("id")["output"]
