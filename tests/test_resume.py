@@ -8,11 +8,12 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pandas as pd
 import psutil
 import pytest
-from conftest import clean_env
+from conftest import clean_env, new_workflow
 
 from genjudge.store.item_store import count_keys
 
@@ -90,44 +91,60 @@ def reference_run(workflow, cfg_kw, *targets):
     return workflow.results("ref")
 
 
-def test_generation_killed_halfway_resumes_from_its_checkpoint(workflow):
+# Slow enough generations and verdicts (batches of 2, 32 new tokens) to kill each job halfway.
+BIG_KW = {
+    "dataset": {"path": "big.jsonl"},
+    "shards": 1,
+    "generator": {"batch_size": 2, "max_new_tokens": 32},
+    "judge": {"batch_size": 2, "max_new_tokens": 32},
+}
+MERGED = "generations/demo-generator/big.parquet"  # what the generation job makes
+JUDGMENTS = "judgments/demo-judge.parquet"  # what the judge decides: the report is other tests'
+
+
+@pytest.fixture(scope="module")
+def generation_resumed(tmp_path_factory, built_models):
+    """A run whose generation job was SIGKILLed halfway and then resumed up to its merged generations
+    (what the generation test checks, kept as it was at each step), and the same config run
+    uninterrupted with a cache of its own up to its judgments (what both kill tests compare with)."""
+    workflow = new_workflow(tmp_path_factory.mktemp("big"), built_models)
     write_dataset(workflow.path / "big.jsonl", BIG)
-    kw = {
-        "dataset": {"path": "big.jsonl"},
-        "shards": 1,
-        "generator": {"batch_size": 2, "max_new_tokens": 32},
-        "judge": {"max_new_tokens": 4},
-    }
-    cfg = workflow.write_config(**kw)
+    cfg = workflow.write_config(**BIG_KW)
     store = workflow.path / "results/.cache/generations"
     proc = start(workflow, cfg)
     kill_job_when(proc, "generate.py", store, BIG // 2)
     out = proc.communicate(timeout=600)[0]
-    assert proc.returncode != 0, out[-2000:]
-    checkpointed = complete_lines(store)
-    assert BIG // 2 <= checkpointed < BIG
-    assert not (workflow.results() / "generations" / "demo-generator" / "big" / "0.parquet").exists()
+    killed = SimpleNamespace(
+        returncode=proc.returncode,
+        out=out,
+        checkpointed=complete_lines(store),
+        shard_written=(workflow.results() / "generations" / "demo-generator" / "big" / "0.parquet").exists(),
+    )
+    workflow.run("--cores", "2", f"results/demo/{MERGED}", "--configfile", cfg)
+    resumed = SimpleNamespace(meta=workflow.metas()[0], stored=complete_lines(store))
+    ref = reference_run(workflow, BIG_KW, f"results/ref/{JUDGMENTS}")
+    return SimpleNamespace(workflow=workflow, cfg=cfg, killed=killed, resumed=resumed, ref=ref)
 
-    merged = "generations/demo-generator/big.parquet"  # what the killed job made: the judge's are the next test's
-    workflow.run("--cores", "2", f"results/demo/{merged}", "--configfile", cfg)
-    meta = workflow.metas()[0]
+
+def test_generation_killed_halfway_resumes_from_its_checkpoint(generation_resumed):
+    run = generation_resumed
+    assert run.killed.returncode != 0, run.killed.out[-2000:]
+    checkpointed = run.killed.checkpointed
+    assert BIG // 2 <= checkpointed < BIG
+    assert not run.killed.shard_written
+
+    meta = run.resumed.meta
     assert meta["resumed_items"] == checkpointed
     assert meta["computed_items"] == BIG - checkpointed
-    assert complete_lines(store) == BIG  # nothing done twice
+    assert run.resumed.stored == BIG  # nothing done twice
 
-    ref = reference_run(workflow, kw, f"results/ref/{merged}")
-    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / merged), pd.read_parquet(ref / merged))
+    merged = run.workflow.results() / MERGED
+    pd.testing.assert_frame_equal(pd.read_parquet(merged), pd.read_parquet(run.ref / MERGED))
 
 
-def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
-    write_dataset(workflow.path / "big.jsonl", BIG)
-    kw = {
-        "dataset": {"path": "big.jsonl"},
-        "shards": 1,
-        "generator": {"max_new_tokens": 4},
-        "judge": {"batch_size": 2, "max_new_tokens": 32},
-    }
-    cfg = workflow.write_config(**kw)
+def test_judge_killed_halfway_resumes_from_its_checkpoint(generation_resumed, tmp_path):
+    workflow = generation_resumed.workflow.copy(tmp_path)  # its generations done: the judge is the next job
+    cfg = workflow.path / "config" / generation_resumed.cfg.name
     store = kill_judge_halfway(workflow, cfg)
     checkpointed = complete_lines(store)
     assert BIG // 2 <= checkpointed < BIG
@@ -135,33 +152,45 @@ def test_judge_killed_halfway_resumes_from_its_checkpoint(workflow):
     plan = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M))
     assert "generate" not in jobs and jobs["judge"] == "1"
-    judgments = "judgments/demo-judge.parquet"  # what the judge decides: the report is other tests'
-    workflow.run("--cores", "2", f"results/demo/{judgments}", "--configfile", cfg)
+    workflow.run("--cores", "2", f"results/demo/{JUDGMENTS}", "--configfile", cfg)
     meta = json.loads((workflow.results() / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert meta["resumed_items"] == checkpointed and meta["computed_items"] == BIG - checkpointed
-    ref = reference_run(workflow, kw, f"results/ref/{judgments}")
-    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / judgments), pd.read_parquet(ref / judgments))
+    ref = workflow.results("ref")
+    pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / JUDGMENTS), pd.read_parquet(ref / JUDGMENTS))
 
 
-def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerate_all(workflow):
-    fast = {"generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4}}
-    cfg2 = workflow.write_config("two.yaml", shards=2, **fast)
+FAST = {"shards": 1, "generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4}}
+
+
+@pytest.fixture(scope="module")
+def run_a(tmp_path_factory, built_models):
+    """One finished run `a` (one shard, short answers and verdicts) computed from nothing, in a cache of its
+    own (results/.cache-a); tests that run more start from a copy."""
+    workflow = new_workflow(tmp_path_factory.mktemp("a"), built_models)
+    cfg = workflow.write_config("a.yaml", run="a", cache_dir="results/.cache-a", **FAST)
+    workflow.run("--cores", "2", "--configfile", cfg)
+    return workflow
+
+
+def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerate_all(run_a, tmp_path):
+    workflow = run_a.copy(tmp_path)
+    first = pd.read_parquet(workflow.results("a") / "generations" / "demo-generator" / "questions.parquet")
+    assert sum(m["computed_items"] for m in workflow.metas("a")) == 44
+
+    # The same run in two shards instead of one, on the same cache.
+    cache = {"cache_dir": "results/.cache-a"}
+    cfg2 = workflow.write_config("two.yaml", **{**FAST, **cache, "run": "two", "shards": 2})
     workflow.run("--cores", "2", "--configfile", cfg2)
-    first = pd.read_parquet(workflow.results() / "generations" / "demo-generator" / "questions.parquet")
-    assert sum(m["computed_items"] for m in workflow.metas()) == 44
-
-    cfg3 = workflow.write_config("three.yaml", run="three", shards=3, **fast)
-    workflow.run("--cores", "2", "--configfile", cfg3)
-    metas = workflow.metas("three")
-    assert len(metas) == 3
+    metas = workflow.metas("two")
+    assert len(metas) == 2
     assert sum(m["computed_items"] for m in metas) == 0 and sum(m["resumed_items"] for m in metas) == 44
-    judge = json.loads((workflow.results("three") / "judge" / "demo-judge" / "raw.meta.json").read_text())
+    judge = json.loads((workflow.results("two") / "judge" / "demo-judge" / "raw.meta.json").read_text())
     assert judge["computed_items"] == 0
-    second = pd.read_parquet(workflow.results("three") / "generations" / "demo-generator" / "questions.parquet")
+    second = pd.read_parquet(workflow.results("two") / "generations" / "demo-generator" / "questions.parquet")
     assert first.drop(columns="shard").equals(second.drop(columns="shard"))
 
     cfg_new = workflow.write_config(
-        "longer.yaml", run="longer", shards=1, generator={"max_new_tokens": 9}, judge={"max_new_tokens": 4}
+        "longer.yaml", **cache, run="longer", shards=1, generator={"max_new_tokens": 9}, judge={"max_new_tokens": 4}
     )
     merged = "results/longer/generations/demo-generator/questions.parquet"
     workflow.run("--cores", "2", merged, "--configfile", cfg_new)
@@ -204,11 +233,10 @@ def test_one_failing_shard_does_not_stop_the_others_and_a_rerun_runs_only_it(wor
     assert (workflow.results() / "report" / "summary.json").exists()
 
 
-def test_greedy_runs_are_byte_identical_and_provenance_is_recorded(workflow):
-    fast = {"shards": 1, "generator": {"max_new_tokens": 8}, "judge": {"max_new_tokens": 4}}
-    for run in ("a", "b"):
-        cfg = workflow.write_config(f"{run}.yaml", run=run, cache_dir=f"results/.cache-{run}", **fast)
-        workflow.run("--cores", "2", "--configfile", cfg)
+def test_greedy_runs_are_byte_identical_and_provenance_is_recorded(run_a, tmp_path):
+    workflow = run_a.copy(tmp_path)
+    cfg = workflow.write_config("b.yaml", run="b", cache_dir="results/.cache-b", **FAST)
+    workflow.run("--cores", "2", "--configfile", cfg)  # the same config, computed again from nothing
     for name in (
         "generations/demo-generator/questions.parquet",
         "judge/demo-judge/raw.parquet",
