@@ -5,6 +5,7 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import new_workflow
 from test_judge_parallel import TWO
 from test_resume import complete_lines, kill_job_when, start, write_dataset
 
@@ -26,11 +27,20 @@ def summary(workflow, run):
     return json.loads((workflow.results(run) / "report" / "summary.json").read_text())
 
 
-def test_the_demo_on_vllm_gives_the_transformers_engines_answers_and_verdicts(workflow):
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory, built_models):
+    """The demo on one shard, run once on the transformers engine (run hf) and once on vLLM (run vl):
+    the demo test compares them; the two-device test judges run vl's generations again in a copy."""
+    workflow = new_workflow(tmp_path_factory.mktemp("demo"), built_models)
     hf = workflow.write_config("hf.yaml", run="hf", shards=1, generator=FP32, judge=FP32)
     vl = workflow.write_config("vl.yaml", run="vl", shards=1, generator=VLLM, judge=VLLM)
     workflow.run("--cores", "2", "--configfile", hf)
     workflow.run("--cores", "2", "--configfile", vl)
+    return workflow
+
+
+def test_the_demo_on_vllm_gives_the_transformers_engines_answers_and_verdicts(demo_runs):
+    workflow, vl = demo_runs, demo_runs.path / "config" / "vl.yaml"
     cols = ["id", "prompt_sent", "output", "n_prompt_tokens", "n_generated_tokens", "finish_reason"]
     pd.testing.assert_frame_equal(generations(workflow, "vl")[cols], generations(workflow, "hf")[cols])
     assert raw(workflow, "vl")["judge_output"].tolist() == raw(workflow, "hf")["judge_output"].tolist()
@@ -83,20 +93,22 @@ def test_sampled_vllm_answers_are_the_same_over_two_shards_and_after_a_kill(work
     )
 
 
-def test_a_vllm_judge_over_two_leased_devices_gives_the_verdicts_of_one(workflow):
-    judge = {**VLLM, "parallel": "tensor", "max_new_tokens": 8}
-    two = workflow.write_config("two.yaml", **{**TWO, "run": "two", "judge": judge})
-    # A cache of its own: the layout is not in the item keys, so the shared cache would answer everything.
-    one = workflow.write_config(
-        "one.yaml", **{**TWO, "run": "one", "judge": {**judge, "gpus": 1}, "cache_dir": "results/c1"}
-    )
-    for run, cfg in (("two", two), ("one", one)):  # up to the judge's verdicts: the report is other tests'
-        workflow.run("--cores", "2", f"results/{run}/judge/demo-judge/raw.parquet", "--configfile", cfg)
+def test_a_vllm_judge_over_two_leased_devices_gives_the_verdicts_of_one(demo_runs, tmp_path):
+    # One: run vl's judge, one vLLM engine (no leased device). Two: a copy judges run vl's generations again
+    # over TWO's two leased devices. A cache of its own: the layout is not in the item keys, so the
+    # shared cache would answer everything; nor is it among the judge's rerun params, hence --forcerun.
+    workflow = demo_runs.copy(tmp_path)
+    judge = {**VLLM, "parallel": "tensor"}
+    leased = {"gpu_inventory": TWO["gpu_inventory"], "resources": TWO["resources"], "cache_dir": "results/c2"}
+    two = workflow.write_config("two.yaml", run="vl", shards=1, generator=VLLM, judge=judge, **leased)
+    target = "results/vl/judge/demo-judge/raw.parquet"  # up to the judge's verdicts: the report is the demo test's
+    workflow.run("--cores", "2", target, "--forcerun", "judge", "--configfile", two)
     metas = {
-        run: json.loads((workflow.results(run) / "judge" / "demo-judge" / "raw.meta.json").read_text())
-        for run in ("one", "two")
+        run: json.loads((wf.results("vl") / "judge" / "demo-judge" / "raw.meta.json").read_text())
+        for run, wf in (("one", demo_runs), ("two", workflow))
     }
     assert metas["two"]["engine_settings"]["tensor_parallel_size"] == 2 and metas["two"]["parallel"] == "tensor"
     assert metas["two"]["cuda_visible_devices"] == "98,99"
+    assert metas["two"]["computed_items"] == metas["one"]["computed_items"] == 44  # every verdict its own
     assert metas["one"]["engine_settings"]["tensor_parallel_size"] == 1
-    assert raw(workflow, "two")["judge_output"].tolist() == raw(workflow, "one")["judge_output"].tolist()
+    assert raw(workflow, "vl")["judge_output"].tolist() == raw(demo_runs, "vl")["judge_output"].tolist()
