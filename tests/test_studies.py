@@ -29,9 +29,11 @@ def write_dataset(path, questions, long=False):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def counts(workflow, cfg):
-    out = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
-    return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+def counts(proc) -> dict:
+    """The jobs a run planned: its "Job stats" table (printed before any job runs, or in a dry run)."""
+    table = re.search(r"^Job stats:\n.*?^total\s+\d+$", proc.stdout + proc.stderr, re.M | re.S)
+    assert table, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", table[0], re.M))
 
 
 def raw_cells(res, judge) -> dict:
@@ -111,11 +113,10 @@ def test_each_judge_grades_its_cells_and_a_failed_cell_is_reported_then_rerun_al
     assert "FAILED short/b (judge score, generate): InputError: " in printed
 
     # The same command again reruns the failed shard and what reads it, nothing else.
-    again = counts(workflow, cfg)
+    dry = workflow.run("-n", "--configfile", cfg)
+    again = counts(dry)
     assert again["generate"] == "1" and again["merge"] == "1" and again["judge"] == "1", again
-    reason = re.search(
-        r"rule generate:\n(?:\s+\w+: .*\n)*?\s+reason: (.*)", workflow.run("-n", "--configfile", cfg).stdout
-    )
+    reason = re.search(r"rule generate:\n(?:\s+\w+: .*\n)*?\s+reason: (.*)", dry.stdout)
     assert reason[1].endswith("now: 'failed_attempts=1' "), reason[1]  # one line: the setting that changed
 
     # Fixed (the long question left out): only the failed cell's answers and judgments are computed.
