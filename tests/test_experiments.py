@@ -2,9 +2,12 @@
 
 import json
 import re
+import shutil
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from conftest import new_workflow
 from judges import constant_judge
 
 from genjudge import config as wfconfig
@@ -43,14 +46,34 @@ def planned(proc) -> dict:
     return dict(re.findall(r"^(\w+)\s+(\d+)$", table[0], re.M))
 
 
-@pytest.mark.workflow
-def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workflow):
+TWO = {"demo": {}, "terse": {"max_new_tokens": 2}}
+THREE = {**TWO, "plain": {"use_chat_template": False}}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, built_models):
+    """Two generators on two datasets, one judge; then the same with a third generator. The first run's
+    results are kept as they were (`first`); the workflow holds the second's, for tests that build on it."""
+    root = tmp_path_factory.mktemp("study")
+    workflow = new_workflow(root, built_models)
     small_dataset(workflow)
-    two = {"demo": {}, "terse": {"max_new_tokens": 2}}
-    cfg = experiment(workflow, "exp", two, shards=1)
-    jobs = planned(workflow.run("--cores", "2", "--configfile", cfg))
+    cfg = experiment(workflow, "exp", TWO, shards=1)
+    first_jobs = planned(workflow.run("--cores", "2", "--configfile", cfg))
+    shutil.copytree(workflow.results("exp"), root / "first", symlinks=True)
+    cfg3 = experiment(workflow, "exp", THREE, shards=1)
+    third_jobs = planned(workflow.run("--cores", "2", "--configfile", cfg3))
+    return SimpleNamespace(workflow=workflow, first=root / "first", first_jobs=first_jobs, third_jobs=third_jobs)
+
+
+def generation_metas(res) -> list[dict]:
+    return [json.loads(p.read_text()) for p in (res / "generations").glob("*/*/*.meta.json")]
+
+
+@pytest.mark.workflow
+def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(study):
+    jobs = study.first_jobs
     assert jobs["judge"] == "1" and jobs["split"] == "2" and jobs["generate"] == "4"
-    res = workflow.results("exp")
+    res = study.first  # the first run's results, as it left them
     s = json.loads((res / "report" / "summary.json").read_text())
     cells = {(r["generator"], r["dataset"]) for r in s["leaderboard"]}
     assert cells == {("demo", "questions"), ("terse", "questions"), ("demo", "small"), ("terse", "small")}
@@ -71,23 +94,23 @@ def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workf
     assert "## Leaderboard" in md and "| terse | small | demo-judge |" in md
     # A first run resumes nothing: `small` repeats questions of `questions`, so its identical requests are
     # shared with the first one asked in this run (generation and judge alike), never "resumed".
-    gen_metas = workflow.metas("exp")
+    gen_metas = generation_metas(res)
+    assert len(gen_metas) == 4
     assert all(m["resumed_items"] == 0 for m in gen_metas) and sum(m["shared_items"] for m in gen_metas) > 0
     assert meta["resumed_items"] == 0 and all(c["resumed"] == 0 for c in meta["cells"].values())
     assert sum(c["shared"] for c in meta["cells"].values()) > 0
     assert all(c["shared"] + c["computed"] <= c["requests"] for c in meta["cells"].values())
     assert "| from an earlier run | shared in this run | computed |" in md
     # A third generator: only its answers are generated, and only its new judge prompts computed.
-    three = {**two, "plain": {"use_chat_template": False}}
-    cfg3 = experiment(workflow, "exp", three, shards=1)
-    jobs = planned(workflow.run("--cores", "2", "--configfile", cfg3))
+    jobs = study.third_jobs
     assert jobs["generate"] == "2" and jobs["judge"] == "1" and "split" not in jobs
+    res = study.workflow.results("exp")
     gens = {
         g: {
             d: pd.read_parquet(res / "generations" / g / f"{d}.parquet").set_index("id")["output"]
             for d in ("questions", "small")
         }
-        for g in three
+        for g in THREE
     }
     # A judge prompt is the question, reference and answer: `small` repeats questions of `questions`,
     # so an answer given to the same question in both is one judge call.
@@ -110,13 +133,15 @@ def test_two_generators_two_datasets_one_judge_load_then_a_third_generator(workf
 
 
 @pytest.mark.workflow
-def test_pairwise_all_judges_every_pair_in_both_orders_in_one_load(workflow):
-    small_dataset(workflow)
+def test_pairwise_all_judges_every_pair_in_both_orders_in_one_load(study, tmp_path):
+    # The study's three generators on `small`, now graded by a pairwise judge alone: their answers are
+    # the study's, so only the judge and what reads it run.
+    workflow = study.workflow.copy(tmp_path)
     constant_judge(workflow.path / "models" / "first-judge", "pairwise", "VERDICT: A")
     cfg = experiment(
         workflow,
-        "pall",
-        {"demo": {}, "terse": {"max_new_tokens": 2}, "plain": {"use_chat_template": False}},
+        "exp",
+        THREE,
         judge={
             "model": "models/first-judge",
             "mode": "pairwise",
@@ -126,8 +151,9 @@ def test_pairwise_all_judges_every_pair_in_both_orders_in_one_load(workflow):
         },
         datasets={"small": {"path": "small.jsonl", "shards": 1}},
     )
-    workflow.run("--cores", "2", "--configfile", cfg)
-    res = workflow.results("pall")
+    jobs = planned(workflow.run("--cores", "2", "--configfile", cfg))
+    assert jobs["judge"] == "1" and not {"split", "generate", "merge"} & set(jobs), jobs
+    res = workflow.results("exp")
     raw = pd.read_parquet(res / "judge" / "first-judge" / "raw.parquet")
     pairs = raw.groupby(["generator", "opponent"]).size().to_dict()
     # Every unordered pair once (in the order the generators are listed; the test config lists them sorted).
