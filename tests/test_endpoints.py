@@ -83,8 +83,8 @@ def study(wf, name, gen_proxy, judge_proxy, *, judge_endpoint=None, gen_endpoint
     return wf.write_config(f"{name}.yaml", **cfg)
 
 
-def run(wf, cfg, key=KEY, check=True, extra=()):
-    return wf.run("--cores", "2", "--configfile", cfg, *extra, env=clean_env(GENJUDGE_TEST_KEY=key), check=check)
+def run(wf, cfg, key=KEY, check=True, extra=(), **env):
+    return wf.run("--cores", "2", "--configfile", cfg, *extra, env=clean_env(GENJUDGE_TEST_KEY=key, **env), check=check)
 
 
 def raw(wf, name, judge):
@@ -96,13 +96,18 @@ def meta(wf, name, judge):
 
 
 @pytest.fixture(scope="module")
-def clean(wf, servers):
-    """The study through proxies that inject nothing and accept only the key."""
+def clean(wf, servers, tmp_path_factory):
+    """The study through proxies that inject nothing and accept only the key, run with torch and
+    transformers unimportable (test_endpoint_jobs_import_no_torch reads its output)."""
+    blocked = tmp_path_factory.mktemp("blocked")
+    for name in ("torch", "transformers"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is blocked in this test')\n")
     gen, judge = servers
     proxies = FaultProxy(gen.url, key=KEY), FaultProxy(judge.url, key=KEY)
     cfg = study(wf, "clean", *proxies)
-    run(wf, cfg)
-    yield cfg, proxies
+    out = run(wf, cfg, PYTHONPATH=str(blocked))
+    yield cfg, proxies, out
     for p in proxies:
         p.stop()
 
@@ -197,7 +202,7 @@ def test_greedy_answers_and_verdicts_equal_the_in_process_vllm_engines(tmp_path,
 
 
 def test_an_endpoint_study_runs_without_gpus_and_records_what_it_sent(wf, clean):
-    cfg, (gen_proxy, judge_proxy) = clean
+    cfg, (gen_proxy, judge_proxy), _ = clean
     for judge_name in ("written", "logprob"):
         judged = pd.read_parquet(wf.results("clean") / "judgments" / f"{judge_name}.parquet")
         assert len(judged) == N and judged["verdict"].notna().all(), judge_name
@@ -237,25 +242,15 @@ def test_an_endpoint_study_runs_without_gpus_and_records_what_it_sent(wf, clean)
     assert "generate" in moved.stdout and "Nothing to be done" not in moved.stdout
 
 
-def test_endpoint_jobs_import_no_torch(wf, servers, tmp_path):
-    """The whole study, model jobs included, runs with torch and transformers unimportable."""
-    blocked = tmp_path / "blocked"
-    for name in ("torch", "transformers"):
-        (blocked / name).mkdir(parents=True)
-        (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is blocked in this test')\n")
-    gen, judge = servers
-    cfg = wf.write_config(
-        "notorch.yaml",
-        run="notorch",
-        shards=1,
-        cache_dir="results/.cache-notorch",
-        generator={"model": GENERATOR, **endpoint(gen)},
-        judge={"model": JUDGE, **endpoint(judge)},
-    )
-    env = clean_env(PYTHONPATH=str(blocked))
-    out = wf.run("--cores", "2", "--configfile", cfg, env=env)
+def test_endpoint_jobs_import_no_torch(wf, clean):
+    """The whole study, model jobs included, runs with torch and transformers unimportable: the clean
+    run (both judges, the generator, the model-free jobs) ran with PYTHONPATH holding packages of those
+    names that raise on import."""
+    *_, out = clean
     assert "is blocked" not in out.stderr
-    assert meta(wf, "notorch", "demo-judge")["endpoint"]["completed"] == N
+    for judge_name in ("written", "logprob"):
+        assert meta(wf, "clean", judge_name)["endpoint"]["completed"] == N, judge_name
+    assert (wf.results("clean") / "report" / "summary.json").exists()
 
 
 # --- faults, kills, budgets, secrets ----------------------------------------------------------------
@@ -316,7 +311,7 @@ def ids_of(records: dict) -> set:
 
 def test_a_killed_run_resends_only_what_it_had_not_stored(wf, servers, clean):
     gen, judge = servers
-    _, (gen_clean, _) = clean
+    _, (gen_clean, _), _ = clean
     jp = FaultProxy(judge.url, delay=0.3, spare=probe_request)
     try:
         cfg = wf.write_config(
@@ -412,7 +407,7 @@ def test_a_budget_stops_a_run_part_way_and_a_larger_one_finishes_it_without_repe
 
 
 def test_the_key_reaches_no_file_of_a_run_nor_an_error(wf, servers, clean, tmp_path):
-    cfg, _ = clean
+    cfg, *_ = clean
     wf.run("--report", "endpoint-report.zip", "--configfile", cfg, env=clean_env(GENJUDGE_TEST_KEY=KEY))
     hits = []
     for root in ("results", "logs", ".snakemake"):
