@@ -14,9 +14,11 @@ pytestmark = pytest.mark.workflow
 LABELS = "config/demo/labels.jsonl"
 
 
-def plan(workflow, cfg):
-    out = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
-    return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+def planned(proc) -> dict:
+    """The jobs a real run planned: the "Job stats" table it prints before running any (as a dry run would)."""
+    table = re.search(r"^Job stats:\n.*?^total\s+\d+$", proc.stdout + proc.stderr, re.M | re.S)
+    assert table, proc.stderr[-3000:]
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", table[0], re.M))
 
 
 def labels_file(workflow, name, drop: int, unknown: bool):
@@ -73,8 +75,7 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
 
     # 4 of the 44 ids (9%) unlabelled: it runs, over the 40 labelled.
     cfg = panel_config(workflow, labels_file(workflow, "labels.jsonl", drop=4, unknown=False))
-    assert plan(workflow, cfg)["judge"] == "3"  # one job per judge
-    workflow.run("--cores", "2", "--configfile", cfg)
+    assert planned(workflow.run("--cores", "2", "--configfile", cfg))["judge"] == "3"  # one job per judge
     res = workflow.results("panel")
     s = json.loads((res / "report" / "summary.json").read_text())
     v = s["validity"]
@@ -119,9 +120,9 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
     # panel decides by strict majority of the two parsed votes, never counting the unparsed one.
     before = judge_files(workflow)
     never = panel_config(workflow, "labels.jsonl", lenient_pattern="NEVER-(X)")
-    assert plan(workflow, never) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
     # A judge that parses nothing fails its cell (exit status 1); the report and the panel go on without it.
     failed = workflow.run("--cores", "2", "--configfile", never, check=False)
+    assert planned(failed) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
     assert failed.returncode == 1 and "1 cell(s) failed and were not judged" in failed.stderr
     assert judge_files(workflow) == before
     s = json.loads((res / "report" / "summary.json").read_text())
@@ -142,8 +143,9 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
 
     # The panel rule changed: only the report runs again; no judge job, no parsing.
     unanimous = panel_config(workflow, "labels.jsonl", lenient_pattern="NEVER-(X)", rule="unanimous")
-    assert plan(workflow, unanimous) == {"report": "1", "all": "1", "total": "2"}
-    assert workflow.run("--cores", "2", "--configfile", unanimous, check=False).returncode == 1  # lenient still
+    again = workflow.run("--cores", "2", "--configfile", unanimous, check=False)
+    assert planned(again) == {"report": "1", "all": "1", "total": "2"}
+    assert again.returncode == 1  # lenient still
     assert judge_files(workflow) == before
     s = json.loads((res / "report" / "summary.json").read_text())
     trio = s["validity"]["panels"]["trio"]
