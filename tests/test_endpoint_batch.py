@@ -193,11 +193,14 @@ def test_a_killed_batch_job_polls_its_batches_again_and_never_resubmits(wf, judg
     """Two batched judges killed at once: one while its batch runs (its id recorded), one before the
     provider's answer to its submission arrived (its batch exists, its id was never recorded: found
     again among the provider's batches by its uploaded file). The second's provider leaves the lines
-    its window did not reach out of both result files, as some providers do: they go into a new file."""
+    its window did not reach out of both result files, as some providers do: they go into a new file.
+    They judge a copy of the study's run (its generations made: only the judge jobs run), with the
+    study's direct judge to compare with."""
+    wf = wf.copy(tmp_path)
     held = BatchStandIn(judge_server.url, hold=True, seed=5)
     unseen = BatchStandIn(judge_server.url, hold=True, hold_create=True, expire=0.2, expired_lines="missing", seed=6)
     try:
-        cfg = config(wf, "killed", {"held": batched(held), "unseen": batched(unseen)})
+        cfg = config(wf, "batch", {"held": batched(held), "unseen": batched(unseen)})
         proc = start(wf, cfg, tmp_path / "first.log")
         try:
             # Polled once: the job holds the batch's id. Created: the job waits for the answer.
@@ -235,9 +238,9 @@ def test_a_killed_batch_job_polls_its_batches_again_and_never_resubmits(wf, judg
     # One upload and one batch in all: the rerun polled the batch and submitted nothing.
     assert held.uploads == 1 and held.creations == 1
     assert len(held.batched_lines) == N and set(held.batched_lines.values()) == {1}
-    e = meta(wf, "killed", "held")["endpoint"]
+    e = meta(wf, "batch", "held")["endpoint"]
     assert e["batches"] == [held_id] and e["requests"] == 0 and e["completed"] == N and e["retries"] == {}
-    assert raw(wf, "killed", "held")["judge_output"].tolist() == direct
+    assert raw(wf, "batch", "held")["judge_output"].tolist() == direct
     # The adopted batch was polled, not resubmitted: the second file holds only the lines it left undone.
     assert unseen.listed >= 1 and unseen.expired
     assert unseen.status(unseen_id) == "expired"
@@ -246,10 +249,10 @@ def test_a_killed_batch_job_polls_its_batches_again_and_never_resubmits(wf, judg
     assert first == unseen_id and set(unseen.lines_of[second]) == unseen.expired
     assert len(unseen.batched_lines) == N
     assert all(n == (2 if c in unseen.expired else 1) for c, n in unseen.batched_lines.items())
-    e = meta(wf, "killed", "unseen")["endpoint"]
+    e = meta(wf, "batch", "unseen")["endpoint"]
     assert e["batches"] == [unseen_id, second] and e["completed"] == N
     assert e["requests"] == len(unseen.expired) and e["retries"] == {"expired": len(unseen.expired)}
-    assert raw(wf, "killed", "unseen")["judge_output"].tolist() == direct
+    assert raw(wf, "batch", "unseen")["judge_output"].tolist() == direct
     counts, _ = stored(wf)
     assert all(counts[k] == 1 for k in {*held.batched_lines, *unseen.batched_lines})
 
