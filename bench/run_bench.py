@@ -277,15 +277,16 @@ def main() -> int:
     results = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     # The tiny demo generator (the target's setting), then the 4-layer "small" model for contrast.
     demo = str(ROOT / "models" / "demo-generator")
-    results["generation"] = bench_generation(demo, 8 if q else 64, 4 if q else 32, 64, reps)
+    results["generation"] = bench_generation(demo, 4 if q else 64, 4 if q else 32, 64, reps)
     with tempfile.TemporaryDirectory() as tmp:  # --quick builds a tiny one instead, and not to keep
         model = ensure_model(Path(tmp) / "tiny", "tiny") if q else ensure_model(ROOT / "bench/.models/small", "small")
-        results["generation_small_model"] = bench_generation(model, 8 if q else 64, 4 if q else 32, 64, reps)
+        results["generation_small_model"] = bench_generation(model, 4 if q else 64, 4 if q else 32, 64, reps)
     # The trained demo judge on its own template: it writes a real verdict, then stops.
-    results["judge"] = bench_judge(str(ROOT / "models" / "demo-judge"), 16 if q else 512, 16, 16, reps)
+    judge = str(ROOT / "models" / "demo-judge")
+    results["judge"] = bench_judge(judge, 4 if q else 512, 16, 16, reps)
     # Not ratios: each against its own target, the median of 3 (a busy moment reads as a miss otherwise).
     results["planning"] = bench_planning([10] if q else [1000, 10000], 1 if q else 3)
-    results["pipeline"] = bench_pipeline(400 if q else 100_000, 4 if q else 100, 1 if q else 3)
+    results["pipeline"] = bench_pipeline(40 if q else 100_000, 4 if q else 100, 1 if q else 3)
     out = Path(args.out) if args.out else None if q else ROOT / "bench" / "results.json"
     if out:
         out.write_text(json.dumps(results, indent=2) + "\n")
