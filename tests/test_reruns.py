@@ -11,9 +11,11 @@ from conftest import clean_env
 pytestmark = pytest.mark.workflow
 
 
-def counts(workflow, cfg, env=None):
-    out = workflow.run("-n", "--configfile", cfg, "--quiet", "rules", env=env).stdout
-    return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+def planned(proc) -> dict:
+    """The jobs a dry run planned: its "Job stats" table."""
+    table = re.search(r"^Job stats:\n.*?^total\s+\d+$", proc.stdout + proc.stderr, re.M | re.S)
+    assert table, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", table[0], re.M))
 
 
 def pad_weights(weights, mib=65):
@@ -61,10 +63,11 @@ def test_gpu_list_does_not_rerun_and_changed_weights_do(workflow):
     assert len([p for p in (workflow.path / "results" / ".cache" / "file-digests").rglob("*") if p.is_symlink()]) == 1
     # One byte overwritten in the middle of the weights, same size and mtime: every job that used them runs again.
     flip_middle_byte(weights)
-    planned = counts(workflow, cfg)
-    assert planned["generate"] == "2" and planned["judge"] == "1"
+    dry = workflow.run("-n", "--configfile", cfg)
+    jobs = planned(dry)
+    assert jobs["generate"] == "2" and jobs["judge"] == "1"
     # Each job's reason is one line naming the setting that changed, not its whole parameter dictionary.
-    dry = workflow.run("-n", "--configfile", cfg).stdout
+    dry = dry.stdout
     reasons = re.findall(r"^rule generate:\n(?:\s+\w+: .*\n)*?\s+reason: (.*)$", dry, re.M)
     assert len(reasons) == 2, dry[-3000:]
     for reason in reasons:
