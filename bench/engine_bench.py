@@ -11,7 +11,7 @@ engine's one-time kernel set-up out of the repeats); the repeats time the genera
 Also checked: both engines give the same text for every prompt (fp32 greedy).
 
     python bench/engine_bench.py            # 512 prompts x 64 tokens, 5 repeats (minutes)
-    python bench/engine_bench.py --quick    # 16 prompts x 8 tokens on the demo model, 1 repeat
+    python bench/engine_bench.py --quick    # 4 prompts x 4 tokens on the demo model, 1 repeat
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default=str(ROOT / "bench" / "engine_results.json"))
     args = ap.parse_args(argv)
     if args.quick:
-        args.prompts, args.new_tokens, args.repeats = 16, 8, 1
+        args.prompts, args.new_tokens, args.repeats = 4, 4, 1
     elif args.repeats < MIN_REPEATS:
         ap.error(f"--repeats {args.repeats}: a ratio is the median of at least {MIN_REPEATS} repeats")
     import torch
@@ -149,7 +149,7 @@ def main(argv=None) -> dict:
         shard = work / "0.jsonl"
         write_items(shard, args.prompts)
         warm = work / "warm.jsonl"  # each engine's first batch pays one-time kernel set-up: not timed
-        write_items(warm, 16, seed=1)
+        write_items(warm, 4 if args.quick else 16, seed=1)
         for engine in ("transformers", "vllm"):
             r = generate(engine, model, warm, args.new_tokens, args.batch_size, work, -1)
             first[engine] = {"load": r["load"]}
