@@ -413,7 +413,7 @@ def main(argv=None) -> int:
         r["fraction_of_bound_batch1"] = round(bound / r["ms_per_step"][1], 3) if bound else None
     print("gpu-check: one-shard workflow run ...", flush=True)
     res["workflow"] = bench_workflow(
-        gpu_bench.build_model(size, dtype), 16 if smoke else WORKFLOW_PROMPTS, 8 if smoke else WORKFLOW_NEW_TOKENS, gpu
+        gpu_bench.build_model(size, dtype), 4 if smoke else WORKFLOW_PROMPTS, 4 if smoke else WORKFLOW_NEW_TOKENS, gpu
     )
     md = markdown(res)
     print(md)
