@@ -229,17 +229,24 @@ def test_an_endpoint_study_runs_without_gpus_and_records_what_it_sent(wf, clean)
     # Nothing to do on a second run: the endpoint is part of the rerun params, the key is not.
     dry = wf.run("-n", "--configfile", cfg, env=clean_env(GENJUDGE_TEST_KEY="another-key"))
     assert "Nothing to be done" in dry.stdout
-    # With GPUs to lease, the endpoint jobs still ask none: `--resources gpu=N` never holds them back.
-    forced = wf.run("-n", "-F", "--configfile", cfg, "--config", "gpu_inventory=[0,1]").stdout
-    for rule in ("generate", "judge"):
-        block = forced[forced.index(f"rule {rule}:") :]
-        resources = re.search(r"resources: (.*)", block).group(1)
-        assert "gpu=0" in resources and "mem_mb=4000" in resources and "runtime=240" in resources, resources
-    # The endpoint's URL is part of each result's key: another URL reruns the endpoint jobs.
+    # The endpoint's URL is part of each result's key: another URL reruns the endpoint jobs (that alone:
+    # the GPU inventory given with it is no rerun param).
     moved = wf.run(
-        "-n", "--configfile", cfg, "--config", 'generator={"endpoint": {"base_url": "http://127.0.0.1:9/v1"}}'
+        "-n",
+        "--configfile",
+        cfg,
+        "--config",
+        'generator={"endpoint": {"base_url": "http://127.0.0.1:9/v1"}}',
+        "gpu_inventory=[0,1]",
     )
     assert "generate" in moved.stdout and "Nothing to be done" not in moved.stdout
+    reason = re.search(r"^rule generate:\n(?:\s+\w+: .*\n)*?\s+reason: (.*)$", moved.stdout, re.M).group(1)
+    assert "http://127.0.0.1:9/v1" in reason and "gpu" not in reason, reason
+    # With GPUs to lease, the endpoint jobs still ask none: `--resources gpu=N` never holds them back.
+    for rule in ("generate", "judge"):
+        block = moved.stdout[moved.stdout.index(f"rule {rule}:") :]
+        resources = re.search(r"resources: (.*)", block).group(1)
+        assert "gpu=0" in resources and "mem_mb=4000" in resources and "runtime=240" in resources, resources
 
 
 def test_endpoint_jobs_import_no_torch(wf, clean):
