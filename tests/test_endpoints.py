@@ -592,7 +592,7 @@ def test_sampled_answers_through_the_endpoint_are_seeded_per_sample(tmp_path, se
         model=GENERATOR,
         max_new_tokens=12,
         do_sample=True,
-        temperature=1.3,
+        temperature=2.0,
         n_samples=2,
         seed=7,
         **endpoint(gen),
@@ -601,8 +601,12 @@ def test_sampled_answers_through_the_endpoint_are_seeded_per_sample(tmp_path, se
     b, _ = generate_shard(tmp_path, spec, "b", "sb")
     assert meta.endpoint["probe"]["served_model"] == GENERATOR
     pd.testing.assert_series_equal(a["output"], b["output"])
+    # The samples of an item are not one text. Temperature 2 (the API's highest): at 1.3 the demo model
+    # drew one text for most items, and how many follow the seeds, which follow each request's key, the
+    # server's URL (a new port each run) among it: 9 of 44 in one run. At 2, 41 of 44; a seed shared by
+    # an item's samples would give none.
     per_item = a[a["turn"] == 1].groupby("id")["output"].nunique()
-    assert (per_item > 1).sum() >= 10  # the samples of an item are not one text
+    assert (per_item > 1).sum() >= 22, per_item.to_dict()
     assert a["key"].nunique() == len(a)  # each sample its own key
 
 
