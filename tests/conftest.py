@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,6 +55,14 @@ def pytest_collection_modifyitems(config, items):
         module = item.nodeid.split("::")[0]
         weight[module] = min(weight.get(module, 2), w)
     items.sort(key=lambda item: weight[item.nodeid.split("::")[0]])
+
+
+def planned_jobs(proc: subprocess.CompletedProcess) -> dict:
+    """The jobs a snakemake run planned, by rule: the "Job stats" table it prints before running any
+    job (a dry run prints the same)."""
+    table = re.search(r"^Job stats:\n.*?^total\s+\d+$", proc.stdout + proc.stderr, re.M | re.S)
+    assert table, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", table[0], re.M))
 
 
 def copy_workflow(dest: Path) -> None:

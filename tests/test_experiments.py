@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import new_workflow
+from conftest import new_workflow, planned_jobs
 from judges import constant_judge
 
 from genjudge import config as wfconfig
@@ -39,13 +39,6 @@ def counts(workflow, cfg):
     return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
 
 
-def planned(proc) -> dict:
-    """The jobs a real run planned: the "Job stats" table it prints before running any (as a dry run would)."""
-    table = re.search(r"^Job stats:\n.*?^total\s+\d+$", proc.stdout + proc.stderr, re.M | re.S)
-    assert table, proc.stderr[-3000:]
-    return dict(re.findall(r"^(\w+)\s+(\d+)$", table[0], re.M))
-
-
 TWO = {"demo": {}, "terse": {"max_new_tokens": 2}}
 THREE = {**TWO, "plain": {"use_chat_template": False}}
 
@@ -58,10 +51,10 @@ def study(tmp_path_factory, built_models):
     workflow = new_workflow(root, built_models)
     small_dataset(workflow)
     cfg = experiment(workflow, "exp", TWO, shards=1)
-    first_jobs = planned(workflow.run("--cores", "2", "--configfile", cfg))
+    first_jobs = planned_jobs(workflow.run("--cores", "2", "--configfile", cfg))
     shutil.copytree(workflow.results("exp"), root / "first", symlinks=True)
     cfg3 = experiment(workflow, "exp", THREE, shards=1)
-    third_jobs = planned(workflow.run("--cores", "2", "--configfile", cfg3))
+    third_jobs = planned_jobs(workflow.run("--cores", "2", "--configfile", cfg3))
     return SimpleNamespace(workflow=workflow, first=root / "first", first_jobs=first_jobs, third_jobs=third_jobs)
 
 
@@ -151,7 +144,7 @@ def test_pairwise_all_judges_every_pair_in_both_orders_in_one_load(study, tmp_pa
         },
         datasets={"small": {"path": "small.jsonl", "shards": 1}},
     )
-    jobs = planned(workflow.run("--cores", "2", "--configfile", cfg))
+    jobs = planned_jobs(workflow.run("--cores", "2", "--configfile", cfg))
     assert jobs["judge"] == "1" and not {"split", "generate", "merge"} & set(jobs), jobs
     res = workflow.results("exp")
     raw = pd.read_parquet(res / "judge" / "first-judge" / "raw.parquet")

@@ -6,16 +6,9 @@ import re
 import shutil
 
 import pytest
-from conftest import clean_env
+from conftest import clean_env, planned_jobs
 
 pytestmark = pytest.mark.workflow
-
-
-def planned(proc) -> dict:
-    """The jobs a dry run planned: its "Job stats" table."""
-    table = re.search(r"^Job stats:\n.*?^total\s+\d+$", proc.stdout + proc.stderr, re.M | re.S)
-    assert table, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return dict(re.findall(r"^(\w+)\s+(\d+)$", table[0], re.M))
 
 
 def pad_weights(weights, mib=65):
@@ -64,7 +57,7 @@ def test_gpu_list_does_not_rerun_and_changed_weights_do(workflow):
     # One byte overwritten in the middle of the weights, same size and mtime: every job that used them runs again.
     flip_middle_byte(weights)
     dry = workflow.run("-n", "--configfile", cfg)
-    jobs = planned(dry)
+    jobs = planned_jobs(dry)
     assert jobs["generate"] == "2" and jobs["judge"] == "1"
     # Each job's reason is one line naming the setting that changed, not its whole parameter dictionary.
     dry = dry.stdout

@@ -9,6 +9,7 @@ import sys
 
 import pandas as pd
 import pytest
+from conftest import planned_jobs
 from judges import constant_judge
 from report_view import report_view
 
@@ -27,13 +28,6 @@ def write_dataset(path, questions, long=False):
         q = dict(rows[0], id="long-1", question=rows[0]["question"] + " Please think about it carefully." * 6)
         rows.insert(3, q)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def counts(proc) -> dict:
-    """The jobs a run planned: its "Job stats" table (printed before any job runs, or in a dry run)."""
-    table = re.search(r"^Job stats:\n.*?^total\s+\d+$", proc.stdout + proc.stderr, re.M | re.S)
-    assert table, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return dict(re.findall(r"^(\w+)\s+(\d+)$", table[0], re.M))
 
 
 def raw_cells(res, judge) -> dict:
@@ -114,7 +108,7 @@ def test_each_judge_grades_its_cells_and_a_failed_cell_is_reported_then_rerun_al
 
     # The same command again reruns the failed shard and what reads it, nothing else.
     dry = workflow.run("-n", "--configfile", cfg)
-    again = counts(dry)
+    again = planned_jobs(dry)
     assert again["generate"] == "1" and again["merge"] == "1" and again["judge"] == "1", again
     reason = re.search(r"rule generate:\n(?:\s+\w+: .*\n)*?\s+reason: (.*)", dry.stdout)
     assert reason[1].endswith("now: 'failed_attempts=1' "), reason[1]  # one line: the setting that changed

@@ -8,17 +8,11 @@ import sys
 
 import pandas as pd
 import pytest
+from conftest import planned_jobs
 
 pytestmark = pytest.mark.workflow
 
 LABELS = "config/demo/labels.jsonl"
-
-
-def planned(proc) -> dict:
-    """The jobs a real run planned: the "Job stats" table it prints before running any (as a dry run would)."""
-    table = re.search(r"^Job stats:\n.*?^total\s+\d+$", proc.stdout + proc.stderr, re.M | re.S)
-    assert table, proc.stderr[-3000:]
-    return dict(re.findall(r"^(\w+)\s+(\d+)$", table[0], re.M))
 
 
 def labels_file(workflow, name, drop: int, unknown: bool):
@@ -75,7 +69,7 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
 
     # 4 of the 44 ids (9%) unlabelled: it runs, over the 40 labelled.
     cfg = panel_config(workflow, labels_file(workflow, "labels.jsonl", drop=4, unknown=False))
-    assert planned(workflow.run("--cores", "2", "--configfile", cfg))["judge"] == "3"  # one job per judge
+    assert planned_jobs(workflow.run("--cores", "2", "--configfile", cfg))["judge"] == "3"  # one job per judge
     res = workflow.results("panel")
     s = json.loads((res / "report" / "summary.json").read_text())
     v = s["validity"]
@@ -122,7 +116,7 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
     never = panel_config(workflow, "labels.jsonl", lenient_pattern="NEVER-(X)")
     # A judge that parses nothing fails its cell (exit status 1); the report and the panel go on without it.
     failed = workflow.run("--cores", "2", "--configfile", never, check=False)
-    assert planned(failed) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
+    assert planned_jobs(failed) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
     assert failed.returncode == 1 and "1 cell(s) failed and were not judged" in failed.stderr
     assert judge_files(workflow) == before
     s = json.loads((res / "report" / "summary.json").read_text())
@@ -144,7 +138,7 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
     # The panel rule changed: only the report runs again; no judge job, no parsing.
     unanimous = panel_config(workflow, "labels.jsonl", lenient_pattern="NEVER-(X)", rule="unanimous")
     again = workflow.run("--cores", "2", "--configfile", unanimous, check=False)
-    assert planned(again) == {"report": "1", "all": "1", "total": "2"}
+    assert planned_jobs(again) == {"report": "1", "all": "1", "total": "2"}
     assert again.returncode == 1  # lenient still
     assert judge_files(workflow) == before
     s = json.loads((res / "report" / "summary.json").read_text())
