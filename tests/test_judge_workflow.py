@@ -7,7 +7,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import new_workflow
+from conftest import new_workflow, planned_jobs
 from judges import constant_judge
 
 pytestmark = pytest.mark.workflow
@@ -27,11 +27,6 @@ def base_run(tmp_path_factory, built_models):
 def base(base_run, tmp_path):
     """A copy of the finished run `base` for a test that changes it."""
     return base_run.copy(tmp_path)
-
-
-def plan_counts(workflow, cfg):
-    out = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
-    return dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
 
 
 # Answer extraction by category: capitals compare their first letters, counting its numbers, the rest whole texts.
@@ -55,8 +50,8 @@ def test_changing_only_parse_settings_reparses_without_the_judge(base):
             "judge": {"max_new_tokens": 6, "verdict_pattern": r"(?i)verdict\W*(correct|incorrect)"},
         },
     )
-    assert plan_counts(workflow, new) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
-    workflow.run("--cores", "2", "--configfile", new)
+    proc = workflow.run("--cores", "2", "--configfile", new)
+    assert planned_jobs(proc) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
     assert judge_meta.read_text() == before  # the judge did not run again
     summary = json.loads((workflow.results("base") / "report" / "summary.json").read_text())
     assert summary["n_items"] == 44
@@ -80,12 +75,14 @@ def test_changing_only_parse_settings_reparses_without_the_judge(base):
 
 
 def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(base):
+    """The finished run's answers judged against its own answers file by a pairwise judge (its generations
+    are up to date: only the judge, its parse and the report run)."""
     workflow = base
     baseline = "results/base/generations/demo-generator/questions.parquet"  # the finished run's answers
     constant_judge(workflow.path / "models" / "first-position-judge", "pairwise", "VERDICT: A")
     pw = workflow.write_config(
         "pw.yaml",
-        run="pw",
+        run="base",
         shards=1,
         generator={"max_new_tokens": 8},
         judge={
@@ -97,13 +94,13 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(base):
         },
     )
     workflow.run("--cores", "2", "--configfile", pw)
-    s = json.loads((workflow.results("pw") / "report" / "summary.json").read_text())
+    s = json.loads((workflow.results("base") / "report" / "summary.json").read_text())
     assert s["mode"] == "pairwise" and s["n_unparsed"] == 0
     assert s["position_consistency"]["value"] == 0.0
     assert s["tie"]["value"] == 1.0 and s["win"]["value"] == 0.0 and s["loss"]["value"] == 0.0
-    meta = json.loads((workflow.results("pw") / "judge" / "first-position-judge" / "raw.meta.json").read_text())
+    meta = json.loads((workflow.results("base") / "judge" / "first-position-judge" / "raw.meta.json").read_text())
     assert meta["n_requests"] == 88  # every pair judged in both orders
-    md = (workflow.results("pw") / "report" / "report.md").read_text()
+    md = (workflow.results("base") / "report" / "report.md").read_text()
     assert "| position consistency | 0.0%" in md
     b = s["validity"]["judges"]["first-position-judge"]["bias"]
     assert b["flip_rate"] == {"value": 1.0, "ci95": b["flip_rate"]["ci95"], "n": 44}
@@ -116,7 +113,7 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(base):
     assert "### Length-controlled win rate" in md and "| first-position-judge | questions | demo-generator |" in md
     # The headline command knows every mode.
     out = subprocess.run(
-        [sys.executable, "-m", "genjudge.cli", "summary", str(workflow.results("pw"))],
+        [sys.executable, "-m", "genjudge.cli", "summary", str(workflow.results("base"))],
         capture_output=True,
         text=True,
         check=True,
@@ -128,33 +125,37 @@ def test_pairwise_judge_that_always_picks_the_first_answer_is_all_ties(base):
     assert re.search(r"wins / ties / losses \(verdicts\)\s+0 wins, 44 ties, 0 losses", out)
 
 
-def test_data_parallel_judge_shards_each_lease_their_gpu_and_merge(workflow):
+def test_data_parallel_judge_shards_each_lease_their_gpu_and_merge(base):
+    """The finished run judged again in two shards (its generations are up to date), with a judge cache of
+    its own: each shard computes its items."""
+    workflow = base
     cfg = workflow.write_config(
         "jp.yaml",
         **{
             **FAST,
-            "run": "jp",
+            "run": "base",
+            "cache_dir": "results/.cache-jp",
             "gpu_inventory": [0, 1],
             "judge": {"max_new_tokens": 6, "shards": 2},
             "resources": {"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}},
         },
     )
-    assert plan_counts(workflow, cfg)["judge"] == "2"
-    workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
-    meta = json.loads((workflow.results("jp") / "judge" / "demo-judge" / "raw.meta.json").read_text())
+    proc = workflow.run("--cores", "2", "--resources", "gpu=2", "--configfile", cfg)
+    assert planned_jobs(proc)["judge"] == "2"
+    meta = json.loads((workflow.results("base") / "judge" / "demo-judge" / "raw.meta.json").read_text())
     shards = meta["shards"]
     assert [s["judge_shard"] for s in shards] == [0, 1] and [s["n_items"] for s in shards] == [22, 22]
     assert all(len(s["gpus"]) == 1 and s["gpu_source"] == "lease" for s in shards)
-    s = json.loads((workflow.results("jp") / "report" / "summary.json").read_text())
-    judged = pd.read_parquet(workflow.results("jp") / "judgments" / "demo-judge.parquet")
+    s = json.loads((workflow.results("base") / "report" / "summary.json").read_text())
+    judged = pd.read_parquet(workflow.results("base") / "judgments" / "demo-judge.parquet")
     assert s["n_items"] == 44 == len(judged) and s["n_judged"] == judged["verdict"].notna().sum()
     assert s["judge"]["shards"] == 2
     # GPUs 0 and 1 leased on this CPU machine: each job says in its log that it ran on the CPU despite its
     # lease, and the report shows where it really ran, with a note at the top of the page.
-    logs = sorted((workflow.path / "logs" / "jp" / "judge" / "demo-judge").glob("*.log"))
+    logs = sorted((workflow.path / "logs" / "base" / "judge" / "demo-judge").glob("*-of-2.log"))
     assert len(logs) == 2 and all("runs on the CPU despite its lease of GPU(s)" in p.read_text() for p in logs)
     assert s["judge"]["ran_on_cpu"] is True
-    md = (workflow.results("jp") / "report" / "report.md").read_text()
+    md = (workflow.results("base") / "report" / "report.md").read_text()
     assert "leased, ran on the CPU: torch saw no CUDA device)" in md
     assert "> **Warning:** judge: leased GPU(s) 0 but ran on the CPU" in md
 
@@ -187,8 +188,11 @@ register(YesNo())
 '''
 
 
-def test_a_mode_of_ones_own_runs_end_to_end_from_a_plugin_file(workflow):
+def test_a_mode_of_ones_own_runs_end_to_end_from_a_plugin_file(base):
+    """The finished run's answers judged by a mode from a plugin file (its generations are up to date)."""
     from genjudge.config import load_plugins
+
+    workflow = base
 
     (workflow.path / "yesno_mode.py").write_text(YESNO_MODE)
     (workflow.path / "yesno.txt").write_text(
@@ -201,30 +205,29 @@ def test_a_mode_of_ones_own_runs_end_to_end_from_a_plugin_file(workflow):
     )
     cfg = workflow.write_config(
         "yn.yaml",
-        run="yn",
-        plugins=["yesno_mode.py"],
+        run="base",
         shards=1,
         generator={"max_new_tokens": 8},
+        plugins=["yesno_mode.py"],
         judge={"model": "models/yesno-judge", "mode": "yesno", "template": "yesno.txt", "max_new_tokens": 8},
     )
     workflow.run("--cores", "2", "--configfile", cfg)
-    s = json.loads((workflow.results("yn") / "report" / "summary.json").read_text())
+    s = json.loads((workflow.results("base") / "report" / "summary.json").read_text())
     assert s["mode"] == "yesno" and s["n_items"] == 44 and s["n_unparsed"] == 0
     assert s["yes_rate"]["value"] == 1.0
     assert sum(c["yes_rate"]["n"] for c in s["per_category"].values()) == 44
-    md = (workflow.results("yn") / "report" / "report.md").read_text()
+    md = (workflow.results("base") / "report" / "report.md").read_text()
     assert "| answered yes | 100.0% [" in md and "| category | items | judged | unparsed | yes |" in md
-    raw = pd.read_parquet(workflow.results("yn") / "judge" / "yesno-judge" / "raw.parquet")
+    raw = pd.read_parquet(workflow.results("base") / "judge" / "yesno-judge" / "raw.parquet")
     assert raw["judge_prompt"].str.contains("End with ANSWER: YES or ANSWER: NO.", regex=False).all()
     # Editing the plugin's label mapping reruns its judge (which resumes every item: the requests are
     # unchanged) and the parse: the new mapping is the one applied.
     (workflow.path / "yesno_mode.py").write_text(YESNO_MODE.replace('{"YES": "yes", "NO": "no"}', '{"YES": "no"}'))
-    plan = plan_counts(workflow, cfg)
+    plan = planned_jobs(workflow.run("--cores", "2", "--configfile", cfg))
     assert plan["judge"] == "1" and plan["parse_verdicts"] == "1" and plan["report"] == "1", plan
-    workflow.run("--cores", "2", "--configfile", cfg)
-    s = json.loads((workflow.results("yn") / "report" / "summary.json").read_text())
+    s = json.loads((workflow.results("base") / "report" / "summary.json").read_text())
     assert s["yes_rate"]["value"] == 0.0 and s["n_unparsed"] == 0
-    meta = json.loads((workflow.results("yn") / "judge" / "yesno-judge" / "raw.meta.json").read_text())
+    meta = json.loads((workflow.results("base") / "judge" / "yesno-judge" / "raw.meta.json").read_text())
     assert meta["computed_items"] == 0 and meta["resumed_items"] == 44
 
 
@@ -243,7 +246,7 @@ def test_changing_only_the_judge_precision_rejudges_every_item(base):
     # One change after the other: 8-bit weights, then float32 named (the default is the checkpoint's dtype).
     for change in ({"quantization": "8bit"}, {"dtype": "float32"}):
         new = workflow.write_config("base.yaml", run="base", **{**FAST, "judge": {**FAST["judge"], **change}})
-        assert plan_counts(workflow, new)["judge"] == "1", change
-        workflow.run("--cores", "2", judged, "--configfile", new)
+        proc = workflow.run("--cores", "2", judged, "--configfile", new)
+        assert planned_jobs(proc)["judge"] == "1", change
         m = json.loads(meta.read_text())
         assert m["computed_items"] == 44 and m["resumed_items"] == 0, change
