@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-from conftest import Workflow, clean_env, generate_shard, new_workflow
+from conftest import Workflow, clean_env, generate_shard, new_workflow, planned_jobs
 from endpoints import CAUSE, FaultProxy, item_of, shared_servers
 from judges import ROOT
 
@@ -83,8 +83,10 @@ def study(wf, name, gen_proxy, judge_proxy, *, judge_endpoint=None, gen_endpoint
     return wf.write_config(f"{name}.yaml", **cfg)
 
 
-def run(wf, cfg, key=KEY, check=True, extra=(), **env):
-    return wf.run("--cores", "2", "--configfile", cfg, *extra, env=clean_env(GENJUDGE_TEST_KEY=key, **env), check=check)
+def run(wf, cfg, *targets, key=KEY, check=True, extra=(), **env):
+    return wf.run(
+        *targets, "--cores", "2", "--configfile", cfg, *extra, env=clean_env(GENJUDGE_TEST_KEY=key, **env), check=check
+    )
 
 
 def raw(wf, name, judge):
@@ -283,7 +285,7 @@ def test_one_request_in_five_faulted_ends_with_the_clean_runs_results_each_item_
     try:
         settings = {"timeout": 4, "max_connections": 8}
         cfg = study(wf, "faults", gp, jp, judge_endpoint=settings, gen_endpoint=settings)
-        run(wf, cfg)
+        run(wf, cfg, *(f"results/faults/judge/{j}/raw.parquet" for j in ("written", "logprob")))  # what it reads
     finally:
         gp.stop()
         jp.stop()
@@ -316,24 +318,36 @@ def ids_of(records: dict) -> set:
     return {r["id"] for r in records.values()}
 
 
-def test_a_killed_run_resends_only_what_it_had_not_stored(wf, servers, clean):
-    gen, judge = servers
-    _, (gen_clean, _), _ = clean
+def judging_clean(wf, clean, name, judge, cache_dir) -> Path:
+    """A config `name` of the clean run with `judge` as its one judge: on a copy of the module's
+    workflow (Workflow.copy: Snakemake's records kept, the generation finished) a run of it judges the
+    clean run's answers and generates nothing."""
+    _, (gen_proxy, _), _ = clean
+    return wf.write_config(
+        f"{name}.yaml",
+        run="clean",
+        shards=1,
+        cache_dir=cache_dir,
+        generator={"model": GENERATOR, **endpoint(gen_proxy, api_key_env="GENJUDGE_TEST_KEY")},
+        judge=judge,
+    )
+
+
+RAW = "results/clean/judge/demo-judge/raw.parquet"  # a judge run on a copy stops at what it reads
+
+
+def test_a_killed_run_resends_only_what_it_had_not_stored(wf, servers, clean, tmp_path):
+    _, judge = servers
     jp = FaultProxy(judge.url, delay=0.3, spare=probe_request)
     try:
-        cfg = wf.write_config(
-            "resume.yaml",
-            run="resume",
-            shards=1,
-            cache_dir="results/.cache-resume",
-            generator={"model": GENERATOR, **endpoint(gen)},
-            judge={"model": JUDGE, **endpoint(jp, max_connections=2)},
-        )
+        wf = wf.copy(tmp_path)
+        judge_spec = {"model": JUDGE, **endpoint(jp, max_connections=2)}
+        cfg = judging_clean(wf, clean, "resume", judge_spec, "results/.cache-resume")
         store = wf.path / "results" / ".cache-resume" / "judge"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(cfg)],
+            [sys.executable, "-m", "snakemake", RAW, "--cores", "2", "--configfile", str(cfg)],
             cwd=wf.path,
-            env=clean_env(),
+            env=clean_env(GENJUDGE_TEST_KEY=KEY),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -345,15 +359,16 @@ def test_a_killed_run_resends_only_what_it_had_not_stored(wf, servers, clean):
         for child in psutil.Process(proc.pid).children(recursive=True):
             if any("judge.py" in part for part in child.cmdline()):
                 child.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=300)
+        killed = proc.communicate(timeout=300)[0]
+        assert "generate" not in planned_jobs(subprocess.CompletedProcess([], 0, killed, ""))  # judged the copy's
         first = ItemStore(store, "t").load()
         assert 10 <= len(first) < N
         sent_before = set(jp.requests)
         jp.reset()
-        wf.run("--cores", "2", "--configfile", cfg)
+        run(wf, cfg, RAW)
     finally:
         jp.stop()
-    rows = raw(wf, "resume", "demo-judge")
+    rows = raw(wf, "clean", "demo-judge")
     item = {i: item_of({"messages": json.loads(p)}) for i, p in zip(rows["id"], rows["judge_prompt"])}
     stored_first = {item[i] for i in ids_of(first)}
     resent = set(jp.requests) - {k for k in jp.requests if k not in item.values()}  # the probe is no item
@@ -362,32 +377,33 @@ def test_a_killed_run_resends_only_what_it_had_not_stored(wf, servers, clean):
     assert max(jp.answered.values()) == 1
 
 
-def test_a_budget_stops_a_run_part_way_and_a_larger_one_finishes_it_without_repeating_a_request(wf, servers, clean):
-    gen, judge = servers
+def test_a_budget_stops_a_run_part_way_and_a_larger_one_finishes_it_without_repeating_a_request(
+    wf, servers, clean, tmp_path
+):
+    _, judge = servers
     jp = FaultProxy(judge.url, spare=probe_request)
     price = {"input_per_mtok": 100.0, "output_per_mtok": 100.0}
-    base = dict(
-        run="budget", shards=1, cache_dir="results/.cache-budget", generator={"model": GENERATOR, **endpoint(gen)}
-    )
     try:
-        small = wf.write_config(
-            "budget.yaml",
-            **base,
-            judge={"model": JUDGE, **endpoint(jp, max_connections=1), "price": price, "max_cost_usd": 0.08},
-        )
+        wf = wf.copy(tmp_path)
+
+        def budget(usd):
+            judge_spec = {"model": JUDGE, **endpoint(jp, max_connections=1), "price": price, "max_cost_usd": usd}
+            return judging_clean(wf, clean, "budget", judge_spec, "results/.cache-budget")
+
+        small = budget(0.08)
         out = run(wf, small, check=False)
-        assert out.returncode == 1
-        m = meta(wf, "budget", "demo-judge")
+        assert out.returncode == 1 and "generate" not in planned_jobs(out)  # judged the copy's answers
+        m = meta(wf, "clean", "demo-judge")
         e = m["endpoint"]
         assert e["budget_stopped"] and 0 < e["completed"] < N and e["not_sent"] == N - e["completed"]
         assert e["cost_usd"] <= 0.08
-        summary = json.loads((wf.results("budget") / "report" / "summary.json").read_text())
+        summary = json.loads((wf.results("clean") / "report" / "summary.json").read_text())
         assert len(summary["failed_cells"]) == 1, summary["failed_cells"]
         cell = summary["failed_cells"][0]
         assert cell["errors"][0]["type"] == "BudgetReached" and "max_cost_usd" in cell["errors"][0]["message"]
-        report = (wf.results("budget") / "report" / "report.md").read_text()
+        report = (wf.results("clean") / "report" / "report.md").read_text()
         assert "max_cost_usd reached" in report
-        rows = json.loads((wf.results("budget") / "report" / "summary.json").read_text())["endpoints"]
+        rows = json.loads((wf.results("clean") / "report" / "summary.json").read_text())["endpoints"]
         (row,) = [r for r in rows if r["job"] == "judge demo-judge/0"]
         assert row["budget_stopped"] and row["cost_usd"] == e["cost_usd"] and row["not_sent"] == e["not_sent"]
         assert "of $0.0800: **budget reached**" in report
@@ -396,19 +412,14 @@ def test_a_budget_stops_a_run_part_way_and_a_larger_one_finishes_it_without_repe
         # The same budget again sends nothing: what the first attempt paid counts against it.
         again = run(wf, small, check=False)
         assert again.returncode == 1 and sum(jp.requests.values()) == e["completed"] + 1  # + the probe
-        larger = wf.write_config(
-            "budget.yaml",
-            **base,
-            judge={"model": JUDGE, **endpoint(jp, max_connections=1), "price": price, "max_cost_usd": 1},
-        )
-        run(wf, larger)
+        run(wf, budget(1))
     finally:
         jp.stop()
-    rows = raw(wf, "budget", "demo-judge")
+    rows = raw(wf, "clean", "demo-judge")
     items = {item_of({"messages": json.loads(p)}) for p in rows["judge_prompt"]}
     assert len(items) == N and all(jp.requests[k] == 1 for k in items)  # each item requested once in all
     assert sum(jp.requests.values()) == N + 2  # and a capability probe by each run that sent requests
-    done = meta(wf, "budget", "demo-judge")["endpoint"]
+    done = meta(wf, "clean", "demo-judge")["endpoint"]
     assert done["completed"] == N - e["completed"] and not done["budget_stopped"]
     assert done["cost_usd_earlier_attempts"] == pytest.approx(e["cost_usd"], abs=1e-6)
 
@@ -425,26 +436,21 @@ def test_the_key_reaches_no_file_of_a_run_nor_an_error(wf, servers, clean, tmp_p
         hits += [n for n in zf.namelist() if KEY.encode() in zf.read(n)]
     assert hits == []
     # A refused key: the job stops before its requests, naming the variable, and the error holds no key.
-    gen, judge = servers
+    _, judge = servers
     wrong = "sk-wrong-key-4d2a"
     jp = FaultProxy(judge.url, key=KEY)
     try:
-        bad = wf.write_config(
-            "badkey.yaml",
-            run="badkey",
-            shards=1,
-            cache_dir="results/.cache-clean",
-            generator={"model": GENERATOR, **endpoint(gen)},
-            judge={"model": JUDGE, **endpoint(jp, api_key_env="GENJUDGE_TEST_KEY")},
-        )
+        wf = wf.copy(tmp_path)
+        judge_spec = {"model": JUDGE, **endpoint(jp, api_key_env="GENJUDGE_TEST_KEY")}
+        bad = judging_clean(wf, clean, "badkey", judge_spec, "results/.cache-clean")
         out = run(wf, bad, key=wrong, check=False)
     finally:
         jp.stop()
-    assert out.returncode == 1
-    summary = json.loads((wf.results("badkey") / "report" / "summary.json").read_text())
+    assert out.returncode == 1 and "generate" not in planned_jobs(out)  # judged the copy's answers
+    summary = json.loads((wf.results("clean") / "report" / "summary.json").read_text())
     message = summary["failed_cells"][0]["errors"][0]["message"]
     assert "endpoint.api_key_env" in message and "GENJUDGE_TEST_KEY" in message
-    for root in ("results/badkey", "logs/badkey"):
+    for root in ("results/clean", "logs/clean"):
         for path in (wf.path / root).rglob("*"):
             assert not path.is_file() or wrong.encode() not in path.read_bytes(), path
     assert wrong not in out.stdout + out.stderr
@@ -610,13 +616,12 @@ def test_sampled_answers_through_the_endpoint_are_seeded_per_sample(tmp_path, se
     assert a["key"].nunique() == len(a)  # each sample its own key
 
 
-def test_items_no_retry_saves_fail_their_cell_and_the_rerun_sends_only_them(wf, servers, clean):
+def test_items_no_retry_saves_fail_their_cell_and_the_rerun_sends_only_them(wf, servers, clean, tmp_path):
     """An item failing every try leaves its cell failed and listed, with every other verdict stored; the
     next run of the same command sends that item alone."""
     from genjudge.judging.templates import render
 
     _, judge = servers
-    gen_proxy = clean[1][0]
     gens = pd.read_parquet(wf.results("clean") / "generations" / "demo-generator" / "questions.parquet")
     questions = {q["id"]: q for q in map(json.loads, (ROOT / "config/demo/questions.jsonl").read_text().splitlines())}
     template = (ROOT / "config/demo/judge_template.txt").read_text()
@@ -627,17 +632,12 @@ def test_items_no_retry_saves_fail_their_cell_and_the_rerun_sends_only_them(wf, 
         doomed.add(item_of({"messages": [{"role": "user", "content": prompt}]}))
     proxy = FaultProxy(judge.url, always=doomed)
     try:
-        cfg = wf.write_config(
-            "unlucky.yaml",
-            run="unlucky",
-            shards=1,
-            cache_dir="results/.cache-clean",  # the clean run's answers: only the judge works
-            generator={"model": GENERATOR, **endpoint(gen_proxy, api_key_env="GENJUDGE_TEST_KEY")},
-            judge={"model": JUDGE, **endpoint(proxy, max_attempts=2, max_connections=4)},
-        )
+        wf = wf.copy(tmp_path)  # the clean run's answers: only the judge works
+        judge_spec = {"model": JUDGE, **endpoint(proxy, max_attempts=2, max_connections=4)}
+        cfg = judging_clean(wf, clean, "unlucky", judge_spec, "results/.cache-clean")
         out = run(wf, cfg, check=False)
-        assert out.returncode == 1
-        summary = json.loads((wf.results("unlucky") / "report" / "summary.json").read_text())
+        assert out.returncode == 1 and "generate" not in planned_jobs(out)
+        summary = json.loads((wf.results("clean") / "report" / "summary.json").read_text())
         (cell,) = summary["failed_cells"]
         error = cell["errors"][0]
         assert error["type"] == "EndpointIncomplete" and "2 request(s) got no result" in error["message"]
@@ -645,10 +645,10 @@ def test_items_no_retry_saves_fail_their_cell_and_the_rerun_sends_only_them(wf, 
         assert all(proxy.requests[k] == 2 for k in doomed) and sum(proxy.answered.values()) == N - 2 + 1
         doomed.clear()  # the server recovers
         proxy.reset()
-        run(wf, cfg)
+        run(wf, cfg, "results/clean/judgments/demo-judge.parquet")  # what it reads
     finally:
         proxy.stop()
     # The rerun sent the two items and its capability probe, nothing else.
     assert sum(proxy.requests.values()) == 3 and sum(proxy.answered.values()) == 3
-    judged = pd.read_parquet(wf.results("unlucky") / "judgments" / "demo-judge.parquet")
+    judged = pd.read_parquet(wf.results("clean") / "judgments" / "demo-judge.parquet")
     assert len(judged) == N and judged["verdict"].notna().all()
