@@ -5,6 +5,7 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import new_workflow
 from test_resume import complete_lines, kill_job_when, start
 
 pytestmark = pytest.mark.workflow
@@ -26,13 +27,25 @@ def texts(df):
     return df.set_index(["id", "sample"])["output"].sort_index()
 
 
-def test_sampled_outputs_do_not_depend_on_shards_batch_size_or_a_kill(workflow):
-    three, _ = generate(workflow, "three", 3, 16)
-    # A second sample per item leaves the first as it was (one shard: the three-shard run is the one to match).
-    two, _ = generate(workflow, "two", 1, 4, n_samples=2)
-    assert texts(three).to_dict() == texts(two[two["sample"] == 0]).to_dict()
-    assert len(two) == 88
-    assert three["output"].nunique() > 10  # sampled at temperature 1.5: varied answers
+@pytest.fixture(scope="module")
+def k_samples(tmp_path_factory, built_models):
+    """One finished sampled run `demo` (one shard, batches of 4, three samples per item, judged and
+    reported) the module's tests read: the k judged rows per item, and the first sample to match."""
+    wf = new_workflow(tmp_path_factory.mktemp("k_samples"), built_models)
+    cfg = wf.write_config(shards=1, generator={**SAMPLED, "n_samples": 3, "batch_size": 4})
+    wf.run("--cores", "2", "--configfile", cfg)
+    return wf
+
+
+def test_sampled_outputs_do_not_depend_on_shards_batch_size_or_a_kill(k_samples, tmp_path):
+    workflow = k_samples.copy(tmp_path)
+    two, _ = generate(workflow, "two", 2, 16)
+    # More samples per item leave the first as it was (the module's run: one shard in batches of 4, three
+    # samples per item; the two-shard run is the one to match).
+    k = pd.read_parquet(workflow.results() / MERGED)
+    assert texts(two).to_dict() == texts(k[k["sample"] == 0]).to_dict()
+    assert len(k) == 132
+    assert two["output"].nunique() > 10  # sampled at temperature 1.5: varied answers
 
     # One shard in batches of 2, killed once half its items are checkpointed, then resumed.
     kw = {"run": "killed", "shards": 1, "cache_dir": "results/.cache-killed"}
@@ -49,12 +62,11 @@ def test_sampled_outputs_do_not_depend_on_shards_batch_size_or_a_kill(workflow):
     meta = workflow.metas("killed")[0]
     assert meta["resumed_items"] == done and meta["computed_items"] == 44 - done
     resumed = pd.read_parquet(workflow.results("killed") / MERGED)
-    assert texts(resumed).to_dict() == texts(three).to_dict()
+    assert texts(resumed).to_dict() == texts(two).to_dict()
 
 
-def test_n_samples_gives_k_judged_rows_per_item(workflow):
-    cfg = workflow.write_config(shards=1, generator={**SAMPLED, "n_samples": 3})
-    workflow.run("--cores", "2", "--configfile", cfg)
+def test_n_samples_gives_k_judged_rows_per_item(k_samples):
+    workflow = k_samples
     res = workflow.results()
     gens = pd.read_parquet(res / MERGED)
     assert len(gens) == 3 * 44 and sorted(gens["sample"].unique()) == [0, 1, 2]
