@@ -412,7 +412,7 @@ def test_a_budget_stops_a_run_part_way_and_a_larger_one_finishes_it_without_repe
         # The same budget again sends nothing: what the first attempt paid counts against it.
         again = run(wf, small, check=False)
         assert again.returncode == 1 and sum(jp.requests.values()) == e["completed"] + 1  # + the probe
-        run(wf, budget(1))
+        run(wf, budget(1), RAW)  # what it reads: the raw verdicts and their meta
     finally:
         jp.stop()
     rows = raw(wf, "clean", "demo-judge")
