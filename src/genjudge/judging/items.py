@@ -9,6 +9,7 @@ and opponent.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from genjudge.judging.stats import clustered_mean, clustered_rate
@@ -20,37 +21,100 @@ def item_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in ITEM_KEYS if c in df]
 
 
-def count_items(df: pd.DataFrame) -> int:
-    """Distinct items among the rows (all rows when the frame has no item columns)."""
-    cols = item_columns(df)
-    return int(len(df[cols].drop_duplicates())) if cols and "id" in cols else len(df)
-
-
-def _groups(df: pd.DataFrame):
+def item_codes(df: pd.DataFrame, mask=None) -> tuple[np.ndarray, int]:
+    """(each row's item as 0, 1, ... in order of first appearance, number of items): the groups of
+    `df.groupby(item_columns(df), sort=False, dropna=False)` in their order (a missing key is a key of its
+    own), each row its own item where the frame has no item columns. With `mask` (a boolean array), those
+    of the rows where it holds, as `item_codes(df[mask])` gives them without building that frame.
+    Computed with one factorize per column, not a groupby: the report asks this of many small frames."""
     cols = item_columns(df)
     if "id" not in cols:  # no item columns: each row its own item
-        return df.assign(_row=range(len(df))).groupby("_row", sort=False)
-    return df.groupby(cols, sort=False, dropna=False)
+        n = len(df) if mask is None else int(np.count_nonzero(mask))
+        return np.arange(n, dtype=np.int64), n
+    key, size = None, 1
+    for c in cols:
+        codes, uniques = pd.factorize(df[c])  # missing values: -1
+        codes = codes.astype(np.int64) + 1
+        m = len(uniques) + 1
+        if key is None:
+            key, size = codes, m
+            continue
+        if size * m >= _KEY_LIMIT:  # renumbered first, so that the product stays within int64
+            key, first = pd.factorize(key)
+            size = len(first)
+        key, size = key * m + codes, size * m
+    if mask is not None:
+        key = key[mask]
+    key, first = pd.factorize(key)  # renumbered by first appearance
+    return key.astype(np.int64, copy=False), len(first)
+
+
+_KEY_LIMIT = 2**62
+
+
+def count_items(df: pd.DataFrame) -> int:
+    """Distinct items among the rows (all rows when the frame has no item columns)."""
+    return item_codes(df)[1]
+
+
+# Float sums with bincount are exact, as pandas' compensated group sums are, where every value is a
+# multiple of 1/2 (a win 1, a tie 0.5, a loss 0; integer scores) and the sums stay far below 2**53.
+_EXACT_BELOW = 2.0**50
+
+
+def _sums(codes: np.ndarray, n: int, values: np.ndarray) -> list:
+    """Each item's sum of `values` (float), as pandas' groupby sum gives it (missing values count 0)."""
+    twice = values * 2
+    if np.array_equal(twice, np.trunc(twice)) and np.abs(values).sum() < _EXACT_BELOW:
+        return np.bincount(codes, weights=values, minlength=n).tolist()
+    return pd.Series(values).groupby(codes, sort=True).sum().tolist()
+
+
+def rate_of(codes: np.ndarray, n: int, hit: np.ndarray) -> dict:
+    """The share of rows where `hit` (booleans) holds, clustered by the rows' items (`item_codes`)."""
+    return clustered_rate(
+        np.bincount(codes, weights=hit, minlength=n).astype(np.int64).tolist(), np.bincount(codes, minlength=n).tolist()
+    )
+
+
+def share_of(codes: np.ndarray, n: int, values: np.ndarray) -> dict:
+    """`item_share` of float `values` over rows whose items are `codes` (`item_codes`)."""
+    return clustered_rate(_sums(codes, n, values), np.bincount(codes, minlength=n).tolist())
 
 
 def item_rate(df: pd.DataFrame, hit) -> dict:
     """The share of `df`'s rows where `hit` (a boolean Series aligned with df) holds, clustered by item."""
-    g = _groups(df.assign(_hit=pd.Series(hit, index=df.index).astype(bool)))["_hit"]
-    return clustered_rate(g.sum().tolist(), g.size().tolist())
+    return rate_of(*item_codes(df), pd.Series(hit, index=df.index).astype(bool).to_numpy())
 
 
 def item_share(df: pd.DataFrame, values) -> dict:
     """The mean of `values` (each within [0, 1], aligned with df: a win 1, a tie 0.5, a loss 0) as a
     rate over the rows, clustered by item (Wilson at the effective number of answers)."""
-    g = _groups(df.assign(_v=pd.Series(values, index=df.index).astype(float)))["_v"]
-    return clustered_rate(g.sum().tolist(), g.size().tolist())
+    return share_of(*item_codes(df), pd.Series(values, index=df.index).astype(float).to_numpy())
 
 
 def item_mean(df: pd.DataFrame, values) -> dict:
     """The mean of `values` (aligned with df; missing ones left out) over the rows, clustered by item."""
-    v = pd.to_numeric(pd.Series(values, index=df.index), errors="coerce")
-    g = _groups(df.assign(_v=v)[v.notna()])["_v"]
-    return clustered_mean(g.sum().tolist(), g.count().tolist())
+    return item_mean_where(df, None, values)
+
+
+def item_mean_where(df: pd.DataFrame, mask, values) -> dict:
+    """`item_mean(df[mask], values)` without building `df[mask]`: `values` aligned with the rows where
+    `mask` (a boolean array; None: every row) holds."""
+    v = pd.to_numeric(pd.Series(values) if mask is not None else pd.Series(values, index=df.index), errors="coerce")
+    kept = v.notna().to_numpy()
+    rows = kept if mask is None else _within(mask, kept)
+    codes, n = item_codes(df, rows)
+    return clustered_mean(
+        _sums(codes, n, v.to_numpy(dtype=float, na_value=np.nan)[kept]), np.bincount(codes, minlength=n).tolist()
+    )
+
+
+def _within(mask: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """The rows of the whole frame where `mask` holds and, among those, `inner` does."""
+    out = np.zeros(len(mask), dtype=bool)
+    out[np.flatnonzero(mask)[inner]] = True
+    return out
 
 
 def answers_per_item(df: pd.DataFrame) -> str | None:

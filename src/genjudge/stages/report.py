@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pandas as pd
 
 from genjudge.config.experiment import of_cell
@@ -12,7 +13,7 @@ from genjudge.judging import modes, paired, sampling_stats
 from genjudge.judging.answer_rules import extracts
 from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.headline import headline_rows, truncated_text
-from genjudge.judging.items import answers_per_item, count_items, item_rate, per_turn, turn_table
+from genjudge.judging.items import answers_per_item, count_items, item_codes, per_turn, rate_of, turn_table
 from genjudge.judging.modes.base import count_unfinished, pct, rate_text
 from genjudge.judging.reasoning import LIMIT, UNCLOSED, unfinished_advice, unfinished_cause
 from genjudge.judging.tables import markdown_table, md_code, md_line, md_text
@@ -40,7 +41,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     mode = modes.get(config["judge"]["mode"])
     df = counted_unfinished(df, config["judge"], config)
     n = len(df)  # answers: items x turns x samples
-    parsed = df[df["verdict"].notna()]
+    n_judged = int(df["verdict"].notna().sum())
     metrics = mode.metrics(df)
     extra = mode.summary(df, metrics, parse_options(config["judge"]))
     if "sample" in df and df["sample"].nunique() > 1:  # generator.n_samples > 1: measures item by item
@@ -114,9 +115,9 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         n_items=count_items(df),
         n_answers=n,
         answers_per_item=answers_per_item(df),
-        n_judged=len(parsed),
-        n_unparsed=n - len(parsed),
-        unparsed_rate=(n - len(parsed)) / n if n else None,
+        n_judged=n_judged,
+        n_unparsed=n - n_judged,
+        unparsed_rate=(n - n_judged) / n if n else None,
         unparsed_reasons=unparsed_reasons,
         unparsed_examples=unparsed_examples,
         n_truncated=int(cut.sum()),
@@ -149,10 +150,10 @@ def fallback_counts(df: pd.DataFrame) -> dict:
     """{how: answers} of the answers exact match read by a fallback heuristic (not strictly)."""
     if "answer_strict" not in df:
         return {}
-    loose = df[
+    loose = (
         df["exact_match"].notna() & df["answer_extraction"].notna() & ~df["answer_strict"].fillna(False).astype(bool)
-    ]
-    return {str(k): int(v) for k, v in loose["answer_extraction"].value_counts().items()}
+    )
+    return {str(k): int(v) for k, v in df["answer_extraction"][loose].value_counts().items()}
 
 
 def on_cpu_despite_lease(meta) -> bool:
@@ -202,7 +203,9 @@ def cause_of(reason: str, detail) -> tuple[str, str | None]:
 
 def unparsed_causes(df: pd.DataFrame, n_examples: int) -> tuple[dict, dict]:
     """({cause: answers}, {cause: the first n_examples [{id, detail}]}), causes most frequent first."""
-    rows = df[df["unparsed_reason"].notna()]
+    rows = df[[c for c in ("id", "unparsed_reason", "unparsed_detail") if c in df]][
+        df["unparsed_reason"].notna().to_numpy()
+    ]
     details = rows["unparsed_detail"] if "unparsed_detail" in rows else pd.Series(None, index=rows.index)
     counts: dict = {}
     examples: dict = {}
@@ -248,8 +251,11 @@ def truncated_answers(df: pd.DataFrame) -> pd.Series:
 def truncated_examples(df: pd.DataFrame, cut: pd.Series, n: int, width: int = 160) -> list[dict]:
     """The first `n` truncated answers: their item (turn, sample where items have several) and how the text ends."""
     several = [k for k in ("turn", "sample") if k in df and df[k].nunique() > 1]
+    rows = np.flatnonzero(cut.to_numpy(dtype=bool))[:n]
+    if not len(rows):
+        return []
     out = []
-    for row in df[cut].head(n).itertuples():
+    for row in df[["id", *several, "output"]].iloc[rows].itertuples():
         ex = {"id": str(row.id), **{k: int(getattr(row, k)) for k in several}}
         text = " ".join(str(row.output or "").split())
         ex["output_end"] = text if len(text) <= width else "..." + text[-width:]
@@ -259,8 +265,8 @@ def truncated_examples(df: pd.DataFrame, cut: pd.Series, n: int, width: int = 16
 
 def exact_match_rate(df: pd.DataFrame) -> dict:
     """Normalised exact match over the answers that have a reference, clustered by item."""
-    has = df[df["exact_match"].notna()]
-    return item_rate(has, has["exact_match"].astype(bool))
+    has = df["exact_match"].notna().to_numpy()
+    return rate_of(*item_codes(df, has), df["exact_match"][has].astype(bool).to_numpy())
 
 
 def intervals_note(clustered: bool) -> str:

@@ -11,7 +11,7 @@ import pandas as pd
 from genjudge.data.conversation import placeholders, reference_turns, swapped
 from genjudge.data.samples import SampleView, answers_by_row
 from genjudge.errors import InputError
-from genjudge.judging.items import item_rate, item_share
+from genjudge.judging.items import item_codes, item_share, rate_of, share_of
 from genjudge.judging.modes.base import (
     NO_REFERENCE,
     UNJUDGED,
@@ -23,7 +23,6 @@ from genjudge.judging.modes.base import (
     rate_text,
     register,
     row_history,
-    share,
     truncated,
 )
 from genjudge.judging.reasoning import NOT_FINISHED, UNCLOSED, unfinished
@@ -41,7 +40,11 @@ COUNTS = {"win": "wins", "tie": "ties", "loss": "losses"}
 def win_rate(parsed: pd.DataFrame) -> dict:
     """(wins + ties / 2) over the parsed verdicts, clustered by item, with `wins`, `ties`, `losses` (verdicts)."""
     out = item_share(parsed, parsed["verdict"].map(PREFERENCE))
-    return {**out, **{COUNTS[o]: int((parsed["verdict"] == o).sum()) for o in OUTCOMES}}
+    return {**out, **_counts(parsed["verdict"])}
+
+
+def _counts(verdict: pd.Series) -> dict:
+    return {COUNTS[o]: int((verdict == o).sum()) for o in OUTCOMES}
 
 
 def outcomes_text(v: dict) -> str:
@@ -164,10 +167,15 @@ class Pairwise(JudgeMode):
         return df
 
     def metrics(self, g: pd.DataFrame) -> dict:
-        parsed = g[g["verdict"].notna()]
-        out = {"win_rate": win_rate(parsed), **{k: share(parsed, k) for k in OUTCOMES}}
-        cons = parsed[parsed["position_consistent"].notna()]
-        out["position_consistency"] = item_rate(cons, cons["position_consistent"].astype(bool))
+        # win_rate and share over the parsed rows, their items coded once, without building those rows' frame
+        has = g["verdict"].notna().to_numpy()
+        codes, n = item_codes(g, has)
+        verdict = g["verdict"][has]
+        out = {"win_rate": {**share_of(codes, n, verdict.map(PREFERENCE).astype(float).to_numpy()), **_counts(verdict)}}
+        out.update({k: rate_of(codes, n, (verdict == k).astype(bool).to_numpy()) for k in OUTCOMES})
+        consistent = g["position_consistent"]
+        cons = has & consistent.notna().to_numpy()
+        out["position_consistency"] = rate_of(*item_codes(g, cons), consistent[cons].astype(bool).to_numpy())
         return out
 
     def headline(self, s: dict) -> list[tuple[str, str]]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from genjudge.judging.items import item_rate
-from genjudge.judging.modes.base import JudgeMode, counts, rate_text, register, share
+from genjudge.judging.items import item_codes, rate_of
+from genjudge.judging.modes.base import JudgeMode, counts, rate_text, register
 
 
 class Reference(JudgeMode):
@@ -20,22 +20,23 @@ class Reference(JudgeMode):
     paired_measure = "accuracy"
 
     def metrics(self, g: pd.DataFrame) -> dict:
-        parsed = g[g["verdict"].notna()]
-        out = {"accuracy": share(parsed, "correct"), "verdict_counts": counts(parsed["verdict"])}
+        has = g["verdict"].notna().to_numpy()
+        verdict = g["verdict"][has]  # the parsed verdicts
+        accuracy = rate_of(*item_codes(g, has), (verdict == "correct").astype(bool).to_numpy())
+        out = {"accuracy": accuracy, "verdict_counts": counts(verdict)}
         p = g["p_correct"].dropna() if "p_correct" in g else []
         if len(p):
             out["mean_p_correct"] = float(p.mean())
         return out
 
     def summary(self, df: pd.DataFrame, metrics: dict, options: dict | None = None) -> dict:
-        parsed = df[df["verdict"].notna()]
-        both = parsed[parsed["exact_match"].notna() & (parsed["decided_by"] == "judge")]
-        agree = (both["verdict"] == "correct") == both["exact_match"].astype(bool)
+        both = (df["verdict"].notna() & df["exact_match"].notna() & (df["decided_by"] == "judge")).to_numpy(dtype=bool)
+        agree = (df["verdict"][both] == "correct") == df["exact_match"][both].astype(bool)
         return {
             "accuracy": metrics["accuracy"]["value"],
             "accuracy_ci95": metrics["accuracy"]["ci95"],
             "accuracy_rate": metrics["accuracy"],  # with n (items) and, clustered, n_answers and n_effective
-            "judge_exact_match_agreement": item_rate(both, agree),
+            "judge_exact_match_agreement": rate_of(*item_codes(df, both), agree.astype(bool).to_numpy()),
             "decided_by": counts(df["decided_by"]),
             # the cascade's rule decisions, by the (strict) extraction that found the answer
             "rule_extraction": counts(df.loc[df["decided_by"] == "rule", "answer_extraction"].fillna("whole text"))

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from genjudge.judging.modes.base import JudgeMode, mean_of, register
+from genjudge.judging.items import item_mean_where
+from genjudge.judging.modes.base import JudgeMode, register
 from genjudge.judging.verdicts import Verdict
 
 DEFAULT_RANGE = (1, 10)
@@ -45,10 +46,11 @@ class Score(JudgeMode):
         return df
 
     def metrics(self, g: pd.DataFrame) -> dict:
-        parsed = g[g["verdict"].notna()]
+        has = g["verdict"].notna().to_numpy()
+        score = g["score"][has]  # of the parsed verdicts
         return {
-            "mean_score": mean_of(parsed, "score"),
-            "score_counts": {_fmt(k): int(v) for k, v in parsed["score"].value_counts().sort_index().items()},
+            "mean_score": item_mean_where(g, has, score),
+            "score_counts": {_fmt(k): int(v) for k, v in score.value_counts().sort_index().items()},
         }
 
     def headline(self, s: dict) -> list[tuple[str, str]]:
