@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import clean_env
+from conftest import clean_env, new_workflow, planned_jobs
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "slurm"))
 from cluster import Cluster, unavailable_reason  # noqa: E402
@@ -215,27 +215,28 @@ def test_a_dry_run_with_the_slurm_profile_shows_what_slurm_gets(cluster, workflo
     """`snakemake -n --profile slurm` runs Snakemake's dry-run executor; its jobs still ask for what
     the SLURM executor submits: the GPUs (not this machine's none) and the judge's replicas, one per GPU
     of a judge node (slurm.judge.gpus_per_node)."""
+    # One shard (what each generation job asks for does not depend on their number), and the run stops
+    # at the judge's merged output: the jobs after it run on this machine, not on SLURM.
     cfg = workflow.write_config(
         "dry.yaml",
         run="dry",
-        shards=2,
+        shards=1,
         judge={**SMALL["judge"], "parallel": "replicas"},
         slurm={"arrays": False, "judge": {"gpus_per_node": 2}},
         **{k: v for k, v in SMALL.items() if k != "judge"},
     )
-    dry = workflow.run("--profile", "slurm", "-n", "--configfile", cfg, env=slurm_env(cluster)).stdout
+    target = "results/dry/judge/demo-judge/raw.parquet"
+    dry = workflow.run("--profile", "slurm", "-n", target, "--configfile", cfg, env=slurm_env(cluster)).stdout
     planned = dry_run_jobs(dry)
-    assert [j["gpu"] for j in planned["generate"]] == ["1", "1"]
+    assert [j["gpu"] for j in planned["generate"]] == ["1"]
     assert [j["gpu"] for j in planned["judge"]] == ["1"] * 2  # 2 replicas of one GPU
     since = last_job_id(cluster)
     proc = workflow.run(
-        "--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster), timeout=900
+        "--profile", "slurm", *FAST_POLL, "--verbose", target, "--configfile", cfg, env=slurm_env(cluster), timeout=900
     )
     assert submitted_jobs(re.findall(r"sbatch call: (.+)", proc.stdout + proc.stderr)) == planned
     got = jobs_of(cluster, since)
-    assert (
-        sorted((j["rule"], j["gpus"]) for j in got) == [("generate", "gres:gpu:1")] * 2 + [("judge", "gres:gpu:1")] * 2
-    )
+    assert sorted((j["rule"], j["gpus"]) for j in got) == [("generate", "gres:gpu:1")] + [("judge", "gres:gpu:1")] * 2
 
 
 def wait_for(predicate, timeout=120, what="condition"):
@@ -270,42 +271,52 @@ def running_generate(cluster, since, shard):
     return None
 
 
-def test_failed_first_attempt_is_retried_with_more_time_and_memory(cluster, workflow):
-    # Fewer job slots than shards: arrays would stall in the plugin, so each shard is a job of its own.
-    cfg = workflow.write_config("retry.yaml", run="retry", shards=2, **SMALL)
-    since = last_job_id(cluster)
-    proc = start(workflow, cluster, cfg, "--retries", "1", "--jobs", "1")
-    first = wait_for(lambda: running_generate(cluster, since, 0), what="shard 0 running")
-    cluster.run("scancel", str(first["id"]))  # the first attempt dies (as on preemption or node failure)
-    out = proc.communicate(timeout=900)[0]
-    assert proc.returncode == 0, out[-4000:]
+@pytest.fixture(scope="module")
+def cancelled_and_rerun(cluster, built_models, tmp_path_factory):
+    """One study of 2 shards for the cancelled-shard and the retry tests, run twice with one job slot
+    (fewer job slots than shards: arrays would stall in the plugin, so each shard is a job of its own).
+    Each run's job of shard 1 is cancelled while it runs (as on preemption or node failure): the first run
+    has no retries and fails with shard 0's generations only; the rerun has one retry and completes."""
+    workflow = new_workflow(tmp_path_factory.mktemp("cancel"), built_models)
+    cfg = workflow.write_config("cancel.yaml", run="cancel", shards=2, **SMALL)
+
+    def cancel_shard_1(retries):
+        since = last_job_id(cluster)
+        proc = start(workflow, cluster, cfg, "--retries", str(retries), "--jobs", "1")
+        job = wait_for(lambda: running_generate(cluster, since, 1), timeout=600, what="shard 1 running")
+        cluster.run("scancel", str(job["id"]))
+        out = proc.communicate(timeout=900)[0]
+        return {"out": out, "returncode": proc.returncode, "jobs": jobs_of(cluster, since)}
+
+    first = cancel_shard_1(retries=0)
+    first["gens"] = sorted(
+        p.name for p in (workflow.results("cancel") / "generations" / "demo-generator" / "questions").glob("*.parquet")
+    )
+    return {"workflow": workflow, "first": first, "rerun": cancel_shard_1(retries=1)}
+
+
+def test_failed_first_attempt_is_retried_with_more_time_and_memory(cancelled_and_rerun):
+    # The shared study's rerun: its first attempt of shard 1 died, and one retry was allowed.
+    rerun = cancelled_and_rerun["rerun"]
+    out = rerun["out"]
+    assert rerun["returncode"] == 0, out[-4000:]
     assert "job arrays: off for this run: 2 generation jobs but jobs: 1" in out
-    attempts = [j for j in jobs_of(cluster, since) if is_shard(j, 0)]
+    attempts = [j for j in rerun["jobs"] if is_shard(j, 1)]
     assert len(attempts) == 2
     assert attempts[0]["state"] == "CANCELLED" and attempts[1]["state"] == "COMPLETED"
     assert attempts[0]["time_limit"] == "00:10:00" and attempts[1]["time_limit"] == "00:20:00"
     mem = [int(re.match(r"(\d+)", j["mem"]).group(1)) for j in attempts]
     assert mem[1] == 2 * mem[0]
-    assert (workflow.results("retry") / "report" / "summary.json").exists()
+    assert (cancelled_and_rerun["workflow"].results("cancel") / "report" / "summary.json").exists()
 
 
-def test_cancelled_shard_reruns_alone(cluster, workflow):
-    cfg = workflow.write_config("cancel.yaml", run="cancel", shards=3, slurm={"arrays": False}, **SMALL)
-    since = last_job_id(cluster)
-    proc = start(workflow, cluster, cfg, "--retries", "0")
-    job = wait_for(lambda: running_generate(cluster, since, 1), what="shard 1 running")
-    cluster.run("scancel", str(job["id"]))
-    proc.communicate(timeout=900)
-    assert proc.returncode != 0
-    gens = sorted(
-        p.name for p in (workflow.results("cancel") / "generations" / "demo-generator" / "questions").glob("*.parquet")
-    )
-    assert gens == ["0.parquet", "2.parquet"]
+def test_cancelled_shard_reruns_alone(cancelled_and_rerun):
+    first, rerun = cancelled_and_rerun["first"], cancelled_and_rerun["rerun"]
+    assert first["returncode"] != 0
+    assert first["gens"] == ["0.parquet"]
 
-    plan = workflow.run(
-        "--profile", "slurm", "-n", "--configfile", cfg, "--quiet", "rules", env=slurm_env(cluster)
-    ).stdout
-    assert dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M)) == {
+    # What the rerun planned (its own Job stats table): shard 1's generation and what follows it.
+    assert planned_jobs(subprocess.CompletedProcess([], rerun["returncode"], rerun["out"], "")) == {
         "generate": "1",
         "merge": "1",
         "judge": "1",
@@ -315,11 +326,9 @@ def test_cancelled_shard_reruns_alone(cluster, workflow):
         "all": "1",
         "total": "7",
     }
-    since = last_job_id(cluster)
-    workflow.run("--profile", "slurm", *FAST_POLL, "--configfile", cfg, env=slurm_env(cluster))
-    rerun = jobs_of(cluster, since)
-    assert [is_shard(j, 1) for j in rerun if j["rule"] == "generate"] == [True]
-    assert sorted(j["rule"] for j in rerun) == ["generate", "judge"]
+    # What it submitted: shard 1 only (its cancelled first attempt and the retry), then the judge.
+    assert [is_shard(j, 1) for j in rerun["jobs"] if j["rule"] == "generate"] == [True, True]
+    assert sorted(j["rule"] for j in rerun["jobs"]) == ["generate", "generate", "judge"]
 
 
 def overlapping(a, b):
@@ -331,8 +340,10 @@ def test_shards_go_out_as_arrays_of_the_limit_and_each_role_to_its_partition(clu
     slurm = {"array_limit": 4, "generate": {"partition": "small"}, "judge": {"partition": "large"}}
     cfg = workflow.write_config("arrays.yaml", run="arrays", shards=6, slurm=slurm, **SMALL)
     since = last_job_id(cluster)
+    # The run stops at the judge's merged output (what is read of the judge): the jobs after it are local.
+    target = "results/arrays/judge/demo-judge/raw.parquet"
     proc = workflow.run(
-        "--profile", "slurm", *FAST_POLL, "--verbose", "--configfile", cfg, env=slurm_env(cluster), timeout=1500
+        "--profile", "slurm", *FAST_POLL, "--verbose", target, "--configfile", cfg, env=slurm_env(cluster), timeout=1500
     )
     log = proc.stdout + proc.stderr
     assert "job arrays: 6 generation jobs in arrays of up to 4 tasks" in log
