@@ -144,40 +144,6 @@ def test_plan_and_job_choose_the_same_batch_on_the_tiny_model(workflow):
     assert all(m["batch_search_seconds"] == 0 for m in [*gen, judge])
 
 
-@pytest.mark.workflow
-def test_the_written_overlay_reaches_the_slurm_dry_run(workflow):
-    cfg = workflow.write_config(shards=2)
-    overlay = workflow.path / "overlay.yaml"
-    subprocess.run(
-        [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(cfg), "--write", str(overlay)],
-        cwd=workflow.path,
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        check=True,
-    )
-    layer = yaml.safe_load(overlay.read_text())
-    want = layer["resources"]["generate"]
-    assert want["runtime"] >= 1 and want["mem_mb"] >= 1000
-    # No run measured these models: the comments say what the runtime rests on and the margin that follows.
-    text = overlay.read_text()
-    assert "x1.5 more\n# for each kind of figure the estimate assumed rather than measured" in text
-    assert re.search(
-        r"^# resources\.generate\.runtime, generator demo-generator: x1\.5 x 1\.5 per assumed kind of figure = "
-        r"x3\.38; it rests on 2 assumed: compute: .*; load: 1 GB/s read rate assumed",
-        text,
-        re.M,
-    ), text
-    assert "--calibrate results/<pilot> to replace them" in text
-    out = workflow.run(
-        "-n", "--profile", "profiles/slurm", "--configfile", cfg, overlay, env=clean_env(SLURM_CONF="/nonexistent")
-    )
-    text = out.stdout + out.stderr
-    block = text[text.index("rule generate:") :]
-    block = block[: block.index("\n\n")]
-    assert f"mem_mb={want['mem_mb']}" in block and f"runtime={want['runtime']}" in block, block
-
-
 def tiny_llama(path: Path, layers=2, heads=4, kv=4):
     cfg = {
         **LLAMA_8B,
@@ -265,8 +231,9 @@ def test_relative_paths_resolve_against_the_workflow_directory(study, tmp_path):
 
 
 @pytest.mark.workflow
-def test_a_dry_run_needs_only_each_models_config_json(workflow):
-    """A login node holds the models' config.json, not their weights: the dry run plans; a real run
+def test_a_dry_run_needs_only_each_models_config_json_and_the_written_overlay_reaches_slurm(workflow):
+    """A login node holds the models' config.json, not their weights: `genjudge plan --write` writes an
+    overlay from them, the dry run plans, the SLURM dry run asks for the overlay's resources; a real run
     stops before any job, naming what is missing; the job itself checks again before any item."""
     for m in ("generator", "judge"):  # a demo-* name: the demo's compact judge template stays allowed
         (workflow.path / "models" / f"demo-login-{m}").mkdir()
@@ -276,12 +243,39 @@ def test_a_dry_run_needs_only_each_models_config_json(workflow):
     cfg = workflow.write_config(
         shards=2, generator={"model": "models/demo-login-generator"}, judge={"model": "models/demo-login-judge"}
     )
+    overlay = workflow.path / "overlay.yaml"
+    subprocess.run(
+        [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(cfg), "--write", str(overlay)],
+        cwd=workflow.path,
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=True,
+    )
+    layer = yaml.safe_load(overlay.read_text())
+    want = layer["resources"]["generate"]
+    assert want["runtime"] >= 1 and want["mem_mb"] >= 1000
+    # No run measured these models: the comments say what the runtime rests on and the margin that follows.
+    text = overlay.read_text()
+    assert "x1.5 more\n# for each kind of figure the estimate assumed rather than measured" in text
+    assert re.search(
+        r"^# resources\.generate\.runtime, generator demo-login-generator: x1\.5 x 1\.5 per assumed kind of figure = "
+        r"x3\.38; it rests on 2 assumed: compute: .*; load: 1 GB/s read rate assumed",
+        text,
+        re.M,
+    ), text
+    assert "--calibrate results/<pilot> to replace them" in text
     dry = workflow.run("-n", "--configfile", cfg)
     assert "generate" in dry.stdout and "Job stats" in dry.stdout + dry.stderr
+    # The SLURM dry run with the overlay over the config: its generate jobs ask for the overlay's resources.
     slurm = workflow.run(
-        "-n", "--profile", "profiles/slurm", "--configfile", cfg, env=clean_env(SLURM_CONF="/nonexistent")
+        "-n", "--profile", "profiles/slurm", "--configfile", cfg, overlay, env=clean_env(SLURM_CONF="/nonexistent")
     )
-    assert "rule generate:" in slurm.stdout + slurm.stderr
+    text = slurm.stdout + slurm.stderr
+    assert "rule generate:" in text
+    block = text[text.index("rule generate:") :]
+    block = block[: block.index("\n\n")]
+    assert f"mem_mb={want['mem_mb']}" in block and f"runtime={want['runtime']}" in block, block
     real = workflow.run("--cores", "2", "--configfile", cfg, check=False)
     assert real.returncode != 0
     assert re.search(r"generator\.model: 'models/demo-login-generator' has no tokenizer", real.stdout + real.stderr)
