@@ -2,7 +2,6 @@
 three demo judges, a judge whose votes are all unparsed, and panel rules changed without a judge."""
 
 import json
-import re
 import subprocess
 import sys
 
@@ -13,6 +12,8 @@ from conftest import planned_jobs
 pytestmark = pytest.mark.workflow
 
 LABELS = "config/demo/labels.jsonl"
+# The demo panel example as its comment layers it: three demo judges as a panel, with the demo's labels.
+EXAMPLE = ["config/demo.yaml", "config/demo/labels.yaml", "config/examples/demo_panel.yaml"]
 
 
 def labels_file(workflow, name, drop: int, unknown: bool):
@@ -25,21 +26,20 @@ def labels_file(workflow, name, drop: int, unknown: bool):
 
 
 def panel_config(workflow, labels, lenient_pattern="(CORRECT)", rule="majority"):
-    return workflow.write_config(
+    """The config files of a run of the demo panel example (judges demo; plain, the demo judge with the
+    mode's own template, which it was not trained on; lenient, whose "(CORRECT)" also matches inside
+    INCORRECT) under a layer of its own: one shard, short answers, `labels`, the lenient judge's pattern
+    and the panel's rule."""
+    layer = workflow.write_config(
         "panel.yaml",
         run="panel",
         shards=1,
         generator={"max_new_tokens": 8},
         judge={"max_new_tokens": 12, "labels": {"path": labels}},
-        judges={
-            "demo": {},
-            # the demo judge with the mode's own template, which it was not trained on
-            "plain": {"template": None},
-            # deliberately weak: "(CORRECT)" also matches inside INCORRECT, so it says correct to nearly all
-            "lenient": {"verdict_pattern": lenient_pattern},
-        },
-        panels={"trio": {"judges": ["demo", "plain", "lenient"], "rule": rule}},
+        judges={"lenient": {"verdict_pattern": lenient_pattern}},
+        panels={"trio": {"rule": rule}},
     )
+    return [*EXAMPLE, layer]
 
 
 def expected_panel(votes: pd.DataFrame, rule: str) -> list:
@@ -57,19 +57,27 @@ def judge_files(workflow):
     return {p: p.read_bytes() for p in sorted((res / "judge").rglob("*")) if p.is_file()}
 
 
-def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
-    # Labels with an id the dataset does not have: refused while planning, naming it.
-    bad = panel_config(workflow, labels_file(workflow, "bad_labels.jsonl", drop=4, unknown=True))
-    proc = workflow.run("-n", "--configfile", bad, check=False)
+def test_the_demo_panel_example_with_labels_and_rule_changes_that_rejudge_nothing(workflow):
+    # The example reads the demo's labels: one with an id the dataset does not have is refused while
+    # planning, naming it.
+    labels = labels_file(workflow, "labels.jsonl", drop=4, unknown=False)
+    demo_labels = (workflow.path / LABELS).read_text()
+    labels_file(workflow, LABELS, drop=4, unknown=True)
+    proc = workflow.run("-n", "--configfile", *EXAMPLE, check=False)
     assert proc.returncode != 0
-    assert "judges.demo.labels: bad_labels.jsonl labels 1 id(s) not in the dataset questions: 'no-such-question'" in (
-        proc.stdout + proc.stderr
+    assert "'no-such-question'" in proc.stdout + proc.stderr
+    assert (
+        "judges.demo.labels: config/demo/labels.jsonl labels 1 id(s) not in the dataset questions: 'no-such-question'"
+        in (proc.stdout + proc.stderr)
     )
-    assert not workflow.results("panel").exists()
+    assert not workflow.results("demo-panel").exists() and not workflow.results("panel").exists()
+    (workflow.path / LABELS).write_text(demo_labels)
 
-    # 4 of the 44 ids (9%) unlabelled: it runs, over the 40 labelled.
-    cfg = panel_config(workflow, labels_file(workflow, "labels.jsonl", drop=4, unknown=False))
-    assert planned_jobs(workflow.run("--cores", "2", "--configfile", cfg))["judge"] == "3"  # one job per judge
+    # 4 of the 44 ids (9%) unlabelled: it runs, over the 40 labelled. The example plans one judge job and
+    # one parse per judge, and one report.
+    cfg = panel_config(workflow, labels)
+    planned = planned_jobs(workflow.run("--cores", "2", "--configfile", *cfg))
+    assert planned["judge"] == "3" and planned["parse_verdicts"] == "3" and planned["report"] == "1"
     res = workflow.results("panel")
     s = json.loads((res / "report" / "summary.json").read_text())
     v = s["validity"]
@@ -86,9 +94,10 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
     assert sum(sum(r.values()) for r in demo["confusion"].values()) == demo["n_judged"]
     assert "cohen_kappa" in demo and demo["cohen_kappa"] is not None
     assert "length_correlation" in v["judges"]["demo"]["bias"]
-    # The demo generator and judge are one family (both model_type llama, both named demo-*).
+    # The demo generator and judge are one family (both model_type llama, both named demo-*); the judges
+    # in the example's order.
     assert v["self_preference"] == [
-        "judges demo, lenient, plain (models/demo-judge) and generator demo-generator (models/demo-generator) are "
+        "judges demo, plain, lenient (models/demo-judge) and generator demo-generator (models/demo-generator) are "
         "of one family (model_type llama, name 'demo'): judges tend to prefer answers of their own family"
     ]
 
@@ -115,7 +124,7 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
     before = judge_files(workflow)
     never = panel_config(workflow, "labels.jsonl", lenient_pattern="NEVER-(X)")
     # A judge that parses nothing fails its cell (exit status 1); the report and the panel go on without it.
-    failed = workflow.run("--cores", "2", "--configfile", never, check=False)
+    failed = workflow.run("--cores", "2", "--configfile", *never, check=False)
     assert planned_jobs(failed) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
     assert failed.returncode == 1 and "1 cell(s) failed and were not judged" in failed.stderr
     assert judge_files(workflow) == before
@@ -137,7 +146,7 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
 
     # The panel rule changed: only the report runs again; no judge job, no parsing.
     unanimous = panel_config(workflow, "labels.jsonl", lenient_pattern="NEVER-(X)", rule="unanimous")
-    again = workflow.run("--cores", "2", "--configfile", unanimous, check=False)
+    again = workflow.run("--cores", "2", "--configfile", *unanimous, check=False)
     assert planned_jobs(again) == {"report": "1", "all": "1", "total": "2"}
     assert again.returncode == 1  # lenient still
     assert judge_files(workflow) == before
@@ -146,17 +155,7 @@ def test_labels_panel_and_rule_changes_rejudge_nothing(workflow):
     assert trio["rule"] == "unanimous"
     assert trio["n_decided"] == sum(v is not None for v in expected_panel(votes, "unanimous"))
     # Snakemake's own summary: the judge outputs were last made by the first run's jobs.
-    summary = workflow.run("--summary", "--configfile", unanimous).stdout
+    summary = workflow.run("--summary", "--configfile", *unanimous).stdout
     judge_rows = [line for line in summary.splitlines() if "/judge/" in line and "shards/" in line]
     assert len(judge_rows) == 6  # 3 judges x (table, meta)
     assert all(row.split("\t")[2] == "judge" and row.split("\t")[-1] == "no update" for row in judge_rows)
-
-
-def test_the_demo_panel_example_plans_one_job_per_judge_and_reads_its_labels(workflow):
-    files = ["config/demo.yaml", "config/demo/labels.yaml", "config/examples/demo_panel.yaml"]
-    out = workflow.run("-n", "--configfile", *files, "--quiet", "rules").stdout
-    planned = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
-    assert planned["judge"] == "3" and planned["parse_verdicts"] == "3" and planned["report"] == "1"
-    (workflow.path / "config/demo/labels.jsonl").write_text('{"id": "arith-999", "label": "correct"}\n')
-    proc = workflow.run("-n", "--configfile", *files, check=False)
-    assert proc.returncode != 0 and "'arith-999'" in proc.stdout + proc.stderr
