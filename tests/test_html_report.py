@@ -180,8 +180,12 @@ def test_the_report_sets_the_time_model_against_each_job_and_a_plan_calibrates_f
         assert j["predicted"]["decode"] > 0 and j["measured"]["decode"] > 0 and j["measured"]["prefill"] > 0
     # The ratio is the jobs' measured seconds over their predicted ones (how close they are depends on
     # the machine's load: bench/plan_bench.py holds the model to 2x with medians, not this test).
+    # The ratio is of the unrounded totals; each job's seconds are written to 3 decimals, which moves a
+    # sum of demo jobs' predicted decode seconds (about 0.05 each) by up to 0.0005 a job.
     measured, predicted = (sum(j[side]["decode"] for j in check["jobs"]) for side in ("measured", "predicted"))
-    assert check["measured_over_predicted"]["decode"] == pytest.approx(measured / predicted, rel=0.01), check
+    slack = 0.0005 * len(check["jobs"])
+    lowest, highest = (measured - slack) / (predicted + slack), (measured + slack) / (predicted - slack)
+    assert lowest - 0.0005 <= check["measured_over_predicted"]["decode"] <= highest + 0.0005, (lowest, highest, check)
     # Demo-sized jobs: the engine's fixed costs are nearly all of the prediction, and the report says the
     # ratios mean little.
     assert check["fixed_share"]["load"] > 0.8 and check["fixed_share"]["compute"] > 0.5, check["fixed_share"]
