@@ -85,7 +85,7 @@ def test_concurrency_is_cut_once_per_round_where_rate_limits_are_a_fifth_of_it_a
         assert c.active == 10
         for s in sent:  # ten 429s of requests sent before the cut: one cut
             c.rate_limited(s)
-        assert c.limit == pytest.approx(8.0) and c.cuts == 1
+        assert c.limit == pytest.approx(9.0) and c.cuts == 1
         for _ in range(10):
             await c.release()
         # One refusal in ten, round after round (a provider refusing a share whatever the load): no cut.
@@ -94,7 +94,7 @@ def test_concurrency_is_cut_once_per_round_where_rate_limits_are_a_fifth_of_it_a
                 await c.succeeded()
             c.rate_limited(await c.acquire())
             await c.release()
-        assert c.cuts == 1 and c.limit > 8.0
+        assert c.cuts == 1 and c.limit > 9.0
         # Three in ten (more requests in flight than a limit allows): cut again.
         for k in range(10):
             if k % 3 == 0:
@@ -102,7 +102,7 @@ def test_concurrency_is_cut_once_per_round_where_rate_limits_are_a_fifth_of_it_a
                 await c.release()
             else:
                 await c.succeeded()
-        assert c.cuts == 2 and c.limit < 9.0
+        assert c.cuts == 2 and c.limit < 10.0
         for _ in range(200):
             await c.succeeded()
         assert c.limit == 10.0  # back to max_connections, never above

@@ -11,7 +11,7 @@ The wait before a retry is what the server asked for (`Retry-After`, `retry-afte
 with full jitter; each item's failed tries (`max_attempts`, rate limits not counted: they say "not
 now") and total wait (`max_wait`) are bounded, after which it is left for a rerun.
 
-Concurrency starts at `max_connections`, falls by a fifth where rate limits are more than a fifth of
+Concurrency starts at `max_connections`, falls by a tenth where rate limits are more than a fifth of
 the latest round's answers and climbs back by one request per round of successes (additive increase,
 multiplicative decrease, as TCP and inspect_ai do); a burst of 429s from requests sent before the last
 cut counts as one.
@@ -29,7 +29,7 @@ from collections import deque
 RETRIED_STATUS = {408, 409, 429}
 BACKOFF_BASE = 1.0  # seconds before the first retry without a server's hint
 BACKOFF_CAP = 60.0
-CUT = 0.8
+CUT = 0.9
 JITTER_FLOOR = 0.1  # seconds: the spread of retries after a server's very short wait
 CUT_SHARE = 0.2  # of a round's answers rate-limited, above which the concurrency is cut
 MIN_ROUND = 8  # answers a round counts at least
@@ -125,7 +125,7 @@ def wait_for(error: Retry, attempt: int, rng: random.Random) -> float:
 
 
 class Concurrency:
-    """How many requests may be in flight: at most `maximum`; cut by a fifth when rate limits are more
+    """How many requests may be in flight: at most `maximum`; cut by a tenth when rate limits are more
     than `CUT_SHARE` of the latest round's answers (a round: as many answers as the limit, at least
     `MIN_ROUND`), at most once per round (a 429 of a request sent before the last cut does not cut
     again); raised by one after as many successes as the limit (additive increase).
