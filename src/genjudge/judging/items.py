@@ -21,6 +21,9 @@ def item_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in ITEM_KEYS if c in df]
 
 
+_KEY_LIMIT = 2**62  # item keys are renumbered before their product could pass int64
+
+
 def item_codes(df: pd.DataFrame, mask=None) -> tuple[np.ndarray, int]:
     """(each row's item as 0, 1, ... in order of first appearance, number of items): the groups of
     `df.groupby(item_columns(df), sort=False, dropna=False)` in their order (a missing key is a key of its
@@ -47,9 +50,6 @@ def item_codes(df: pd.DataFrame, mask=None) -> tuple[np.ndarray, int]:
         key = key[mask]
     key, first = pd.factorize(key)  # renumbered by first appearance
     return key.astype(np.int64, copy=False), len(first)
-
-
-_KEY_LIMIT = 2**62
 
 
 def count_items(df: pd.DataFrame) -> int:
@@ -85,6 +85,11 @@ def share_of(codes: np.ndarray, n: int, values: np.ndarray) -> dict:
 def item_rate(df: pd.DataFrame, hit) -> dict:
     """The share of `df`'s rows where `hit` (a boolean Series aligned with df) holds, clustered by item."""
     return rate_of(*item_codes(df), pd.Series(hit, index=df.index).astype(bool).to_numpy())
+
+
+def item_rate_where(df: pd.DataFrame, mask: np.ndarray, hit) -> dict:
+    """`item_rate(df[mask], hit)` without building `df[mask]`: `hit` aligned with the rows where `mask` holds."""
+    return rate_of(*item_codes(df, mask), np.asarray(hit, dtype=bool))
 
 
 def item_share(df: pd.DataFrame, values) -> dict:

@@ -13,7 +13,7 @@ from genjudge.judging import modes, paired, sampling_stats
 from genjudge.judging.answer_rules import extracts
 from genjudge.judging.extraction import NO_ANSWER
 from genjudge.judging.headline import headline_rows, truncated_text
-from genjudge.judging.items import answers_per_item, count_items, item_codes, per_turn, rate_of, turn_table
+from genjudge.judging.items import answers_per_item, count_items, item_rate_where, per_turn, turn_table
 from genjudge.judging.modes.base import count_unfinished, pct, rate_text
 from genjudge.judging.reasoning import LIMIT, UNCLOSED, unfinished_advice, unfinished_cause
 from genjudge.judging.tables import markdown_table, md_code, md_line, md_text
@@ -266,7 +266,7 @@ def truncated_examples(df: pd.DataFrame, cut: pd.Series, n: int, width: int = 16
 def exact_match_rate(df: pd.DataFrame) -> dict:
     """Normalised exact match over the answers that have a reference, clustered by item."""
     has = df["exact_match"].notna().to_numpy()
-    return rate_of(*item_codes(df, has), df["exact_match"][has].astype(bool).to_numpy())
+    return item_rate_where(df, has, df["exact_match"][has].astype(bool))
 
 
 def intervals_note(clustered: bool) -> str:

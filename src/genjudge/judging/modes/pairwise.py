@@ -11,7 +11,7 @@ import pandas as pd
 from genjudge.data.conversation import placeholders, reference_turns, swapped
 from genjudge.data.samples import SampleView, answers_by_row
 from genjudge.errors import InputError
-from genjudge.judging.items import item_codes, item_share, rate_of, share_of
+from genjudge.judging.items import item_codes, item_rate_where, item_share, rate_of, share_of
 from genjudge.judging.modes.base import (
     NO_REFERENCE,
     UNJUDGED,
@@ -175,7 +175,7 @@ class Pairwise(JudgeMode):
         out.update({k: rate_of(codes, n, (verdict == k).astype(bool).to_numpy()) for k in OUTCOMES})
         consistent = g["position_consistent"]
         cons = has & consistent.notna().to_numpy()
-        out["position_consistency"] = rate_of(*item_codes(g, cons), consistent[cons].astype(bool).to_numpy())
+        out["position_consistency"] = item_rate_where(g, cons, consistent[cons].astype(bool))
         return out
 
     def headline(self, s: dict) -> list[tuple[str, str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from genjudge.judging.items import item_codes, rate_of
+from genjudge.judging.items import item_rate_where
 from genjudge.judging.modes.base import JudgeMode, counts, rate_text, register
 
 
@@ -22,7 +22,7 @@ class Reference(JudgeMode):
     def metrics(self, g: pd.DataFrame) -> dict:
         has = g["verdict"].notna().to_numpy()
         verdict = g["verdict"][has]  # the parsed verdicts
-        accuracy = rate_of(*item_codes(g, has), (verdict == "correct").astype(bool).to_numpy())
+        accuracy = item_rate_where(g, has, verdict == "correct")
         out = {"accuracy": accuracy, "verdict_counts": counts(verdict)}
         p = g["p_correct"].dropna() if "p_correct" in g else []
         if len(p):
@@ -36,7 +36,7 @@ class Reference(JudgeMode):
             "accuracy": metrics["accuracy"]["value"],
             "accuracy_ci95": metrics["accuracy"]["ci95"],
             "accuracy_rate": metrics["accuracy"],  # with n (items) and, clustered, n_answers and n_effective
-            "judge_exact_match_agreement": rate_of(*item_codes(df, both), agree.astype(bool).to_numpy()),
+            "judge_exact_match_agreement": item_rate_where(df, both, agree.astype(bool)),
             "decided_by": counts(df["decided_by"]),
             # the cascade's rule decisions, by the (strict) extraction that found the answer
             "rule_extraction": counts(df.loc[df["decided_by"] == "rule", "answer_extraction"].fillna("whole text"))
