@@ -252,6 +252,7 @@ class PromptSet:
             mplan = job_plan(self.spec, self.spec.batch_size, seq_len, self.kind)
             log.info("memory plan:\n%s", render(mplan) if "error" not in mplan else mplan["error"])
             refuse_quantized_offload(mplan)
+            collector.freeze_imports()  # torch and transformers are imported by now
             self.model, placement = load_causal_lm(self.spec)
             collector.resume()
             self.info = {
