@@ -45,16 +45,24 @@ def pytest_unconfigure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Modules that run the workflow go first (the SLURM ones first of all), unit-test modules last,
-    each module's tests kept together and in their order: `make test` hands whole modules to its
-    pytest-xdist workers (--dist loadscope), and the short modules then fill the gaps at the end."""
-    weight: dict[str, int] = {}
+    """The SLURM modules first (they wait on the scheduler more than they compute), then the others,
+    costliest first by tests/durations.json (a module it does not know yet first of all); each
+    module's tests kept together and in their order. `make test` hands whole modules to its
+    pytest-xdist workers (--dist loadscope), and hands a worker its next module while it still runs
+    two tests: a long module handed out late would keep one worker busy while the others have nothing
+    left to do. Longest first, the short modules fill the gaps at the end."""
+    slurm: set[str] = set()
     for item in items:
-        marks = {m.name for m in item.iter_markers()}
-        w = 0 if "slurm" in marks else 1 if marks & {"workflow", "vllm"} else 2
-        module = item.nodeid.split("::")[0]
-        weight[module] = min(weight.get(module, 2), w)
-    items.sort(key=lambda item: weight[item.nodeid.split("::")[0]])
+        if item.get_closest_marker("slurm"):
+            slurm.add(item.nodeid.split("::")[0])
+    cost = module_costs()
+    items.sort(key=lambda item: ((m := item.nodeid.split("::")[0]) not in slurm, -cost.get(m, float("inf")), m))
+
+
+def module_costs() -> dict[str, float]:
+    """Each module's CPU seconds in the run tests/durations.json records."""
+    budget = json.loads((ROOT / "tests" / "durations.json").read_text())
+    return {module: entry["cpu_s"] for module, entry in budget["modules"].items()}
 
 
 def planned_jobs(proc: subprocess.CompletedProcess) -> dict:
