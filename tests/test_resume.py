@@ -3,7 +3,6 @@
 import hashlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from types import SimpleNamespace
 import pandas as pd
 import psutil
 import pytest
-from conftest import clean_env, new_workflow
+from conftest import clean_env, new_workflow, planned_jobs
 
 from genjudge.store.item_store import count_keys
 
@@ -103,10 +102,11 @@ JUDGMENTS = "judgments/demo-judge.parquet"  # what the judge decides: the report
 
 
 @pytest.fixture(scope="module")
-def generation_resumed(tmp_path_factory, built_models):
-    """A run whose generation job was SIGKILLed halfway and then resumed up to its merged generations
-    (what the generation test checks, kept as it was at each step), and the same config run
-    uninterrupted with a cache of its own up to its judgments (what both kill tests compare with)."""
+def big_resumed(tmp_path_factory, built_models):
+    """A run whose generation job was SIGKILLed halfway; its rerun resumed the generation (what the
+    generation test checks, kept as it was then) and went on to the judge job, SIGKILLed halfway in
+    turn; a third run resumed the judge up to its judgments (what the judge test checks). And the same
+    config run uninterrupted with a cache of its own up to its judgments (what both compare with)."""
     workflow = new_workflow(tmp_path_factory.mktemp("big"), built_models)
     write_dataset(workflow.path / "big.jsonl", BIG)
     cfg = workflow.write_config(**BIG_KW)
@@ -120,14 +120,28 @@ def generation_resumed(tmp_path_factory, built_models):
         checkpointed=complete_lines(store),
         shard_written=(workflow.results() / "generations" / "demo-generator" / "big" / "0.parquet").exists(),
     )
-    workflow.run("--cores", "2", f"results/demo/{MERGED}", "--configfile", cfg)
+    # The rerun resumes the generation job, merges it, and its judge job (the next) is killed halfway.
+    judge_store = kill_judge_halfway(workflow, cfg)
     resumed = SimpleNamespace(meta=workflow.metas()[0], stored=complete_lines(store))
+    judge_killed = SimpleNamespace(checkpointed=complete_lines(judge_store))
+    rerun = workflow.run("--cores", "2", f"results/demo/{JUDGMENTS}", "--configfile", cfg)
+    judge_resumed = SimpleNamespace(
+        plan=planned_jobs(rerun),
+        meta=json.loads((workflow.results() / "judge" / "demo-judge" / "raw.meta.json").read_text()),
+    )
     ref = reference_run(workflow, BIG_KW, f"results/ref/{JUDGMENTS}")
-    return SimpleNamespace(workflow=workflow, cfg=cfg, killed=killed, resumed=resumed, ref=ref)
+    return SimpleNamespace(
+        workflow=workflow,
+        killed=killed,
+        resumed=resumed,
+        judge_killed=judge_killed,
+        judge_resumed=judge_resumed,
+        ref=ref,
+    )
 
 
-def test_generation_killed_halfway_resumes_from_its_checkpoint(generation_resumed):
-    run = generation_resumed
+def test_generation_killed_halfway_resumes_from_its_checkpoint(big_resumed):
+    run = big_resumed
     assert run.killed.returncode != 0, run.killed.out[-2000:]
     checkpointed = run.killed.checkpointed
     assert BIG // 2 <= checkpointed < BIG
@@ -142,20 +156,18 @@ def test_generation_killed_halfway_resumes_from_its_checkpoint(generation_resume
     pd.testing.assert_frame_equal(pd.read_parquet(merged), pd.read_parquet(run.ref / MERGED))
 
 
-def test_judge_killed_halfway_resumes_from_its_checkpoint(generation_resumed, tmp_path):
-    workflow = generation_resumed.workflow.copy(tmp_path)  # its generations done: the judge is the next job
-    cfg = workflow.path / "config" / generation_resumed.cfg.name
-    store = kill_judge_halfway(workflow, cfg)
-    checkpointed = complete_lines(store)
+def test_judge_killed_halfway_resumes_from_its_checkpoint(big_resumed):
+    """The judge job of the fixture's rerun (its generations done: the judge was the next job) was killed
+    halfway (kill_judge_halfway asserts the run failed); the run after it planned the judge alone."""
+    run = big_resumed
+    checkpointed = run.judge_killed.checkpointed
     assert BIG // 2 <= checkpointed < BIG
 
-    plan = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
-    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M))
+    jobs = run.judge_resumed.plan
     assert "generate" not in jobs and jobs["judge"] == "1"
-    workflow.run("--cores", "2", f"results/demo/{JUDGMENTS}", "--configfile", cfg)
-    meta = json.loads((workflow.results() / "judge" / "demo-judge" / "raw.meta.json").read_text())
+    meta = run.judge_resumed.meta
     assert meta["resumed_items"] == checkpointed and meta["computed_items"] == BIG - checkpointed
-    ref = workflow.results("ref")
+    workflow, ref = run.workflow, run.ref
     pd.testing.assert_frame_equal(pd.read_parquet(workflow.results() / JUDGMENTS), pd.read_parquet(ref / JUDGMENTS))
 
 
@@ -180,7 +192,8 @@ def test_changing_the_shard_count_regenerates_nothing_but_new_settings_regenerat
     # The same run in two shards instead of one, on the same cache.
     cache = {"cache_dir": "results/.cache-a"}
     cfg2 = workflow.write_config("two.yaml", **{**FAST, **cache, "run": "two", "shards": 2})
-    workflow.run("--cores", "2", "--configfile", cfg2)
+    targets = ["results/two/generations/demo-generator/questions.parquet", "results/two/judge/demo-judge/raw.parquet"]
+    workflow.run("--cores", "2", *targets, "--configfile", cfg2)  # what is read: no verdicts, no report
     metas = workflow.metas("two")
     assert len(metas) == 2
     assert sum(m["computed_items"] for m in metas) == 0 and sum(m["resumed_items"] for m in metas) == 44
@@ -217,9 +230,8 @@ def test_one_failing_shard_does_not_stop_the_others_and_a_rerun_runs_only_it(wor
     assert [(f["generator"], f["stage"]) for f in summary["failed_cells"]] == [("demo-generator", "generate")]
 
     shard1.write_bytes(good)
-    plan = workflow.run("-n", "--configfile", cfg, "--quiet", "rules").stdout
-    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.M))
-    assert jobs == {
+    rerun = workflow.run("--cores", "2", "--configfile", cfg)
+    assert planned_jobs(rerun) == {
         "generate": "1",
         "merge": "1",
         "judge": "1",
@@ -229,14 +241,14 @@ def test_one_failing_shard_does_not_stop_the_others_and_a_rerun_runs_only_it(wor
         "all": "1",
         "total": "7",
     }
-    workflow.run("--cores", "2", "--configfile", cfg)
     assert (workflow.results() / "report" / "summary.json").exists()
 
 
 def test_greedy_runs_are_byte_identical_and_provenance_is_recorded(run_a, tmp_path):
     workflow = run_a.copy(tmp_path)
     cfg = workflow.write_config("b.yaml", run="b", cache_dir="results/.cache-b", **FAST)
-    workflow.run("--cores", "2", "--configfile", cfg)  # the same config, computed again from nothing
+    # The same config, computed again from nothing up to the judgments (the report read is a's).
+    workflow.run("--cores", "2", "results/b/judgments/demo-judge.parquet", "--configfile", cfg)
     for name in (
         "generations/demo-generator/questions.parquet",
         "judge/demo-judge/raw.parquet",
@@ -319,13 +331,15 @@ def test_ctrl_c_stops_every_job_within_seconds_keeps_what_was_stored_and_every_a
     kept = complete_lines(store)
     assert first < second <= kept < n  # nothing stored was lost, and the jobs did not run on to the end
 
+    # The rerun in one shard (the item cache spans shard layouts; one job, one model load): shard 0's job,
+    # its log the same file, resumes every item both jobs stored.
     merged = "results/demo/generations/demo-generator/big.parquet"
     workflow.run(
         "--cores",
         "2",
         merged,
         "--configfile",
-        workflow.write_config(**{**kw, "generator": {**kw["generator"], "batch_size": 16}}),
+        workflow.write_config(**{**kw, "shards": 1, "generator": {**kw["generator"], "batch_size": 16}}),
     )
     metas = workflow.metas()
     assert sum(m["resumed_items"] for m in metas) == kept and sum(m["computed_items"] for m in metas) == n - kept
