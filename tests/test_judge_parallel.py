@@ -26,6 +26,12 @@ TWO = {
     "generator": {"max_new_tokens": 8},
     "resources": {"generate": {"cpus_per_gpu": 1}, "judge": {"cpus_per_gpu": 1}},
 }
+N_KILLED = 48  # requests of the killed tensor group: 24 batches of 2 at 32 new tokens each
+# big.jsonl (N_KILLED questions), generated once for every test that judges it.
+BIG = {**TWO, "dataset": {"path": "big.jsonl"}, "generator": {"max_new_tokens": 4}}
+# The demo judge's settings wherever it judges (tensor, replicas, one process): slow enough verdicts to
+# kill the tensor group halfway.
+DEMO_JUDGE = {"batch_size": 2, "max_new_tokens": 32}
 
 
 def build_small_llama(path, tokenizer_dir):
@@ -95,15 +101,16 @@ GPU2 = ("--cores", "2", "--resources", "gpu=2")
 
 @pytest.fixture(scope="module")
 def questions(tmp_path_factory, built_models, small):
-    """The demo questions generated once at TWO's settings (run demo): the tensor and replicas tests
+    """big.jsonl generated once at BIG's settings (run demo): the tensor, replicas and killed-group tests
     judge copies of it. `one` is another copy judged by one process (device_map), each judge those
     tests compare against, with a judge cache of its own (the layout is not in the item keys)."""
     generated = new_workflow(tmp_path_factory.mktemp("questions"), built_models)
-    cfg = generated.write_config("gen.yaml", **TWO)
-    generated.run("results/demo/generations/demo-generator/questions.parquet", *GPU2, "--configfile", cfg)
+    write_dataset(generated.path / "big.jsonl", N_KILLED)
+    cfg = generated.write_config("gen.yaml", **BIG)
+    generated.run("results/demo/generations/demo-generator/big.parquet", *GPU2, "--configfile", cfg)
     one = generated.copy(tmp_path_factory.mktemp("one"))
-    every = {"demo-judge": {}, **judges(small)}
-    cfg = one.write_config("one.yaml", **TWO, judges=every, judge={"parallel": "device_map", "max_new_tokens": 8})
+    every = {"demo-judge": DEMO_JUDGE, **judges(small)}
+    cfg = one.write_config("one.yaml", **BIG, judges=every, judge={"parallel": "device_map", "max_new_tokens": 8})
     one.run(*(f"results/demo/judgments/{name}.parquet" for name in every), *GPU2, "--configfile", cfg)
     return SimpleNamespace(generated=generated, one=one)
 
@@ -111,7 +118,7 @@ def questions(tmp_path_factory, built_models, small):
 def test_tensor_group_of_two_judges_exactly_as_one_process(questions, small, tmp_path):
     workflow, one = questions.generated.copy(tmp_path), questions.one
     tensor = workflow.write_config(
-        "tensor.yaml", **TWO, judges=judges(small), judge={"parallel": "tensor", "max_new_tokens": 8}
+        "tensor.yaml", **BIG, judges=judges(small), judge={"parallel": "tensor", "max_new_tokens": 8}
     )
     judgments = [f"judgments/{name}.parquet" for name in judges(small)]  # the report is other tests'
     workflow.run(*(f"results/demo/{j}" for j in judgments), *GPU2, "--configfile", tensor)
@@ -131,31 +138,11 @@ def test_tensor_group_of_two_judges_exactly_as_one_process(questions, small, tmp
     assert "[rank 0]" in log and "backend gloo" in log and "torch.distributed.run" in log
 
 
-N_KILLED = 48  # requests of the killed tensor group: 24 batches of 2 at 32 new tokens each
-KILLED = {
-    **TWO,
-    "dataset": {"path": "big.jsonl"},
-    "generator": {"max_new_tokens": 4},
-    "judge": {"parallel": "tensor", "batch_size": 2, "max_new_tokens": 32},
-}
+KILLED = {**BIG, "judge": {"parallel": "tensor", **DEMO_JUDGE}}
 
 
-@pytest.fixture(scope="module")
-def big(tmp_path_factory, built_models):
-    """big.jsonl generated once (run demo) for the killed tensor group to judge in a copy; `ref`, another
-    copy judged uninterrupted by one process (device_map), is what the group's resumed run must give."""
-    generated = new_workflow(tmp_path_factory.mktemp("big"), built_models)
-    write_dataset(generated.path / "big.jsonl", N_KILLED)
-    cfg = generated.write_config(**KILLED)
-    generated.run("--cores", "2", "results/demo/generations/demo-generator/big.parquet", "--configfile", cfg)
-    ref = generated.copy(tmp_path_factory.mktemp("ref"))
-    cfg = ref.write_config("ref.yaml", **{**KILLED, "judge": {**KILLED["judge"], "parallel": "device_map"}})
-    ref.run("--cores", "2", "results/demo/judgments/demo-judge.parquet", "--configfile", cfg)
-    return SimpleNamespace(generated=generated, ref=ref)
-
-
-def test_tensor_group_killed_halfway_resumes_from_rank_0s_checkpoint(big, tmp_path):
-    workflow = big.generated.copy(tmp_path)  # its generations done: the judge is the first job
+def test_tensor_group_killed_halfway_resumes_from_rank_0s_checkpoint(questions, tmp_path):
+    workflow = questions.generated.copy(tmp_path)  # its generations done: the judge is the first job
     cfg = workflow.write_config(**KILLED)
     store = kill_judge_halfway(workflow, cfg, N_KILLED)
     # The group dies with its job: no rank outlives it to write after the kill.
@@ -172,9 +159,9 @@ def test_tensor_group_killed_halfway_resumes_from_rank_0s_checkpoint(big, tmp_pa
     assert meta["parallel"] == "tensor"
     assert meta["resumed_items"] == checkpointed and meta["computed_items"] == N_KILLED - checkpointed
     assert complete_lines(store) == N_KILLED  # nothing judged twice, every rank-0 record kept
-    assert judge_meta(big.ref, "demo", "demo-judge")["parallel"] == "device_map"
+    assert judge_meta(questions.one, "demo", "demo-judge")["parallel"] == "device_map"
     pd.testing.assert_frame_equal(
-        pd.read_parquet(workflow.results() / judgments), pd.read_parquet(big.ref.results() / judgments)
+        pd.read_parquet(workflow.results() / judgments), pd.read_parquet(questions.one.results() / judgments)
     )
 
 
@@ -192,7 +179,7 @@ def ranks_alive(workflow) -> list:
 
 def test_replicas_are_one_job_per_device_and_merge_to_the_one_process_result(questions, tmp_path):
     workflow, one = questions.generated.copy(tmp_path), questions.one
-    cfg = workflow.write_config(**TWO, judge={"parallel": "replicas", "max_new_tokens": 8})
+    cfg = workflow.write_config(**BIG, judge={"parallel": "replicas", **DEMO_JUDGE})
     judgments = "judgments/demo-judge.parquet"
     workflow.run(f"results/demo/{judgments}", *GPU2, "--configfile", cfg)
     shards = sorted((workflow.results() / "judge" / "demo-judge" / "shards").glob("*.meta.json"))
@@ -293,13 +280,38 @@ def test_explicit_choices_and_uneven_heads():
         decide(spec_for("judge", model=CFG70, parallel="tensor"), 3)
 
 
-def test_plan_command_prints_the_choice_and_why(tmp_path):
-    from test_memplan import plan_cli
+def plan_command(tmp_path, capsys, judge: dict) -> str:
+    """What `genjudge plan --gpus 4x80GiB --role judge` prints for the config of test_memplan's plan_cli,
+    the command's main() run in this process (torch and transformers imported already, by the tests
+    above: a process of its own would spend its time importing them again)."""
+    import gc
 
-    out = plan_cli(tmp_path, {"dtype": "bfloat16", "parallel": "auto"})
+    from genjudge.cli import main
+
+    data = tmp_path / "gsm.jsonl"
+    data.write_text(
+        "".join(f'{{"question": "{"How many apples? " * 20}{i}", "answer": "#### {i}"}}\n' for i in range(100))
+    )
+    cfg = {
+        "run": "p",
+        "dataset": {"path": str(data), "fields": {"id": None, "category": None}},
+        "generator": {"model": CFG70, "max_new_tokens": 256},
+        "judge": {"model": CFG70, **judge},
+    }
+    (tmp_path / "c.yaml").write_text(json.dumps(cfg))
+    capsys.readouterr()
+    try:
+        assert main(["plan", "--configfile", str(tmp_path / "c.yaml"), "--gpus", "4x80GiB", "--role", "judge"]) == 0
+    finally:
+        gc.enable()  # the command pauses the collector for its short process
+    return capsys.readouterr().out
+
+
+def test_plan_command_prints_the_choice_and_why(tmp_path, capsys):
+    out = plan_command(tmp_path, capsys, {"dtype": "bfloat16", "parallel": "auto"})
     assert "judge.parallel: tensor (auto: the weights (141.1 GB at bfloat16) need 2 GPUs of 80 GiB" in out
     assert "jobs: 1 x 4 GPU(s) each (judge" in out
-    out = plan_cli(tmp_path, {"quantization": "4bit", "parallel": "auto"})
+    out = plan_command(tmp_path, capsys, {"quantization": "4bit", "parallel": "auto"})
     assert "judge.parallel: replicas (auto: the weights" in out and "jobs: 4 x 1 GPU(s) each (judge" in out
 
 
