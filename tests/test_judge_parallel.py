@@ -10,6 +10,7 @@ import pandas as pd
 import psutil
 import pytest
 from conftest import new_workflow
+from test_memplan import plan_config
 from test_resume import complete_lines, kill_judge_halfway, write_dataset
 
 from genjudge.config.specs import spec_for
@@ -281,27 +282,17 @@ def test_explicit_choices_and_uneven_heads():
 
 
 def plan_command(tmp_path, capsys, judge: dict) -> str:
-    """What `genjudge plan --gpus 4x80GiB --role judge` prints for the config of test_memplan's plan_cli,
+    """What `genjudge plan --gpus 4x80GiB --role judge` prints for test_memplan's plan_config,
     the command's main() run in this process (torch and transformers imported already, by the tests
     above: a process of its own would spend its time importing them again)."""
     import gc
 
     from genjudge.cli import main
 
-    data = tmp_path / "gsm.jsonl"
-    data.write_text(
-        "".join(f'{{"question": "{"How many apples? " * 20}{i}", "answer": "#### {i}"}}\n' for i in range(100))
-    )
-    cfg = {
-        "run": "p",
-        "dataset": {"path": str(data), "fields": {"id": None, "category": None}},
-        "generator": {"model": CFG70, "max_new_tokens": 256},
-        "judge": {"model": CFG70, **judge},
-    }
-    (tmp_path / "c.yaml").write_text(json.dumps(cfg))
+    config = plan_config(tmp_path, judge)
     capsys.readouterr()
     try:
-        assert main(["plan", "--configfile", str(tmp_path / "c.yaml"), "--gpus", "4x80GiB", "--role", "judge"]) == 0
+        assert main(["plan", "--configfile", str(config), "--gpus", "4x80GiB", "--role", "judge"]) == 0
     finally:
         gc.enable()  # the command pauses the collector for its short process
     return capsys.readouterr().out

@@ -112,7 +112,8 @@ def test_demo_model_plan_matches_the_loaded_model(tmp_path):
     assert gpu["fits"] and sum(gpu["device_map_params"].values()) == p["parameters"]
 
 
-def plan_cli(tmp_path, judge: dict, gpus="4x80GiB"):
+def plan_config(tmp_path, judge: dict):
+    """A config of 100 long GSM8K-style questions, the 70B config as generator and judge (`judge` on top)."""
     data = tmp_path / "gsm.jsonl"
     data.write_text(
         "".join(f'{{"question": "{"How many apples? " * 20}{i}", "answer": "#### {i}"}}\n' for i in range(100))
@@ -124,6 +125,11 @@ def plan_cli(tmp_path, judge: dict, gpus="4x80GiB"):
         "judge": {"model": CFG70, **judge},
     }
     (tmp_path / "c.yaml").write_text(json.dumps(cfg))
+    return tmp_path / "c.yaml"
+
+
+def plan_cli(tmp_path, judge: dict, gpus="4x80GiB"):
+    plan_config(tmp_path, judge)
     return subprocess.run(
         [
             sys.executable,
