@@ -8,9 +8,9 @@ the collector first thing and resumes it once its model is loaded, before anythi
 What the imports allocated is then frozen (gc.freeze) rather than collected: one full pass over it
 cost 0.49-0.63 CPU-s a job (3 runs), the freeze nothing; a job's start-up with the demo generator
 took 10.7 CPU-s against 11.8 (median of 9 alternating pairs, ratio 1.09 [1.00-1.16] on a slow
-2-core machine). Only what loading the model allocated is
-collected, since a cycle there may hold memory the batches need. The frozen objects are unfrozen at
-exit, so that the interpreter's last collection frees them as it did before.
+2-core machine). Only what loading the model allocated is collected, since a cycle there may hold
+memory the batches need. The frozen objects are unfrozen at exit, so that the interpreter's last
+collection frees them as it did before.
 Imports nothing heavy: a job calls it before its first heavy import."""
 
 import atexit
