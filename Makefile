@@ -105,7 +105,7 @@ bench-gpu: setup
 # run with batch_size auto against its plan, term by term; bench/gpu_check.json and .md, and this
 # GPU's entries of the time model's constants. Without CUDA it says so and exits 2.
 gpu-check:
-	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) bench/gpu_bench.py --all
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) bench/gpu_check.py
 
 # Retrain the committed demo checkpoints (deterministic, a few minutes on CPU).
 demo-models: setup

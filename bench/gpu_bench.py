@@ -468,11 +468,6 @@ QUICK = {
 
 
 def main() -> int:
-    if "--all" in sys.argv[1:]:  # `make gpu-check`: everything that checks a GPU machine (bench/gpu_check.py)
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import gpu_check
-
-        return gpu_check.main([a for a in sys.argv[1:] if a != "--all"])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = sys.argv[1:2] == ["_worker"]
     ap.add_argument(

@@ -1,5 +1,4 @@
-"""One command that checks a GPU machine (`make gpu-check`, or `bench/gpu_bench.py --all`), about 8
-minutes on one 80 GB GPU:
+"""One command that checks a GPU machine (`make gpu-check`), about 8 minutes on one 80 GB GPU:
 
 1. `pytest -m gpu` (the CUDA paths of the workflow);
 2. the generation bench at the 1B shape (bench/gpu_bench.py: the workflow's path with the batch that

@@ -236,6 +236,35 @@ def test_no_import_cycles_between_modules():
     assert found == []
 
 
+def bench_import_graph(bench=ROOT / "bench") -> dict[str, dict[str, list[str]]]:
+    """{bench script: {bench script it imports: ["file:line", ...]}}: the scripts import each other by
+    file name, beside one another."""
+    names = {p.stem for p in bench.glob("*.py")}
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(bench.glob("*.py")):
+        edges: dict[str, list[str]] = {}
+        for node in ast.walk(ast.parse(path.read_text())):
+            found = []
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                found = [node.module or ""]
+            for target in found:
+                if target in names and target != path.stem:
+                    edges.setdefault(target, []).append(f"bench/{path.name}:{node.lineno}")
+        graph[path.stem] = edges
+    return graph
+
+
+def test_no_import_cycles_between_bench_scripts(tmp_path):
+    graph = bench_import_graph()
+    assert "gpu_bench" in graph["gpu_check"]  # the check runs the generation bench
+    assert cycles(graph) == []
+    (tmp_path / "a.py").write_text("import b\n")
+    (tmp_path / "b.py").write_text("def f():\n    import a\n")
+    assert cycles(bench_import_graph(tmp_path)) == [["a", "b"]]  # an import inside a function counts too
+
+
 def test_the_package_root_holds_wings_and_each_says_what_it_may_import():
     root = {p.stem for p in PKG.glob("*.py")} | {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
     assert root == set(WINGS) | {"__init__"}
