@@ -17,7 +17,8 @@ from genjudge.errors import InputError
 from genjudge.judging import modes
 from genjudge.stages.judge import run_judge
 from genjudge.stages.parse import parse_judgments
-from genjudge.stages.report import render_markdown, summarise
+from genjudge.stages.report import summarise
+from genjudge.stages.report_markdown import render_markdown
 from genjudge.store.records import GenerateMeta
 
 ITEMS = pd.DataFrame(

@@ -22,7 +22,8 @@ from genjudge.judging.modes.base import TRUNCATED
 from genjudge.stages.judge import run_judge
 from genjudge.stages.merge import merge_generations
 from genjudge.stages.parse import parse_judgments
-from genjudge.stages.report import render_markdown, summarise
+from genjudge.stages.report import summarise
+from genjudge.stages.report_markdown import render_markdown
 from genjudge.store.item_store import ItemStore
 from genjudge.store.records import JudgeMeta
 

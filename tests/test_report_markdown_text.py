@@ -13,7 +13,7 @@ from test_report_table import LEADERBOARD, STRENGTHS, study
 
 from genjudge.judging.tables import markdown_table, md_code, md_line, md_text
 from genjudge.stages import report_table
-from genjudge.stages.report import _category_table, _cell
+from genjudge.stages.report_markdown import _category_table, _cell
 
 INJECTED = [
     "[x](javascript:alert(1))",

@@ -8,7 +8,8 @@ import pytest
 
 from genjudge.config import defaults
 from genjudge.config.experiment import resolve
-from genjudge.stages.report import render_experiment, render_markdown, summarise_experiment
+from genjudge.stages.report import summarise_experiment
+from genjudge.stages.report_markdown import render_experiment, render_markdown
 from genjudge.store.records import GenerateMeta, JudgeMeta
 
 

@@ -24,7 +24,7 @@ def cmd_summary(args) -> int:
     if lines:
         print("\n".join(lines))
     if s.cells:  # an experiment: the leaderboard
-        from genjudge.stages.report import leaderboard_markdown
+        from genjudge.stages.report_markdown import leaderboard_markdown
 
         print("\n".join(leaderboard_markdown(s.leaderboard)))
         from genjudge.judging.paired import markdown as paired_markdown
