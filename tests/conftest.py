@@ -44,6 +44,24 @@ def pytest_unconfigure(config):
         del os.environ["GENJUDGE_TEST_SERVER_DIR"]
 
 
+def pytest_collection_finish(session):
+    """The tests that may ask for the run's shared vLLM servers (marked `servers`), once collected and
+    selected: the servers stop when the last of them ends (tests/endpoints.py)."""
+    root = os.environ.get("GENJUDGE_TEST_SERVER_DIR")
+    if root and Path(root).is_dir():
+        from endpoints import register_users
+
+        register_users(Path(root), [i.nodeid for i in session.items if i.get_closest_marker("servers")])
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    root = os.environ.get("GENJUDGE_TEST_SERVER_DIR")
+    if root and Path(root).is_dir():
+        from endpoints import user_finished
+
+        user_finished(Path(root), nodeid)
+
+
 def pytest_collection_modifyitems(config, items):
     """The SLURM modules first (they wait on the scheduler more than they compute), then the others,
     costliest first by tests/durations.json (a module it does not know yet first of all); each

@@ -122,9 +122,45 @@ class RunningServer:
 
 
 # One vLLM server per model for a whole pytest run: whichever worker asks first starts it, the others
-# use it, and the pytest process that started the workers stops them all at its end (conftest.py).
-# A start costs 50-70 CPU-s and 75-150 s on 2 cores; four modules ask for one.
+# use it. The tests marked `servers` are the only ones that may ask (users.json, written when the
+# workers have collected); the worker that ends the last of them stops the servers, since an idle
+# server still takes about 2 CPU-s a minute from the rest of the run. The pytest process that started
+# the workers stops whatever is left at its end (conftest.py). A start costs 50-70 CPU-s and 75-150 s
+# on 2 cores; three modules ask for one.
 SERVER_DIR_ENV = "GENJUDGE_TEST_SERVER_DIR"
+USERS, DONE = "marked-tests.list", "ended-tests.list"  # not *.json: those name the servers
+
+
+def register_users(root: Path, nodeids: list[str]) -> None:
+    """The run's tests marked `servers` (every worker collects the same ones; the first writes them)."""
+    path = root / USERS
+    if not path.exists():
+        tmp = root / f"{USERS}.{os.getpid()}"
+        tmp.write_text(json.dumps(sorted(nodeids)))
+        os.replace(tmp, path)
+
+
+def current_test() -> str:
+    """The node id of the test running now (pytest's PYTEST_CURRENT_TEST, less its phase)."""
+    return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+
+
+def user_finished(root: Path, nodeid: str) -> bool:
+    """Notes that test `nodeid` ended; where it was the last of the `servers` tests, stops the
+    servers (True). A test not marked `servers` changes nothing."""
+    if not (root / USERS).exists():
+        return False
+    users = set(json.loads((root / USERS).read_text()))
+    if nodeid not in users:
+        return False
+    with open(root / "done.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open(root / DONE, "a") as f:
+            f.write(nodeid + "\n")
+        if not users <= set((root / DONE).read_text().splitlines()):
+            return False
+        stop_shared_servers(root)
+        return True
 
 
 def shared_servers(*models: str) -> tuple:
@@ -136,6 +172,11 @@ def shared_servers(*models: str) -> tuple:
         )
         return tuple(RunningServer(named[m]) for m in models)
     root = Path(os.environ[SERVER_DIR_ENV])
+    if (root / USERS).exists() and current_test() not in json.loads((root / USERS).read_text()):
+        raise RuntimeError(
+            f"{current_test()} asks for a shared vLLM server but is not marked `servers` "
+            "(pytest.mark.servers): the servers stop once the marked tests have ended"
+        )
     names = {m: m.strip("/").replace("/", "_") for m in models}
     locks = []
     try:
@@ -179,6 +220,10 @@ def stop_shared_servers(root: Path) -> None:
     deadline = time.monotonic() + 30
     for pgid in groups:
         while time.monotonic() < deadline:
+            try:  # a server this process started is its child: reaped here, else it lingers as a zombie
+                os.waitpid(pgid, os.WNOHANG)
+            except ChildProcessError:
+                pass
             try:
                 os.killpg(pgid, 0)
             except ProcessLookupError:

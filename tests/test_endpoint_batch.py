@@ -22,7 +22,7 @@ from batch_standin import BatchStandIn
 from conftest import Workflow, clean_env, new_workflow
 from endpoints import shared_servers
 
-pytestmark = [pytest.mark.workflow, pytest.mark.vllm]
+pytestmark = [pytest.mark.workflow, pytest.mark.vllm, pytest.mark.servers]
 
 JUDGE = "models/demo-judge"
 N = 44  # the demo's questions

@@ -35,7 +35,7 @@ from genjudge.judging import modes
 from genjudge.stages.judge import run_judge
 from genjudge.store.item_store import ItemStore
 
-pytestmark = [pytest.mark.workflow, pytest.mark.vllm]
+pytestmark = [pytest.mark.workflow, pytest.mark.vllm, pytest.mark.servers]
 
 GENERATOR = "models/demo-generator"
 JUDGE = "models/demo-judge"

@@ -536,6 +536,7 @@ def rule_blocks(dry: str, rule: str) -> dict:
 
 
 @pytest.mark.vllm
+@pytest.mark.servers
 def test_an_endpoint_judge_asks_for_no_gpu_and_runs_while_a_judge_holds_every_gpu(cluster, workflow, judge_server):
     """Two judges of the same generations, ready together: the demo judge on every GPU of the node
     (judge.gpus: all) and the demo judge behind vLLM's OpenAI server. The endpoint judge's sbatch asks

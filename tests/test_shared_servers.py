@@ -1,0 +1,63 @@
+"""The run's shared vLLM servers (tests/endpoints.py) stop when the last test marked `servers` ends,
+and a test that is not marked cannot ask for them. A `sleep` in its own process group stands in for
+a server here: what is checked is which process group is stopped, and when."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from endpoints import SERVER_DIR_ENV, USERS, current_test, register_users, shared_servers, user_finished
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_the_last_marked_test_to_end_stops_the_servers(tmp_path):
+    proc = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        (tmp_path / "models_demo-judge.json").write_text(json.dumps({"url": "http://x/v1", "pgid": proc.pid}))
+        register_users(tmp_path, ["t.py::a", "t.py::b[x y]"])
+        register_users(tmp_path, ["t.py::c"])  # another worker's copy of the same collection: the first stays
+        assert json.loads((tmp_path / USERS).read_text()) == ["t.py::a", "t.py::b[x y]"]
+        assert not user_finished(tmp_path, "t.py::unmarked")
+        assert not user_finished(tmp_path, "t.py::a")
+        assert not user_finished(tmp_path, "t.py::a")  # the same test twice is still one of two
+        assert proc.poll() is None and alive(proc.pid)
+        start = time.monotonic()
+        assert user_finished(tmp_path, "t.py::b[x y]")
+        assert not alive(proc.pid)
+        assert time.monotonic() - start < 10  # its own child reaped, not waited on until the deadline
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_an_unmarked_test_asking_for_a_server_is_told_to_mark_itself(tmp_path, monkeypatch):
+    register_users(tmp_path, ["t.py::a"])
+    monkeypatch.setenv(SERVER_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv("GENJUDGE_TEST_SERVERS", raising=False)
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "t.py::b (setup)")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"t\.py::b asks for a shared vLLM server but is not marked `servers`"):
+        shared_servers("models/demo-judge")
+    assert time.monotonic() - start < 5 and not list(tmp_path.glob("*.log"))  # refused before any start
+
+
+def test_this_run_wrote_its_marked_tests():
+    """In this very run: the collection wrote the selected `servers` tests, and this one is not among them."""
+    root = os.environ.get(SERVER_DIR_ENV)
+    if not root or not os.path.isdir(root):
+        pytest.skip("no shared-server directory in this run")
+    with open(os.path.join(root, USERS)) as f:
+        names = json.load(f)
+    marked = ("tests/test_endpoints.py::", "tests/test_endpoint_batch.py::", "tests/test_slurm.py::")
+    assert all(n.startswith(marked) for n in names)
+    assert current_test() not in names and current_test().startswith("tests/test_shared_servers.py::")
