@@ -5,6 +5,7 @@ The contract of a bench script: `python bench/NAME.py --quick` runs every measur
 seconds, exits 0, and writes no results file (the committed figures under bench/ stay as measured).
 A new bench is picked up by its file name."""
 
+import ast
 import hashlib
 import subprocess
 import sys
@@ -20,6 +21,16 @@ BENCHES = sorted(p for p in (ROOT / "bench").glob("*.py") if not p.name.startswi
 pytestmark = pytest.mark.bench
 
 
+def runs_snakemake(path) -> bool:
+    """Whether a script starts snakemake (the string "snakemake" as a command's word): its quick run
+    is a workflow test (`make test-fast` leaves those out)."""
+    return any(isinstance(n, ast.Constant) and n.value == "snakemake" for n in ast.walk(ast.parse(path.read_text())))
+
+
+def bench_param(path):
+    return pytest.param(path, id=path.stem, marks=[pytest.mark.workflow] if runs_snakemake(path) else [])
+
+
 def tracked_bench_files() -> dict[str, str]:
     """The committed files under bench/ (figures, notes, scripts) and their digests."""
     names = subprocess.run(
@@ -30,9 +41,10 @@ def tracked_bench_files() -> dict[str, str]:
 
 def test_the_benches_are_found():
     assert {"run_bench.py", "scale_bench.py", "store_bench.py", "gpu_bench.py"} <= {p.name for p in BENCHES}
+    assert {p.name for p in BENCHES if runs_snakemake(p)} == {"run_bench.py", "scale_bench.py", "gpu_check.py"}
 
 
-@pytest.mark.parametrize("bench", BENCHES, ids=[p.stem for p in BENCHES])
+@pytest.mark.parametrize("bench", [bench_param(p) for p in BENCHES])
 def test_bench_runs_in_quick_mode(bench, tmp_path):
     before = tracked_bench_files()
     env = clean_env(PYTHONPATH=str(ROOT / "src"))
