@@ -56,9 +56,10 @@ test: lint setup-vllm
 	$(BIN)/python -m compileall -q src tests bench >/dev/null
 	$(BIN)/python -m pytest -ra --durations=15 $(PYTEST_PARALLEL)
 
+# The inner loop: no SLURM, no snakemake, 50 of the reference computation's 500 studies (make test runs all).
 test-fast: setup-vllm
 	$(BIN)/python -m compileall -q src tests bench >/dev/null
-	$(BIN)/python -m pytest -ra -m "not slurm and not workflow" $(PYTEST_PARALLEL)
+	GENJUDGE_TEST_REFERENCE_STUDIES=50 $(BIN)/python -m pytest -ra -m "not slurm and not workflow" $(PYTEST_PARALLEL)
 
 # The suite's CPU seconds per module against tests/durations.json (docs/development.md): names each module
 # that grew more than 30%. CPU_LOG=FILE checks a log written before (GENJUDGE_TEST_CPU_LOG=FILE make test);

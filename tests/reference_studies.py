@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -215,6 +216,12 @@ def _base() -> str:
 def base_config() -> dict:
     """The schema's defaults with the names every study shares (validated once)."""
     return json.loads(_base())
+
+
+def studies_per_module() -> int:
+    """Half the studies summary.json is checked on (two modules share them): 500 in all, or
+    GENJUDGE_TEST_REFERENCE_STUDIES (`make test-fast` checks the first 50)."""
+    return int(os.environ.get("GENJUDGE_TEST_REFERENCE_STUDIES", "500")) // 2
 
 
 def check_study(study: dict, tmp: Path) -> dict:

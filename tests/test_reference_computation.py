@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from judges import ROOT
-from reference_studies import _shape, check_study, judgments, studies
+from reference_studies import _shape, check_study, judgments, studies, studies_per_module
 
 from genjudge import config as wfconfig
 
-STUDIES = 250  # here; 250 more in test_reference_computation_more.py
+STUDIES = studies_per_module()  # here (250); as many more in test_reference_computation_more.py
 
 
 @settings(

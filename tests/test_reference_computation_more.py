@@ -7,9 +7,9 @@ import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
-from reference_studies import check_study, studies
+from reference_studies import check_study, studies, studies_per_module
 
-STUDIES = 250
+STUDIES = studies_per_module()  # 250
 
 
 @settings(
