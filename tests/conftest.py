@@ -54,12 +54,15 @@ def pytest_collection_finish(session):
         register_users(Path(root), [i.nodeid for i in session.items if i.get_closest_marker("servers")])
 
 
+_REAPED_CPU = [0.0]  # CPU-s of shared servers a test's end stopped and reaped: not in its CPU log line
+
+
 def pytest_runtest_logfinish(nodeid, location):
     root = os.environ.get("GENJUDGE_TEST_SERVER_DIR")
     if root and Path(root).is_dir():
         from endpoints import user_finished
 
-        user_finished(Path(root), nodeid)
+        _REAPED_CPU[0] = user_finished(Path(root), nodeid) or 0.0
 
 
 def pytest_collection_modifyitems(config, items):
@@ -272,8 +275,10 @@ def pytest_runtest_protocol(item, nextitem):
         return c.ru_utime + c.ru_stime + s.ru_utime + s.ru_stime
 
     _SNAKEMAKE_RUNS.clear()
+    _REAPED_CPU[0] = 0.0
     c0, t0, since = cpu(), time.monotonic(), time.time() - 1
     yield
+    c0 += _REAPED_CPU[0]
     runs = list(_SNAKEMAKE_RUNS)
     jobs = _finished_jobs({wd for wd, _ in runs}, since)
     by_rule = ",".join(f"{r}={n}" for r, n in sorted(jobs.items()))

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -145,22 +146,25 @@ def current_test() -> str:
     return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
 
 
-def user_finished(root: Path, nodeid: str) -> bool:
+def user_finished(root: Path, nodeid: str) -> float | None:
     """Notes that test `nodeid` ended; where it was the last of the `servers` tests, stops the
-    servers (True). A test not marked `servers` changes nothing."""
+    servers and returns the CPU seconds of those this process started (reaped here: not the test's
+    own). None where the servers stay; a test not marked `servers` changes nothing."""
     if not (root / USERS).exists():
-        return False
+        return None
     users = set(json.loads((root / USERS).read_text()))
     if nodeid not in users:
-        return False
+        return None
     with open(root / "done.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         with open(root / DONE, "a") as f:
             f.write(nodeid + "\n")
         if not users <= set((root / DONE).read_text().splitlines()):
-            return False
+            return None
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         stop_shared_servers(root)
-        return True
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def shared_servers(*models: str) -> tuple:
