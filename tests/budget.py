@@ -6,8 +6,11 @@
     .venv/bin/python tests/budget.py /tmp/cpu.tsv --write    # record the log as the new budget
 
 A module is over budget when its CPU seconds grew by more than GROWTH and by more than SLACK
-seconds (a module of a few seconds varies by more than 30% from run to run). CPU seconds, not wall:
-they hold while other work shares the machine. A module the budget lacks is named too: a new
+seconds (a module of a few seconds varies by more than 30% from run to run), beyond the machine's
+factor: the median, over the modules that run no model and no snakemake, of their CPU seconds over
+their budget's (a machine 1.8 times slower than the budget's takes about 1.8 times as long for all;
+a module whose own tests grew moves the median little). `--factor 1` compares as recorded. CPU
+seconds, not wall: they hold while other work shares the machine. A module the budget lacks is named too: a new
 module gets its line with --write (after review of what it costs), as docs/development.md says.
 Tests that ran snakemake without the `workflow` or `slurm` mark are named: `make test-fast` would
 run them.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +28,8 @@ from pathlib import Path
 BUDGET = Path(__file__).with_name("durations.json")
 GROWTH = 0.30
 SLACK = 3.0
+CALIBRATION_MIN_S = 2.0  # a module of less says little of the machine's speed
+CALIBRATION_MODULES = 5  # fewer: the factor is 1
 WORKFLOW_MARKS = {"workflow", "slurm"}
 
 
@@ -87,18 +93,42 @@ def table(modules: dict[str, Module]) -> str:
     return "\n".join(rows)
 
 
-def check(modules: dict[str, Module], budget: dict) -> list[str]:
-    """Lines naming each module over budget or missing from it (none: within budget)."""
+def machine_factor(modules: dict[str, Module], budget: dict) -> tuple[float, int]:
+    """(how many times the budget's CPU-s this run's machine takes, the modules it is the median of):
+    the modules that run no model and no snakemake, of at least CALIBRATION_MIN_S in the budget and
+    without failed tests; 1.0 where fewer than CALIBRATION_MODULES are in both."""
+    ratios = sorted(
+        m.cpu_s / want["cpu_s"]
+        for name, m in modules.items()
+        if (want := budget["modules"].get(name))
+        and not want["jobs"]
+        and not want["snakemake_runs"]
+        and not m.jobs
+        and not m.snakemake_runs
+        and not m.failed
+        and want["cpu_s"] >= CALIBRATION_MIN_S
+    )
+    if len(ratios) < CALIBRATION_MODULES:
+        return 1.0, len(ratios)
+    return statistics.median(ratios), len(ratios)
+
+
+def check(modules: dict[str, Module], budget: dict, factor: float = 1.0) -> list[str]:
+    """Lines naming each module over budget (its budget times `factor`, the machine's) or missing from
+    it (none: within budget)."""
     expected = budget["modules"]
     out = []
+    slower = f" x {factor:.2f} for this machine" if factor != 1.0 else ""
     for name, m in sorted(modules.items()):
         want = expected.get(name)
         if want is None:
             out.append(f"{name}: {m.cpu_s:.0f} CPU-s, not in {BUDGET.name} (a new module: add it with --write)")
-        elif m.cpu_s > want["cpu_s"] * (1 + GROWTH) and m.cpu_s - want["cpu_s"] > SLACK:
+            continue
+        scaled = want["cpu_s"] * factor
+        if m.cpu_s > scaled * (1 + GROWTH) and m.cpu_s - scaled > SLACK:
             out.append(
-                f"{name}: {m.cpu_s:.0f} CPU-s against {want['cpu_s']:.0f} budgeted "
-                f"(+{m.cpu_s / max(want['cpu_s'], 0.1) - 1:.0%}); jobs {m.jobs} against {want['jobs']}, "
+                f"{name}: {m.cpu_s:.0f} CPU-s against {want['cpu_s']:.0f} budgeted{slower} "
+                f"(+{m.cpu_s / max(scaled, 0.1) - 1:.0%}); jobs {m.jobs} against {want['jobs']}, "
                 f"snakemake runs {m.snakemake_runs} against {want['snakemake_runs']}"
             )
     return out
@@ -121,6 +151,9 @@ def main(argv=None) -> int:
     ap.add_argument("log", help="a GENJUDGE_TEST_CPU_LOG file of a full run")
     ap.add_argument("--table", action="store_true", help="print the per-module table (markdown) and exit")
     ap.add_argument("--write", metavar="NOTE", help="record this log as the budget, with NOTE saying how it was run")
+    ap.add_argument(
+        "--factor", type=float, help="the machine's speed against the budget's (default: measured from the log)"
+    )
     args = ap.parse_args(argv)
     modules, unmarked = read_log(args.log)
     if not modules:
@@ -134,7 +167,18 @@ def main(argv=None) -> int:
         print(f"{BUDGET}: {len(modules)} modules, {sum(m.cpu_s for m in modules.values()):.0f} CPU-s")
         return 0
     budget = json.loads(BUDGET.read_text())
-    problems = check(modules, budget)
+    factor, n = machine_factor(modules, budget)
+    if args.factor is not None:
+        factor = args.factor
+        print(f"machine factor {factor:.2f} (given)")
+    else:
+        print(
+            f"machine factor {factor:.2f} (median of {n} modules without models or snakemake: their CPU-s over "
+            "the budget's)"
+            if n >= CALIBRATION_MODULES
+            else f"machine factor 1 (only {n} modules without models or snakemake to measure it from)"
+        )
+    problems = check(modules, budget, factor)
     problems += [f"{t}: ran snakemake but is not marked workflow (make test-fast runs it)" for t in unmarked]
     total, want = sum(m.cpu_s for m in modules.values()), sum(m["cpu_s"] for m in budget["modules"].values())
     print(f"{len(modules)} modules, {total:.0f} CPU-s (budget {want:.0f})")

@@ -55,3 +55,23 @@ def test_write_then_check_exits_0_and_a_grown_log_exits_1(tmp_path, monkeypatch,
     (tmp_path / "grown.tsv").write_text((tmp_path / "cpu.tsv").read_text().replace("30.0\t", "60.0\t"))
     assert budget.main([str(tmp_path / "grown.tsv")]) == 1
     assert "tests/test_a.py: 74 CPU-s against 44 budgeted (+68%)" in capsys.readouterr().out
+
+
+def test_a_slower_machine_scales_the_budget_and_a_module_that_grew_beyond_it_is_named(tmp_path, capsys):
+    """Six model-free modules and a workflow one, all twice their budget (a machine twice as slow), and
+    one model-free module three times its budget: only that one is named, 50% over."""
+    names = [f"tests/test_m{i}.py" for i in range(7)]
+    recorded = {"modules": {n: {"cpu_s": 10.0, "snakemake_runs": 0, "jobs": 0} for n in names}}
+    recorded["modules"]["tests/test_wf.py"] = {"cpu_s": 50.0, "snakemake_runs": 2, "jobs": 8}
+    log = "".join(f"{30.0 if n.endswith('m6.py') else 20.0}\t1\t{n}::t\t0\t0\t0\t\t\tok\n" for n in names)
+    log += "100.0\t1\ttests/test_wf.py::t\t2\t0\t8\tgenerate=8\tworkflow\tok\n"
+    (tmp_path / "cpu.tsv").write_text(log)
+    modules, _ = budget.read_log(tmp_path / "cpu.tsv")
+    assert budget.machine_factor(modules, recorded) == (2.0, 7)
+    assert budget.check(modules, recorded, 2.0) == [
+        "tests/test_m6.py: 30 CPU-s against 10 budgeted x 2.00 for this machine (+50%); jobs 0 against 0, "
+        "snakemake runs 0 against 0"
+    ]
+    assert len(budget.check(modules, recorded)) == 8  # as recorded, every module is over
+    few = {"modules": {n: recorded["modules"][n] for n in names[:4]}}
+    assert budget.machine_factor(modules, few) == (1.0, 4)  # too few to measure the machine by
