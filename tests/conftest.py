@@ -44,25 +44,28 @@ def pytest_unconfigure(config):
         del os.environ["GENJUDGE_TEST_SERVER_DIR"]
 
 
+def _server_dir() -> Path | None:
+    root = os.environ.get("GENJUDGE_TEST_SERVER_DIR")
+    return Path(root) if root and Path(root).is_dir() else None
+
+
 def pytest_collection_finish(session):
     """The tests that may ask for the run's shared vLLM servers (marked `servers`), once collected and
     selected: the servers stop when the last of them ends (tests/endpoints.py)."""
-    root = os.environ.get("GENJUDGE_TEST_SERVER_DIR")
-    if root and Path(root).is_dir():
+    if root := _server_dir():
         from endpoints import register_users
 
-        register_users(Path(root), [i.nodeid for i in session.items if i.get_closest_marker("servers")])
+        register_users(root, [i.nodeid for i in session.items if i.get_closest_marker("servers")])
 
 
 _REAPED_CPU = [0.0]  # CPU-s of shared servers a test's end stopped and reaped: not in its CPU log line
 
 
 def pytest_runtest_logfinish(nodeid, location):
-    root = os.environ.get("GENJUDGE_TEST_SERVER_DIR")
-    if root and Path(root).is_dir():
+    if root := _server_dir():
         from endpoints import user_finished
 
-        _REAPED_CPU[0] = user_finished(Path(root), nodeid) or 0.0
+        _REAPED_CPU[0] = user_finished(root, nodeid) or 0.0
 
 
 def pytest_collection_modifyitems(config, items):

@@ -123,7 +123,7 @@ class RunningServer:
 
 
 # One vLLM server per model for a whole pytest run: whichever worker asks first starts it, the others
-# use it. The tests marked `servers` are the only ones that may ask (users.json, written when the
+# use it. The tests marked `servers` are the only ones that may ask (USERS, written when the
 # workers have collected); the worker that ends the last of them stops the servers, since an idle
 # server still takes about 2 CPU-s a minute from the rest of the run. The pytest process that started
 # the workers stops whatever is left at its end (conftest.py). A start costs 50-70 CPU-s and 75-150 s
@@ -141,6 +141,12 @@ def register_users(root: Path, nodeids: list[str]) -> None:
         os.replace(tmp, path)
 
 
+def marked_tests(root: Path) -> set[str] | None:
+    """The run's tests marked `servers` (None until the collection wrote them)."""
+    path = root / USERS
+    return set(json.loads(path.read_text())) if path.exists() else None
+
+
 def current_test() -> str:
     """The node id of the test running now (pytest's PYTEST_CURRENT_TEST, less its phase)."""
     return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
@@ -150,10 +156,8 @@ def user_finished(root: Path, nodeid: str) -> float | None:
     """Notes that test `nodeid` ended; where it was the last of the `servers` tests, stops the
     servers and returns the CPU seconds of those this process started (reaped here: not the test's
     own). None where the servers stay; a test not marked `servers` changes nothing."""
-    if not (root / USERS).exists():
-        return None
-    users = set(json.loads((root / USERS).read_text()))
-    if nodeid not in users:
+    users = marked_tests(root)
+    if users is None or nodeid not in users:
         return None
     with open(root / "done.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -176,7 +180,7 @@ def shared_servers(*models: str) -> tuple:
         )
         return tuple(RunningServer(named[m]) for m in models)
     root = Path(os.environ[SERVER_DIR_ENV])
-    if (root / USERS).exists() and current_test() not in json.loads((root / USERS).read_text()):
+    if (users := marked_tests(root)) is not None and current_test() not in users:
         raise RuntimeError(
             f"{current_test()} asks for a shared vLLM server but is not marked `servers` "
             "(pytest.mark.servers): the servers stop once the marked tests have ended"
