@@ -8,7 +8,7 @@ from genjudge.cluster import job_resources
 from genjudge.cluster.gpu_lease import acquire, resolve_inventory
 from genjudge.engine import collector
 from genjudge.store import failures
-from genjudge.store.job_log import job_log
+from genjudge.store.job_log import end, job_log
 
 
 def main():
@@ -89,3 +89,4 @@ def write_failure(sm, error):
 # each worker: only the job process itself runs the job.
 if __name__ == "__main__":
     main()
+    end()  # without the interpreter's shutdown (genjudge.store.job_log.end)

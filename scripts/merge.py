@@ -1,8 +1,9 @@
 """Merge one generator's shards of one dataset, checking every id appears exactly once (rule merge)."""
 
 from genjudge.stages.merge import run_merge
-from genjudge.store.job_log import job_log
+from genjudge.store.job_log import end, job_log
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with job_log(sm.log[0], "merge"):
     run_merge(sm.input.table, list(sm.input.shards), sm.output[0], list(sm.input.metas))
+end()  # without the interpreter's shutdown (genjudge.store.job_log.end)

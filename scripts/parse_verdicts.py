@@ -5,7 +5,7 @@ whose job failed have none."""
 from genjudge.config import load_plugins
 from genjudge.config.experiment import judge_inputs, resolve
 from genjudge.stages.parse import run_parse
-from genjudge.store.job_log import job_log
+from genjudge.store.job_log import end, job_log
 from genjudge.store.records import JudgeMeta
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
@@ -27,3 +27,4 @@ with job_log(sm.log[0], "parse_verdicts"):
         p["answers"],
         p["options"],
     )
+end()  # without the interpreter's shutdown (genjudge.store.job_log.end)

@@ -4,7 +4,7 @@
 from genjudge.config import load_plugins
 from genjudge.stages.report import run_report
 from genjudge.store import failures
-from genjudge.store.job_log import job_log
+from genjudge.store.job_log import end, job_log
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 with job_log(sm.log[0], "report"):
@@ -23,3 +23,4 @@ with job_log(sm.log[0], "report"):
         sm.output.plots,
         attempts=failures.attempts_of(f"results/{sm.config['run']}"),
     )
+end()  # without the interpreter's shutdown (genjudge.store.job_log.end)

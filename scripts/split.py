@@ -2,7 +2,7 @@
 
 from genjudge.config.experiment import resolve
 from genjudge.stages.split import run_split
-from genjudge.store.job_log import job_log
+from genjudge.store.job_log import end, job_log
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 p = sm.params.split
@@ -17,3 +17,4 @@ with job_log(sm.log[0], "split"):
         p["n_shards"],
         {**p["hf"], "cache_dir": hf_cache},
     )
+end()  # without the interpreter's shutdown (genjudge.store.job_log.end)

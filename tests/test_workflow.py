@@ -46,6 +46,17 @@ def test_jobs_that_need_no_model_import_no_torch(demo_run):
     assert jobs["generate"] and all("torch" in heavy for heavy in jobs["generate"] + jobs["judge"])
 
 
+def test_every_job_process_ends_without_the_interpreters_shutdown(demo_run):
+    exits = {}  # script -> how each of its job processes ended (tests/job_probe)
+    for f in (demo_run.path.parent / "imports").glob("*.json"):
+        record = json.loads(f.read_text())
+        if "/.snakemake/scripts/" in record["argv"][0]:
+            exits.setdefault(Path(record["argv"][0]).name.split(".")[-2], []).append(record["exit"])
+    # genjudge.store.job_log.end: each job's work done, nothing left running, it leaves through os._exit
+    assert set(exits) == {"split", "generate", "merge", "judge", "merge_judge", "parse_verdicts", "report"}, exits
+    assert {e for ends in exits.values() for e in ends} == {"os._exit"}, exits
+
+
 META_KEYS = {
     "shard",
     "hostname",

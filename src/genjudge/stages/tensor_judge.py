@@ -104,4 +104,8 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    from genjudge.store.job_log import end
+
+    status = main(sys.argv[1])
+    end(status)  # each rank without the interpreter's shutdown, the group finished
+    sys.exit(status)

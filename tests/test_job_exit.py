@@ -1,0 +1,63 @@
+"""genjudge.store.job_log.end in fresh interpreters: a finished job leaves through os._exit with its
+status and its output flushed; where something may still need the interpreter's shutdown, it returns."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+JOB = textwrap.dedent(
+    """
+    import atexit, sys, threading, subprocess
+    from genjudge.store.job_log import end
+
+    atexit.register(lambda: print("atexit ran", flush=True))
+    sys.stdout.write("written, not flushed")  # a pipe: block-buffered
+    case = sys.argv[1]
+    if case == "child":
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
+    elif case == "thread":
+        threading.Thread(target=__import__("time").sleep, args=(1,)).start()
+    elif case == "daemon":
+        threading.Thread(target=__import__("time").sleep, args=(60,), daemon=True).start()
+    elif case == "reaped":
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+    end(3)
+    print(" / returned", end="")
+    sys.exit(4)
+    """
+)
+
+
+def run(case, **env):
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "GENJUDGE_FULL_EXIT"}
+    return subprocess.run(
+        [sys.executable, "-c", JOB, case], capture_output=True, text=True, timeout=60, env={**environ, **env}
+    )
+
+
+@pytest.mark.parametrize("case", ["plain", "daemon", "reaped"])
+def test_a_finished_job_leaves_with_its_status_and_its_output(case):
+    proc = run(case)
+    # os._exit: the buffered output flushed first; atexit handlers and the interpreter's shutdown skipped
+    assert (proc.returncode, proc.stdout) == (3, "written, not flushed"), proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("case", ["child", "thread"])
+def test_a_job_with_something_still_running_shuts_down_as_usual(case):
+    proc = run(case)
+    assert (proc.returncode, proc.stdout) == (4, "written, not flushed / returnedatexit ran\n"), proc.stderr[-2000:]
+
+
+def test_full_exit_asks_for_the_interpreters_shutdown():
+    proc = run("plain", GENJUDGE_FULL_EXIT="1")
+    assert (proc.returncode, proc.stdout) == (4, "written, not flushed / returnedatexit ran\n"), proc.stderr[-2000:]
+
+
+def test_under_a_tracer_the_job_shuts_down_as_usual():
+    job = "import sys; sys.settrace(lambda *a: None); from genjudge.store.job_log import end; end(3); sys.exit(4)"
+    proc = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 4, proc.stderr[-2000:]
