@@ -73,3 +73,13 @@ class Targets:
             print(f"TARGET MISSED: {what}: {text}")
         print(f"targets: {len(self.rows) - len(missed)} of {len(self.rows)} met")
         return 1 if missed else 0
+
+
+def ended(status: int | None) -> int | None:
+    """A bench's exit: its figures are printed by now, so it leaves without the interpreter's shutdown
+    (genjudge.store.job_log.end: 2.5 CPU-s of a process that imported torch and transformers), or
+    returns `status` for sys.exit where something still needs that shutdown."""
+    from genjudge.store.job_log import end
+
+    end(status if isinstance(status, int) else 0 if status is None else 1)
+    return status

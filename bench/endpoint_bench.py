@@ -242,4 +242,6 @@ def judged(result: dict) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(judged(main()))
+    from _repeats import ended
+
+    sys.exit(ended(judged(main())))

@@ -542,4 +542,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _repeats import ended
+
+    sys.exit(ended(main()))

@@ -428,4 +428,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _repeats import ended
+
+    sys.exit(ended(main()))

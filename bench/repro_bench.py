@@ -83,4 +83,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from _repeats import ended
+
+    ended(main())

@@ -162,4 +162,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _repeats import ended
+
+    sys.exit(ended(main()))

@@ -248,4 +248,6 @@ def write(results: dict, out: Path | None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _repeats import ended
+
+    sys.exit(ended(main()))

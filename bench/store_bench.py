@@ -301,4 +301,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _repeats import ended
+
+    sys.exit(ended(main()))

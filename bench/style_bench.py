@@ -152,4 +152,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from _repeats import ended
+
+    ended(main())

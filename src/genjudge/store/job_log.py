@@ -118,12 +118,12 @@ def end(status: int = 0) -> None:
         return
     if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
         return
-    import psutil
-
     try:
+        import psutil
+
         if any(c.status() != psutil.STATUS_ZOMBIE for c in psutil.Process().children()):
             return
-    except psutil.Error:
+    except Exception:  # noqa: BLE001 - no psutil, or no /proc: the usual shutdown, which is always safe
         return
     logging.shutdown()
     for stream in {id(s): s for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__) if s}.values():
