@@ -61,3 +61,15 @@ def test_under_a_tracer_the_job_shuts_down_as_usual():
     job = "import sys; sys.settrace(lambda *a: None); from genjudge.store.job_log import end; end(3); sys.exit(4)"
     proc = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 4, proc.stderr[-2000:]
+
+
+def test_the_genjudge_command_leaves_the_same_way_with_its_status_and_output(tmp_path):
+    command = (
+        "import atexit, sys; atexit.register(lambda: print('atexit ran')); "
+        f"sys.argv = ['genjudge', 'summary', {str(tmp_path)!r}]; "
+        "from genjudge.cli import command; sys.exit(command())"
+    )
+    proc = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True, timeout=120)
+    # the command's own status and message, then os._exit: the handler registered before it never ran
+    assert proc.returncode == 1 and "summary.json not found" in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout == "", proc.stdout
