@@ -23,6 +23,10 @@ JOB = textwrap.dedent(
         threading.Thread(target=__import__("time").sleep, args=(60,), daemon=True).start()
     elif case == "reaped":
         subprocess.run([sys.executable, "-c", "pass"], check=True)
+    elif case == "c-library":
+        import ctypes
+
+        ctypes.CDLL(None).printf(b" / from C")  # C's own stdout buffer, not Python's
     end(3)
     print(" / returned", end="")
     sys.exit(4)
@@ -33,17 +37,29 @@ JOB = textwrap.dedent(
 def run(case, **env):
     import os
 
-    environ = {k: v for k, v in os.environ.items() if k != "GENJUDGE_FULL_EXIT"}
+    environ = {k: v for k, v in os.environ.items() if k not in ("GENJUDGE_FULL_EXIT", "PYTHONUNBUFFERED")}
     return subprocess.run(
         [sys.executable, "-c", JOB, case], capture_output=True, text=True, timeout=60, env={**environ, **env}
     )
 
 
-@pytest.mark.parametrize("case", ["plain", "daemon", "reaped"])
+@pytest.mark.parametrize("case", ["plain", "daemon", "reaped", "c-library"])
 def test_a_finished_job_leaves_with_its_status_and_its_output(case):
     proc = run(case)
-    # os._exit: the buffered output flushed first; atexit handlers and the interpreter's shutdown skipped
-    assert (proc.returncode, proc.stdout) == (3, "written, not flushed"), proc.stderr[-2000:]
+    # os._exit: the buffered output flushed first (Python's, then C's); atexit handlers and the
+    # interpreter's shutdown skipped
+    out = "written, not flushed" + (" / from C" if case == "c-library" else "")
+    assert (proc.returncode, proc.stdout) == (3, out), proc.stderr[-2000:]
+
+
+def test_output_that_cannot_be_written_fails_the_job_as_the_interpreter_would():
+    import os
+
+    job = "import sys; from genjudge.store.job_log import end; print('x' * 100); end(0)"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "GENJUDGE_FULL_EXIT")}
+    with open("/dev/full", "w") as full:  # the print is buffered; the flush in end() meets the full disk
+        proc = subprocess.run([sys.executable, "-c", job], stdout=full, stderr=subprocess.PIPE, timeout=60, env=env)
+    assert proc.returncode == 120, proc.stderr[-2000:]
 
 
 @pytest.mark.parametrize("case", ["child", "thread"])

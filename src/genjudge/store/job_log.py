@@ -114,7 +114,7 @@ def end(status: int = 0) -> None:
     usual, wherever something may still need them: a child process or a non-daemon thread still
     running (vLLM's engine core, a torchrun group), a tracer or profiler attached (coverage), or
     GENJUDGE_FULL_EXIT=1 set."""
-    if os.environ.get(FULL_EXIT) == "1" or sys.gettrace() is not None or sys.getprofile() is not None:
+    if os.environ.get(FULL_EXIT) == "1" or _observed():
         return
     if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
         return
@@ -129,6 +129,22 @@ def end(status: int = 0) -> None:
     for stream in {id(s): s for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__) if s}.values():
         try:
             stream.flush()
-        except (OSError, ValueError):  # closed, or a pipe nobody reads any more
+        except (BrokenPipeError, ValueError):  # a reader that left, or a stream closed already
             pass
+        except OSError:  # what the interpreter does when its last flush fails (a full disk)
+            status = status or 120
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)  # C and C++ libraries' own buffered output (gloo's, NCCL's)
+    except (OSError, AttributeError):
+        pass
     os._exit(status)
+
+
+def _observed() -> bool:
+    """A tracer or profiler is attached (coverage, cProfile): what it writes at exit is wanted."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)  # Python 3.12+: coverage's and cProfile's newer hooks
+    return monitoring is not None and any(monitoring.get_tool(i) is not None for i in range(6))
