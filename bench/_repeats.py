@@ -81,5 +81,5 @@ def ended(status: int | None) -> int | None:
     returns `status` for sys.exit where something still needs that shutdown."""
     from genjudge.store.job_log import end
 
-    end(status if isinstance(status, int) else 0 if status is None else 1)
+    end(status)
     return status

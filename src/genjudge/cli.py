@@ -349,7 +349,7 @@ def command() -> int:
     from genjudge.store.job_log import end
 
     code = main()
-    end(code if isinstance(code, int) else 0)
+    end(code)
     return code
 
 

@@ -102,7 +102,7 @@ def job_log(path: str, name: str):
 FULL_EXIT = "GENJUDGE_FULL_EXIT"  # =1: a job's interpreter shuts down as usual (coverage, profilers)
 
 
-def end(status: int = 0) -> None:
+def end(status: object = 0) -> None:
     """End a job process whose work is done: its outputs written (atomically, synced), its log
     closed, its leases released. The standard streams are flushed and the process leaves through
     os._exit, skipping the interpreter's shutdown: torch's and transformers' thousands of modules
@@ -113,7 +113,8 @@ def end(status: int = 0) -> None:
     Skipping it also skips atexit handlers, so it returns instead, and the interpreter shuts down as
     usual, wherever something may still need them: a child process or a non-daemon thread still
     running (vLLM's engine core, a torchrun group), a tracer or profiler attached (coverage), or
-    GENJUDGE_FULL_EXIT=1 set."""
+    GENJUDGE_FULL_EXIT=1 set. `status` as sys.exit takes it: None is 0, an int itself, anything else 1."""
+    status = 0 if status is None else status if isinstance(status, int) else 1
     if os.environ.get(FULL_EXIT) == "1" or _observed():
         return
     if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
