@@ -118,6 +118,47 @@ def clean_env(**extra) -> dict:
     return env
 
 
+def genjudge_cli(*args, cwd=None, env=None, check=False) -> subprocess.CompletedProcess:
+    """`genjudge ARGS` in this process (genjudge.cli.main, what the command runs): its exit status and
+    output as subprocess.run(capture_output=True, text=True) gives them. A process of its own would
+    import torch and transformers again, about 10 of the 11 CPU-s a `genjudge plan` takes; the command's
+    own process (exit status, streams, a closed pipe) is tests/test_cli.py's. `cwd` and `env` hold for
+    the call; what the command may change of this process (its directory with --directory, the
+    environment, the paused garbage collector) is put back."""
+    import contextlib
+    import gc
+    import io
+
+    from genjudge.cli import main
+
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    cwd_before, env_before, collecting = os.getcwd(), dict(os.environ), gc.isenabled()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse's usage errors
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    finally:
+        os.chdir(cwd_before)
+        os.environ.clear()
+        os.environ.update(env_before)
+        if collecting:
+            gc.enable()
+    proc = subprocess.CompletedProcess(["genjudge", *argv], code, out.getvalue(), err.getvalue())
+    if check and code != 0:
+        raise AssertionError(
+            f"genjudge {' '.join(argv)} failed ({code}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+    return proc
+
+
 def snakemake(workdir, *args, env=None, check=True, timeout=900) -> subprocess.CompletedProcess:
     """Run the real `snakemake` command line (this interpreter's) in `workdir`."""
     cmd = [sys.executable, "-m", "snakemake", *map(str, args)]

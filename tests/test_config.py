@@ -3,11 +3,10 @@
 import json
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 import yaml
+from conftest import genjudge_cli
 from judges import ROOT
 
 from genjudge import config as wfconfig
@@ -96,25 +95,18 @@ def test_required_keys_are_named_when_missing():
 
 
 def test_plan_honours_config_overrides():
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "genjudge.cli",
-            "plan",
-            "--role",
-            "judge",
-            "--config",
-            f'judge={{"model": "{CFG70}", "max_new_tokens": 100}}',
-            "--gpus",
-            "1x80GiB",
-            "--prompt-tokens",
-            "512",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+    out = genjudge_cli(
+        "plan",
+        "--role",
+        "judge",
+        "--config",
+        f'judge={{"model": "{CFG70}", "max_new_tokens": 100}}',
+        "--gpus",
+        "1x80GiB",
+        "--prompt-tokens",
+        "512",
         cwd=ROOT,
+        check=True,
     ).stdout
     assert "judge: " + str(CFG70) in out and "x 612 tokens" in out  # 512 assumed prompt + 100 new
 

@@ -373,10 +373,7 @@ def test_the_mt_bench_example_sends_fastchats_gpt4_messages():
 
 @pytest.mark.workflow
 def test_the_mt_bench_example_dry_runs_and_plans_without_the_key(workflow):
-    import subprocess
-    import sys
-
-    from conftest import clean_env
+    from conftest import clean_env, genjudge_cli
     from test_examples import mt_bench_fixture, stand_in_models
 
     cfg = yaml.safe_load(EXAMPLE.read_text())
@@ -390,13 +387,7 @@ def test_the_mt_bench_example_dry_runs_and_plans_without_the_key(workflow):
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
     assert jobs["generate"] == "4" and jobs["judge"] == "1"
     assert not (workflow.path / "gpt-4-0613").exists()  # nothing looked for a model directory
-    plan = subprocess.run(
-        [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(path)],
-        cwd=workflow.path,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    plan = genjudge_cli("plan", "--configfile", path, cwd=workflow.path, env=env)
     assert plan.returncode == 0, plan.stderr[-3000:]
     text = plan.stdout
     assert "gpt-4-0613 behind https://api.openai.com/v1 (engine: openai): no GPU, no model files read" in text

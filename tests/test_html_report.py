@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import Workflow, copy_workflow
+from conftest import Workflow, copy_workflow, genjudge_cli
 
 from genjudge.report_html import timeline as tl
 from genjudge.store.records import GenerateMeta, JudgeMeta
@@ -168,7 +168,6 @@ def test_the_report_sets_the_time_model_against_each_job_and_a_plan_calibrates_f
     """summary.json and report.md hold each job's predicted and measured seconds; `genjudge plan
     --calibrate` on the finished run uses its measurements, and says so."""
     import re
-    import subprocess
 
     summary = json.loads((gpu_run.results() / "report" / "summary.json").read_text())
     check = summary["time_model"]
@@ -195,12 +194,8 @@ def test_the_report_sets_the_time_model_against_each_job_and_a_plan_calibrates_f
     assert "Fixed costs dominate these jobs" in (gpu_run.results() / "report" / "report.html").read_text()
     assert len(re.findall(r"^\| generate demo-generator/questions/\d \| this CPU", md, re.M)) == SHARDS
 
-    out = subprocess.run(
-        [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(gpu_run.cfg), "--calibrate", "results/demo"],
-        cwd=gpu_run.path,
-        capture_output=True,
-        text=True,
-        check=True,
+    out = genjudge_cli(
+        "plan", "--configfile", gpu_run.cfg, "--calibrate", "results/demo", cwd=gpu_run.path, check=True
     ).stdout
     assert f"calibrated from results/demo ({SHARDS + 1} finished jobs)" in out, out  # and the judge
     assert re.search(

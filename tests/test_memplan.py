@@ -2,11 +2,10 @@
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import genjudge_cli
 
 from genjudge.config.specs import spec_for
 from genjudge.engine.memory_plan import GB, empty_model, load_config, parse_inventory_spec, plan, render
@@ -65,23 +64,16 @@ def test_one_80gib_gpu_needs_quantization(llama70b):
 def test_four_24gib_gpus_would_offload_fp16_and_the_command_warns(tmp_path):
     (tmp_path / "c.yaml").write_text(f"judge: {{model: {CFG70}, dtype: bfloat16}}\n")
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "genjudge.cli",
-            "plan",
-            "--configfile",
-            str(tmp_path / "c.yaml"),
-            "--gpus",
-            "4x24GiB",
-            "--role",
-            "judge",
-            "--directory",
-            str(root),
-        ],
-        capture_output=True,
-        text=True,
+    out = genjudge_cli(
+        "plan",
+        "--configfile",
+        tmp_path / "c.yaml",
+        "--gpus",
+        "4x24GiB",
+        "--role",
+        "judge",
+        "--directory",
+        root,
         check=True,
     ).stdout
     assert "weights DO NOT FIT" in out
@@ -130,22 +122,8 @@ def plan_config(tmp_path, judge: dict):
 
 def plan_cli(tmp_path, judge: dict, gpus="4x80GiB"):
     plan_config(tmp_path, judge)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "genjudge.cli",
-            "plan",
-            "--configfile",
-            str(tmp_path / "c.yaml"),
-            "--gpus",
-            gpus,
-            "--role",
-            "judge",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+    return genjudge_cli(
+        "plan", "--configfile", tmp_path / "c.yaml", "--gpus", gpus, "--role", "judge", check=True
     ).stdout
 
 

@@ -5,13 +5,11 @@ batch the jobs will run, what planning refuses, and planning from a login node (
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import clean_env
+from conftest import clean_env, genjudge_cli
 from test_time_model import LLAMA_8B, LLAMA_70B, Q_GSM, REF_GSM
 
 from genjudge import config as wfconfig
@@ -125,13 +123,7 @@ def test_plan_and_job_choose_the_same_batch_on_the_tiny_model(workflow):
         generator={"batch_size": "auto"},
         judge={"batch_size": "auto"},
     )
-    plan = subprocess.run(
-        [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(cfg), "--directory", str(workflow.path)],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        check=True,
-    ).stdout
+    plan = genjudge_cli("plan", "--configfile", cfg, "--directory", workflow.path, env=clean_env(), check=True).stdout
     planned = {m[1]: int(m[2]) for m in re.finditer(r"^(generator|judge): .*?\n(?:.*\n)*?  batch: (\d+)", plan, re.M)}
     judged = workflow.results() / "judge" / "demo-judge" / "raw.meta.json"
     workflow.run(str(judged.relative_to(workflow.path)), "--cores", "2", "--configfile", cfg)
@@ -195,13 +187,7 @@ def test_a_dataset_that_cannot_be_read_stops_the_plan(study, tmp_path):
     _, cfg = study
     bad = {**cfg, "dataset": {**cfg["dataset"], "path": "no/such/file.jsonl"}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(bad))
-    proc = subprocess.run(
-        [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", "c.yaml", "--gpus", "4xH100"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-    )
+    proc = genjudge_cli("plan", "--configfile", "c.yaml", "--gpus", "4xH100", cwd=tmp_path, env=clean_env())
     assert proc.returncode == 1
     assert re.search(
         r"error: dataset\.path: .*no/such/file\.jsonl.*relative paths are read from " + re.escape(str(tmp_path)),
@@ -219,13 +205,11 @@ def test_relative_paths_resolve_against_the_workflow_directory(study, tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(rel))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    args = [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(tmp_path / "c.yaml"), "--gpus", "4xH100"]
-    wrong = subprocess.run(args, cwd=elsewhere, capture_output=True, text=True, env=clean_env())
+    args = ["plan", "--configfile", tmp_path / "c.yaml", "--gpus", "4xH100"]
+    wrong = genjudge_cli(*args, cwd=elsewhere, env=clean_env())
     assert wrong.returncode == 1 and "data/gsm8k.jsonl" in wrong.stderr
     shutil.copytree(ROOT / "config", tmp_path / "config")  # the workflow's schema and templates
-    right = subprocess.run(
-        [*args, "--directory", str(tmp_path)], cwd=elsewhere, capture_output=True, text=True, env=clean_env()
-    )
+    right = genjudge_cli(*args, "--directory", tmp_path, cwd=elsewhere, env=clean_env())
     assert right.returncode == 0, right.stderr
     assert "requests per job (item, turn, sample): gsm8k: 165" in right.stdout
 
@@ -244,14 +228,7 @@ def test_a_dry_run_needs_only_each_models_config_json_and_the_written_overlay_re
         shards=2, generator={"model": "models/demo-login-generator"}, judge={"model": "models/demo-login-judge"}
     )
     overlay = workflow.path / "overlay.yaml"
-    subprocess.run(
-        [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(cfg), "--write", str(overlay)],
-        cwd=workflow.path,
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        check=True,
-    )
+    genjudge_cli("plan", "--configfile", cfg, "--write", overlay, cwd=workflow.path, env=clean_env(), check=True)
     layer = yaml.safe_load(overlay.read_text())
     want = layer["resources"]["generate"]
     assert want["runtime"] >= 1 and want["mem_mb"] >= 1000

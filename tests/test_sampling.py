@@ -233,10 +233,7 @@ def test_warpers_match_what_generate_applies_when_sampling(demo_generator):
 
 @pytest.mark.parametrize("n_samples", [1, 3])
 def test_plan_counts_every_sample_as_a_sequence(tmp_path, n_samples):
-    import subprocess
-    import sys
-
-    from conftest import ROOT
+    from conftest import ROOT, genjudge_cli
 
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"question": f"q {i}?", "answer": str(i)}) + "\n" for i in range(100)))
@@ -254,10 +251,8 @@ def test_plan_counts_every_sample_as_a_sequence(tmp_path, n_samples):
     (tmp_path / "c.yaml").write_text(json.dumps(cfg))
     out = {}
     for role in ("generator", "judge"):
-        cmd = [sys.executable, "-m", "genjudge.cli", "plan", "--configfile", str(tmp_path / "c.yaml")]
-        out[role] = subprocess.run(
-            [*cmd, "--gpus", "4x80GiB", "--role", role], capture_output=True, text=True, check=True
-        ).stdout
+        args = ["plan", "--configfile", tmp_path / "c.yaml", "--gpus", "4x80GiB", "--role", role]
+        out[role] = genjudge_cli(*args, check=True).stdout
     # 100 items in 2 shards, k samples each: every (item, turn, sample) is a request of its own.
     assert f"requests per job (item, turn, sample): d: {50 * n_samples};" in out["generator"]
     assert f"requests (item, turn, sample): {100 * n_samples:,}, {100 * n_samples:,} per job" in out["judge"]
