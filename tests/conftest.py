@@ -259,9 +259,13 @@ def generate_shard(tmp_path: Path, spec, name: str = "out", store: str = "store"
 # finished children's: snakemake and the jobs it ran), wall seconds, id, snakemake invocations (dry
 # runs among them), the jobs those runs finished, the jobs by rule, the test's marks and whether it
 # failed. A test's cost includes the set-up and tear-down of the module- and session-scoped fixtures
-# it was the first or last to use, so the lines of a module add up to what the module costs. Jobs SLURM
-# ran are counted but their CPU is the cluster's. tests/budget.py sums the lines by module.
+# it was the first or last to use, so the lines of a module add up to what the module costs. The jobs
+# SLURM ran are in it too: no test process waits for them, so the CPU of what has ended outside the
+# test's process tree is added from EXTERNAL_CPU. tests/budget.py sums the lines by module.
 _SNAKEMAKE_RUNS: list[tuple[str, bool]] = []
+# Callables giving the CPU-s that processes no test process waits for have spent so far (the SLURM test
+# cluster's: tests/slurm/reaper.py); one stays here until its processes' parent has been waited for.
+EXTERNAL_CPU: list = []
 
 
 def _note_snakemake(args, cwd) -> None:
@@ -316,7 +320,7 @@ def pytest_runtest_protocol(item, nextitem):
 
     def cpu():
         c, s = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
-        return c.ru_utime + c.ru_stime + s.ru_utime + s.ru_stime
+        return c.ru_utime + c.ru_stime + s.ru_utime + s.ru_stime + sum(f() for f in EXTERNAL_CPU)
 
     _SNAKEMAKE_RUNS.clear()
     _REAPED_CPU[0] = 0.0

@@ -75,3 +75,21 @@ def test_a_slower_machine_scales_the_budget_and_a_module_that_grew_beyond_it_is_
     assert len(budget.check(modules, recorded)) == 8  # as recorded, every module is over
     few = {"modules": {n: recorded["modules"][n] for n in names[:4]}}
     assert budget.machine_factor(modules, few) == (1.0, 4)  # too few to measure the machine by
+
+
+def test_the_slurm_clusters_reaper_counts_what_its_daemon_left_running(tmp_path):
+    """tests/slurm/reaper.py, as the SLURM test cluster runs slurmd under it: a process its daemon
+    started and left behind (as slurmd leaves each job's slurmstepd) is re-parented to the reaper, which
+    waits for it and records its CPU, which no other process would count."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    reaper = Path(__file__).parent / "slurm" / "reaper.py"
+    cpu_file = tmp_path / "daemon.cpu"
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"
+    # The "daemon" starts a detached burner and exits at once, before the burner ends.
+    daemon = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {burn!r}])"
+    proc = subprocess.run([sys.executable, str(reaper), str(cpu_file), sys.executable, "-c", daemon], timeout=60)
+    assert proc.returncode == 0
+    assert float(cpu_file.read_text()) >= 0.4  # the orphan's CPU, with the daemon's own

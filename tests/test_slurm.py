@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import clean_env, new_workflow, planned_jobs
+from conftest import EXTERNAL_CPU, clean_env, new_workflow, planned_jobs
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "slurm"))
 from cluster import Cluster, unavailable_reason  # noqa: E402
@@ -38,7 +38,7 @@ SMALL = {
 }
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     reason = unavailable_reason()
     if reason:
@@ -46,9 +46,13 @@ def cluster(tmp_path_factory):
             pytest.fail(f"SLURM test cluster cannot run in CI: {reason}")
         pytest.skip(reason)
     c = Cluster(tmp_path_factory.mktemp("slurm"), gpus=4)
-    c.start()  # raises (fails the tests) when the cluster cannot start
-    yield c
-    c.stop()
+    EXTERNAL_CPU.append(c.reaped_cpu)  # the CPU log counts the jobs SLURM ran, as the module's
+    try:
+        c.start()  # raises (fails the tests) when the cluster cannot start
+        yield c
+    finally:
+        c.stop()
+        EXTERNAL_CPU.remove(c.reaped_cpu)
 
 
 def slurm_env(cluster, **extra):

@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ MARKER = "# genjudge throwaway test cluster"
 # The slurm-jobstep plugin strips SLURM_* (SLURM_CONF included) from the
 # environment of its inner srun, so the config must sit at the default path.
 ETC = Path("/etc/slurm")
+REAPER = Path(__file__).with_name("reaper.py")
 
 SLURM_CONF = (
     MARKER
@@ -84,7 +86,8 @@ class Cluster:
         self.mem_mb = mem_mb
         self.host = socket.gethostname().split(".")[0]
         self.conf = ETC / "slurm.conf"
-        self.procs: list[subprocess.Popen] = []
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.cpu_files: list[Path] = []  # what each daemon's reaper has reaped so far (reaper.py)
         self.munged_started = False
 
     @property
@@ -122,14 +125,19 @@ class Cluster:
         env = {**os.environ, **self.env}
         for daemon in ("slurmctld", "slurmd"):
             log = open(self.root / f"{daemon}.out", "w")  # noqa: SIM115 - the daemon owns it until stop()
-            self.procs.append(
-                subprocess.Popen([daemon, "-D", "-f", str(self.conf)], env=env, stdout=log, stderr=subprocess.STDOUT)
+            cpu_file = self.root / f"{daemon}.cpu"
+            self.procs[daemon] = subprocess.Popen(
+                [sys.executable, str(REAPER), str(cpu_file), daemon, "-D", "-f", str(self.conf)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
+            self.cpu_files.append(cpu_file)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for p in self.procs:
+            for daemon, p in self.procs.items():
                 if p.poll() is not None:
-                    raise ClusterError(f"{p.args[0]} exited with {p.returncode}:\n{self.logs()}")
+                    raise ClusterError(f"{daemon} exited with {p.returncode}:\n{self.logs()}")
             state = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True)
             states = set(state.stdout.split())  # the node once per partition
             if state.returncode == 0 and states and states <= {"idle", "mixed", "allocated"}:
@@ -163,16 +171,30 @@ class Cluster:
             raise ClusterError(f"{' '.join(cmd)}: {proc.stderr}")
         return proc
 
+    def reaped_cpu(self) -> float:
+        """CPU-s of the cluster's processes that have ended so far: its jobs (which no test process waits
+        for) and, once stopped, its daemons. After stop() the test process has waited for the reapers,
+        so its own count of its children holds all of it, and this is 0."""
+        total = 0.0
+        for path in self.cpu_files:
+            try:
+                total += float(path.read_text())
+            except (FileNotFoundError, ValueError):
+                pass  # nothing reaped yet
+        return total
+
     def stop(self) -> None:
         self.run("scancel", "--user", "root", check=False)
-        for p in self.procs:
+        for p in self.procs.values():
             p.terminate()
-        for p in self.procs:
+        for p in self.procs.values():
             try:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
-        self.procs = []
+                p.wait()
+        self.procs = {}
+        self.cpu_files = []
         for name in ("slurm.conf", "gres.conf"):
             path = ETC / name
             if path.exists() and MARKER in path.read_text():
