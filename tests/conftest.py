@@ -301,6 +301,10 @@ def _finished_jobs(workdirs: set[str], since: float) -> dict[str, int]:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    if _server_dir():  # servers another worker stopped since: waited for here, in no test's line
+        from endpoints import reap_stopped_servers
+
+        reap_stopped_servers()
     path = os.environ.get("GENJUDGE_TEST_CPU_LOG")
     if not path:
         yield

@@ -171,6 +171,28 @@ def user_finished(root: Path, nodeid: str) -> float | None:
         return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
+# The shared servers this process started, held until it has waited for them: a Popen dropped while its
+# process runs is reaped by whichever Popen this process makes next (subprocess._cleanup), and the
+# server's CPU (60-100 CPU-s) would land in that test's line of the CPU log. Any worker may stop them.
+_STARTED: list[VllmServer] = []
+
+
+def reap_stopped_servers() -> float:
+    """Waits for the shared servers this process started that have ended (whichever worker stopped
+    them) and returns their CPU-s, which the CPU log counts in no test (tests/conftest.py)."""
+    total = 0.0
+    for server in list(_STARTED):
+        try:
+            pid, status, usage = os.wait4(server.proc.pid, os.WNOHANG)
+        except ChildProcessError:  # waited for already (stop_shared_servers, in this process)
+            pid, status, usage = server.proc.pid, 0, None
+        if pid:
+            server.proc.returncode = os.waitstatus_to_exitcode(status)
+            total += usage.ru_utime + usage.ru_stime if usage else 0.0
+            _STARTED.remove(server)
+    return total
+
+
 def shared_servers(*models: str) -> tuple:
     """The run's server of each model, those not yet running started together; with
     GENJUDGE_TEST_SERVERS=GEN_URL,JUDGE_URL the servers named there (demo generator, demo judge)."""
@@ -195,6 +217,7 @@ def shared_servers(*models: str) -> tuple:
         started = {
             m: VllmServer(m, root / f"{names[m]}.log") for m in set(models) if not (root / f"{names[m]}.json").exists()
         }
+        _STARTED.extend(started.values())
         for m, server in started.items():
             server.wait()
             server.log.close()  # the server keeps writing to its own descriptor

@@ -2,14 +2,27 @@
 and a test that is not marked cannot ask for them. A `sleep` in its own process group stands in for
 a server here: what is checked is which process group is stopped, and when."""
 
+import gc
 import json
 import os
+import resource
 import signal
 import subprocess
+import sys
 import time
+from types import SimpleNamespace
 
 import pytest
-from endpoints import SERVER_DIR_ENV, USERS, current_test, register_users, shared_servers, user_finished
+from endpoints import (
+    _STARTED,
+    SERVER_DIR_ENV,
+    USERS,
+    current_test,
+    reap_stopped_servers,
+    register_users,
+    shared_servers,
+    user_finished,
+)
 
 
 def alive(pid: int) -> bool:
@@ -61,3 +74,42 @@ def test_this_run_wrote_its_marked_tests():
     marked = ("tests/test_endpoints.py::", "tests/test_endpoint_batch.py::", "tests/test_slurm.py::")
     assert all(n.startswith(marked) for n in names)
     assert current_test() not in names and current_test().startswith("tests/test_shared_servers.py::")
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command: state, ppid, ... (utime and stime at 11 and 12)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def test_a_server_another_worker_stopped_is_waited_for_by_its_starter_in_no_tests_line():
+    """A server this process started (a process that burns 0.3 CPU-s and sleeps stands in for it) and
+    another worker stopped: the next Popen here does not wait for it, which would put its CPU in the
+    line of whatever test ran then; the CPU log's hook does, before the next test starts."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(600)"
+    proc = subprocess.Popen([sys.executable, "-c", burn], start_new_session=True)
+    pid = proc.pid
+    _STARTED.append(SimpleNamespace(proc=proc))
+    del proc
+    gc.collect()  # as shared_servers drops its handle: only _STARTED holds the server
+    try:
+        deadline = time.monotonic() + 60
+        while sum(map(int, stat(pid)[11:13])) < 0.3 * os.sysconf("SC_CLK_TCK") and time.monotonic() < deadline:
+            time.sleep(0.05)  # burning still
+        os.killpg(pid, signal.SIGTERM)  # as another worker's stop_shared_servers does: no wait here
+        while stat(pid)[0] != "Z":
+            time.sleep(0.05)
+        before = children_cpu()
+        subprocess.run(["true"], check=True)  # a test's next Popen in this worker
+        assert children_cpu() - before < 0.2 and os.path.exists(f"/proc/{pid}")  # not waited for by it
+        assert reap_stopped_servers() >= 0.3
+        assert not os.path.exists(f"/proc/{pid}") and not [s for s in _STARTED if s.proc.pid == pid]
+    finally:
+        if os.path.exists(f"/proc/{pid}"):
+            os.killpg(pid, signal.SIGKILL)
+        _STARTED[:] = [s for s in _STARTED if s.proc.pid != pid]
