@@ -238,6 +238,15 @@ def shared_servers(*models: str) -> tuple:
     return tuple(servers[m] for m in models)
 
 
+def zombie(pid: int) -> bool:
+    """Whether `pid` has ended and waits for its parent to wait for it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
 def stop_shared_servers(root: Path) -> None:
     """Stop every server `shared_servers` started under `root` (each its own process group)."""
     groups = []
@@ -258,6 +267,8 @@ def stop_shared_servers(root: Path) -> None:
             try:
                 os.killpg(pgid, 0)
             except ProcessLookupError:
+                break
+            if zombie(pgid):  # ended; the worker that started it waits for it (reap_stopped_servers)
                 break
             time.sleep(0.2)
         else:

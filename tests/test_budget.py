@@ -1,6 +1,7 @@
 """tests/budget.py: a run's CPU log against tests/durations.json."""
 
 import json
+import os
 
 import budget
 
@@ -93,3 +94,37 @@ def test_the_slurm_clusters_reaper_counts_what_its_daemon_left_running(tmp_path)
     proc = subprocess.run([sys.executable, str(reaper), str(cpu_file), sys.executable, "-c", daemon], timeout=60)
     assert proc.returncode == 0
     assert float(cpu_file.read_text()) >= 0.4  # the orphan's CPU, with the daemon's own
+
+
+def test_the_reaper_stopped_stops_its_daemon_then_what_the_daemon_left_running(tmp_path):
+    """SIGTERM to the reaper (the cluster's stop) reaches the daemon; once the daemon has ended, the job
+    steps it left running are stopped too and waited for, so nothing outlives the cluster."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    reaper = Path(__file__).parent / "slurm" / "reaper.py"
+    orphan_pid = tmp_path / "orphan.pid"
+    # The "daemon" leaves a long job behind (detached, as slurmd leaves slurmstepd) and waits for SIGTERM.
+    daemon = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+        f"open({str(orphan_pid)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(600)"
+    )
+    proc = subprocess.Popen([sys.executable, str(reaper), str(tmp_path / "cpu"), sys.executable, "-c", daemon])
+    try:
+        deadline = time.monotonic() + 60
+        while not (orphan_pid.exists() and orphan_pid.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        orphan = int(orphan_pid.read_text())
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM  # the daemon's status, as a shell gives it
+        assert time.monotonic() - start < 10
+        assert not os.path.exists(f"/proc/{orphan}")  # stopped and waited for: not even a zombie
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -10,14 +10,17 @@ import signal
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
+import urllib.request
+from pathlib import Path
 
+import endpoints
 import pytest
 from endpoints import (
     _STARTED,
     SERVER_DIR_ENV,
     USERS,
     current_test,
+    free_port,
     reap_stopped_servers,
     register_users,
     shared_servers,
@@ -87,20 +90,55 @@ def stat(pid: int) -> list[str]:
         return f.read().rsplit(")", 1)[1].split()
 
 
-def test_a_server_another_worker_stopped_is_waited_for_by_its_starter_in_no_tests_line():
-    """A server this process started (a process that burns 0.3 CPU-s and sleeps stands in for it) and
-    another worker stopped: the next Popen here does not wait for it, which would put its CPU in the
-    line of whatever test ran then; the CPU log's hook does, before the next test starts."""
-    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(600)"
-    proc = subprocess.Popen([sys.executable, "-c", burn], start_new_session=True)
-    pid = proc.pid
-    _STARTED.append(SimpleNamespace(proc=proc))
-    del proc
-    gc.collect()  # as shared_servers drops its handle: only _STARTED holds the server
-    try:
+class StandIn:
+    """Stands in for VllmServer: a process of its own group that burns 0.3 CPU-s, then answers GET
+    /models with 200 (a file of that name, served by http.server)."""
+
+    def __init__(self, model, log_path, **_):
+        served = Path(log_path).with_suffix(".served")
+        served.mkdir()
+        (served / "models").write_text("{}")
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = open(log_path, "w")  # noqa: SIM115 - closed by shared_servers, as a server's is
+        burn = (
+            "import sys, time, http.server, functools\n"
+            "t = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n"
+            "handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[2])\n"
+            "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), handler).serve_forever()"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", burn, str(port), str(served)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def wait(self):
         deadline = time.monotonic() + 60
-        while sum(map(int, stat(pid)[11:13])) < 0.3 * os.sysconf("SC_CLK_TCK") and time.monotonic() < deadline:
-            time.sleep(0.05)  # burning still
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{self.url}/models", timeout=2).close()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("the stand-in never answered")
+
+
+def test_a_server_another_worker_stopped_is_waited_for_by_its_starter_in_no_tests_line(tmp_path, monkeypatch):
+    """A server shared_servers started here (StandIn) and another worker stopped: the next Popen here
+    does not wait for it, which would put its CPU in the line of whatever test ran then; the CPU log's
+    hook does, with reap_stopped_servers, before the next test starts."""
+    monkeypatch.setattr(endpoints, "VllmServer", StandIn)
+    monkeypatch.setenv(SERVER_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv("GENJUDGE_TEST_SERVERS", raising=False)
+    register_users(tmp_path, [current_test()])
+    (server,) = shared_servers("models/demo-judge")
+    pid = json.loads((tmp_path / "models_demo-judge.json").read_text())["pgid"]
+    del server
+    gc.collect()  # the handles shared_servers made are gone, as they are once a test ends
+    try:
+        assert sum(map(int, stat(pid)[11:13])) >= 0.3 * os.sysconf("SC_CLK_TCK")  # it burned, then answered
         os.killpg(pid, signal.SIGTERM)  # as another worker's stop_shared_servers does: no wait here
         while stat(pid)[0] != "Z":
             time.sleep(0.05)

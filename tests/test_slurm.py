@@ -51,8 +51,10 @@ def cluster(tmp_path_factory):
         c.start()  # raises (fails the tests) when the cluster cannot start
         yield c
     finally:
-        c.stop()
-        EXTERNAL_CPU.remove(c.reaped_cpu)
+        try:
+            c.stop()
+        finally:
+            EXTERNAL_CPU.remove(c.reaped_cpu)
 
 
 def slurm_env(cluster, **extra):

@@ -8,7 +8,8 @@ theirs) in CPU_FILE, which the CPU log reads while the daemon runs (tests/confte
 
     python reaper.py CPU_FILE DAEMON [ARG...]
 
-SIGTERM goes on to the daemon; the reaper exits with the daemon's status once no child is left.
+SIGTERM goes on to the daemon; once the daemon has ended, to what it left running. The reaper exits
+with the daemon's status when no child is left.
 """
 
 import ctypes
@@ -20,12 +21,45 @@ import sys
 PR_SET_CHILD_SUBREAPER = 36
 
 
+def children() -> list[int]:
+    """The processes whose parent is this one (the daemon's orphans, once it has ended)."""
+    me, out = os.getpid(), []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                    out.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+    return out
+
+
+def terminate(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # ended meanwhile
+
+
 def main() -> int:
     cpu_file, cmd = sys.argv[1], sys.argv[2:]
+    state = {"daemon": None, "ended": False, "stopping": False}
+
+    def on_term(*_):
+        state["stopping"] = True
+        if state["ended"]:  # what the daemon left running
+            for child in children():
+                terminate(child)
+        elif state["daemon"] is not None:  # started, not yet reaped: its pid is still its own
+            terminate(state["daemon"])
+
+    signal.signal(signal.SIGTERM, on_term)  # before the daemon starts: no SIGTERM leaves it behind
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
     daemon = subprocess.Popen(cmd)
-    signal.signal(signal.SIGTERM, lambda *_: daemon.send_signal(signal.SIGTERM))
+    state["daemon"] = daemon.pid
+    if state["stopping"]:
+        terminate(daemon.pid)
     reaped, status = 0.0, None
     while True:
         try:
@@ -38,7 +72,11 @@ def main() -> int:
             f.write(f"{reaped:.3f}\n")
         os.replace(tmp, cpu_file)
         if pid == daemon.pid:
+            state["ended"] = True
             daemon.returncode = status = os.waitstatus_to_exitcode(wait_status)
+            if state["stopping"]:  # job steps the daemon did not stop in time: stopped, then waited for
+                for child in children():
+                    terminate(child)
     return 1 if status is None else (status if status >= 0 else 128 - status)
 
 
