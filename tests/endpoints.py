@@ -260,15 +260,16 @@ def stop_shared_servers(root: Path) -> None:
     deadline = time.monotonic() + 30
     for pgid in groups:
         while time.monotonic() < deadline:
+            ended = zombie(pgid)  # another worker's waits for that worker (reap_stopped_servers)
             try:  # a server this process started is its child: reaped here, else it lingers as a zombie
                 os.waitpid(pgid, os.WNOHANG)
             except ChildProcessError:
                 pass
+            if ended:
+                break
             try:
                 os.killpg(pgid, 0)
             except ProcessLookupError:
-                break
-            if zombie(pgid):  # ended; the worker that started it waits for it (reap_stopped_servers)
                 break
             time.sleep(0.2)
         else:
