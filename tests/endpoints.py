@@ -240,10 +240,11 @@ def shared_servers(*models: str) -> tuple:
 
 def zombie(pid: int) -> bool:
     """Whether `pid` has ended and waits for its parent to wait for it."""
+    import psutil
+
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
 
 

@@ -10,10 +10,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import endpoints
+import psutil
 import pytest
 from endpoints import (
     _STARTED,
@@ -25,6 +25,7 @@ from endpoints import (
     register_users,
     shared_servers,
     user_finished,
+    zombie,
 )
 
 
@@ -84,17 +85,12 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def stat(pid: int) -> list[str]:
-    """/proc/PID/stat's fields after the command: state, ppid, ... (utime and stime at 11 and 12)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()
-
-
-class StandIn:
+class StandIn(endpoints.VllmServer):
     """Stands in for VllmServer: a process of its own group that burns 0.3 CPU-s, then answers GET
-    /models with 200 (a file of that name, served by http.server)."""
+    /models with 200 (a file of that name, served by http.server); waited for as a server is."""
 
     def __init__(self, model, log_path, **_):
+        self.model = model
         served = Path(log_path).with_suffix(".served")
         served.mkdir()
         (served / "models").write_text("{}")
@@ -114,16 +110,6 @@ class StandIn:
             start_new_session=True,
         )
 
-    def wait(self):
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{self.url}/models", timeout=2).close()
-                return self
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("the stand-in never answered")
-
 
 def test_a_server_another_worker_stopped_is_waited_for_by_its_starter_in_no_tests_line(tmp_path, monkeypatch):
     """A server shared_servers started here (StandIn) and another worker stopped: the next Popen here
@@ -138,9 +124,9 @@ def test_a_server_another_worker_stopped_is_waited_for_by_its_starter_in_no_test
     del server
     gc.collect()  # the handles shared_servers made are gone, as they are once a test ends
     try:
-        assert sum(map(int, stat(pid)[11:13])) >= 0.3 * os.sysconf("SC_CLK_TCK")  # it burned, then answered
+        assert sum(psutil.Process(pid).cpu_times()[:2]) >= 0.3  # it burned, then answered
         os.killpg(pid, signal.SIGTERM)  # as another worker's stop_shared_servers does: no wait here
-        while stat(pid)[0] != "Z":
+        while not zombie(pid):
             time.sleep(0.05)
         before = children_cpu()
         subprocess.run(["true"], check=True)  # a test's next Popen in this worker

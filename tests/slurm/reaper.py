@@ -18,20 +18,9 @@ import signal
 import subprocess
 import sys
 
+import psutil
+
 PR_SET_CHILD_SUBREAPER = 36
-
-
-def children() -> list[int]:
-    """The processes whose parent is this one (the daemon's orphans, once it has ended)."""
-    me, out = os.getpid(), []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
-                    out.append(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue  # ended meanwhile
-    return out
 
 
 def terminate(pid: int) -> None:
@@ -48,8 +37,8 @@ def main() -> int:
     def on_term(*_):
         state["stopping"] = True
         if state["ended"]:  # what the daemon left running
-            for child in children():
-                terminate(child)
+            for child in psutil.Process().children():
+                terminate(child.pid)
         elif state["daemon"] is not None:  # started, not yet reaped: its pid is still its own
             terminate(state["daemon"])
 
@@ -80,8 +69,8 @@ def main() -> int:
             state["ended"] = True
             daemon.returncode = status = os.waitstatus_to_exitcode(wait_status)
             if state["stopping"]:  # job steps the daemon did not stop in time: stopped, then waited for
-                for child in children():
-                    terminate(child)
+                for child in psutil.Process().children():
+                    terminate(child.pid)
     return 1 if status is None else (status if status >= 0 else 128 - status)
 
 
