@@ -4,6 +4,7 @@ import json
 import os
 
 import budget
+import pytest
 
 LOG = (
     # cpu, wall, id, snakemake runs, dry runs, jobs, jobs by rule, marks, outcome
@@ -56,6 +57,30 @@ def test_write_then_check_exits_0_and_a_grown_log_exits_1(tmp_path, monkeypatch,
     (tmp_path / "grown.tsv").write_text((tmp_path / "cpu.tsv").read_text().replace("30.0\t", "60.0\t"))
     assert budget.main([str(tmp_path / "grown.tsv")]) == 1
     assert "tests/test_a.py: 74 CPU-s against 44 budgeted (+68%)" in capsys.readouterr().out
+
+
+def test_a_budget_written_from_two_runs_takes_each_modules_costliest_and_holds_for_both(tmp_path, monkeypatch):
+    """A module whose cache was cold in one run (20 CPU-s against 6): the budget is its cold figure, and
+    neither run is over it; a check reads one log."""
+    monkeypatch.setattr(budget, "BUDGET", tmp_path / "durations.json")
+    warm = (
+        "6.0\t1\ttests/test_c.py::t\t0\t0\t0\t\t\tok\n50.0\t1\ttests/test_w.py::t\t2\t0\t8\tgenerate=8\tworkflow\tok\n"
+    )
+    cold = (
+        "20.0\t1\ttests/test_c.py::t\t0\t0\t0\t\t\tok\n45.0\t1\ttests/test_w.py::t\t2\t0\t7\tgenerate=7\tworkflow\tok\n"
+    )
+    (tmp_path / "warm.tsv").write_text(warm)
+    (tmp_path / "cold.tsv").write_text(cold)
+    assert budget.main([str(tmp_path / "warm.tsv"), "--write", "one"]) == 0
+    assert budget.main([str(tmp_path / "cold.tsv"), "--factor", "1"]) == 1  # one run's budget: the cold run is over
+    assert budget.main([str(tmp_path / "warm.tsv"), str(tmp_path / "cold.tsv"), "--write", "two"]) == 0
+    recorded = json.loads((tmp_path / "durations.json").read_text())["modules"]
+    assert recorded["tests/test_c.py"] == {"cpu_s": 20.0, "snakemake_runs": 0, "jobs": 0}
+    assert recorded["tests/test_w.py"] == {"cpu_s": 50.0, "snakemake_runs": 2, "jobs": 8}
+    for run in ("warm.tsv", "cold.tsv"):
+        assert budget.main([str(tmp_path / run), "--factor", "1"]) == 0
+    with pytest.raises(SystemExit):
+        budget.main([str(tmp_path / "warm.tsv"), str(tmp_path / "cold.tsv")])
 
 
 def test_a_slower_machine_scales_the_budget_and_a_module_that_grew_beyond_it_is_named(tmp_path, capsys):
