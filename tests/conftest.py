@@ -23,6 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # tests/test_batching.py 47 CPU-s against 11. Set before torch loads, for this process and every
 # process it starts (the jobs compute the same; only how idle threads wait differs).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# pytest keeps each test module's rewritten asserts in a pyc beside it (tests/__pycache__), unless the
+# interpreter writes no bytecode (PYTHONDONTWRITEBYTECODE, set on some machines). Then every pytest
+# process rewrites every module it collects, each run: about 8 of the 20 CPU-s a worker spends
+# collecting (3 workers in `make test`). pytest's own processes write bytecode; the processes the
+# tests start keep the variable (`make test` compiles the project's modules for them beforehand).
+sys.dont_write_bytecode = False
 WORKFLOW_PARTS = ["Snakefile", "rules", "scripts", "config", "profiles", "slurm", "report"]
 
 
