@@ -178,6 +178,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if len(args.log) > 1 and not args.write:
         ap.error("several logs are for --write; a check or a table reads one")
+    if args.write and args.table:
+        ap.error("--write or --table, not both")
     runs = []
     for log in args.log:
         modules, unmarked = read_log(log)
@@ -189,6 +191,11 @@ def main(argv=None) -> int:
         print(table(modules))
         return 0
     if args.write:
+        for log, run in zip(args.log, runs):
+            if failed := sorted(name for name, m in run.items() if m.failed):
+                print(
+                    f"{log}: tests failed in {', '.join(failed)}: their figures may be off (a failure stops early or hangs)"
+                )
         modules = costliest(runs)
         BUDGET.write_text(json.dumps(budget_of(modules, args.write), indent=1) + "\n")
         print(f"{BUDGET}: {len(modules)} modules, {sum(m.cpu_s for m in modules.values()):.0f} CPU-s")

@@ -51,6 +51,7 @@ def test_write_then_check_exits_0_and_a_grown_log_exits_1(tmp_path, monkeypatch,
         LOG.replace("tests/test_b.py::test_three\t1\t1\t0\t\t\t", "tests/test_b.py::test_three\t1\t1\t0\t\tworkflow\t")
     )
     assert budget.main([str(tmp_path / "cpu.tsv"), "--write", "a test"]) == 0
+    assert "cpu.tsv: tests failed in tests/test_a.py: their figures may be off" in capsys.readouterr().out
     recorded = json.loads((tmp_path / "durations.json").read_text())
     assert recorded["measured"] == "a test" and recorded["modules"]["tests/test_a.py"]["cpu_s"] == 44.0
     assert budget.main([str(tmp_path / "cpu.tsv")]) == 0
@@ -79,8 +80,10 @@ def test_a_budget_written_from_two_runs_takes_each_modules_costliest_and_holds_f
     assert recorded["tests/test_w.py"] == {"cpu_s": 50.0, "snakemake_runs": 2, "jobs": 8}
     for run in ("warm.tsv", "cold.tsv"):
         assert budget.main([str(tmp_path / run), "--factor", "1"]) == 0
-    with pytest.raises(SystemExit):
-        budget.main([str(tmp_path / "warm.tsv"), str(tmp_path / "cold.tsv")])
+    for wrong in ([], ["--table"], ["--write", "three", "--table"]):
+        with pytest.raises(SystemExit) as stopped:
+            budget.main([str(tmp_path / "warm.tsv"), str(tmp_path / "cold.tsv"), *wrong])
+        assert stopped.value.code == 2
 
 
 def test_a_slower_machine_scales_the_budget_and_a_module_that_grew_beyond_it_is_named(tmp_path, capsys):
