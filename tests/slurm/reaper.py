@@ -30,15 +30,20 @@ def terminate(pid: int) -> None:
         pass  # ended meanwhile
 
 
+def terminate_children() -> None:
+    """The job steps the daemon left running (this process inherited them)."""
+    for child in psutil.Process().children():
+        terminate(child.pid)
+
+
 def main() -> int:
     cpu_file, cmd = sys.argv[1], sys.argv[2:]
     state = {"daemon": None, "ended": False, "stopping": False}
 
     def on_term(*_):
         state["stopping"] = True
-        if state["ended"]:  # what the daemon left running
-            for child in psutil.Process().children():
-                terminate(child.pid)
+        if state["ended"]:
+            terminate_children()
         elif state["daemon"] is not None:  # started, not yet reaped: its pid is still its own
             terminate(state["daemon"])
 
@@ -68,9 +73,8 @@ def main() -> int:
         if pid == daemon.pid:
             state["ended"] = True
             daemon.returncode = status = os.waitstatus_to_exitcode(wait_status)
-            if state["stopping"]:  # job steps the daemon did not stop in time: stopped, then waited for
-                for child in psutil.Process().children():
-                    terminate(child.pid)
+            if state["stopping"]:  # what the daemon did not stop in time: stopped, then waited for
+                terminate_children()
     return 1 if status is None else (status if status >= 0 else 128 - status)
 
 
