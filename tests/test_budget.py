@@ -106,6 +106,36 @@ def test_a_slower_machine_scales_the_budget_and_a_module_that_grew_beyond_it_is_
     assert budget.machine_factor(modules, few) == (1.0, 4)  # too few to measure the machine by
 
 
+def test_the_modules_that_run_snakemake_are_scaled_by_their_own_factor(tmp_path, capsys, monkeypatch):
+    """A faster machine (as measured: 0.62 of the budget's CPU-s for the model-free modules, 0.72 for
+    the workflow ones): six model-free modules at 0.6 of their budget, six workflow modules at 0.8 and
+    one at 1.2 (50% beyond the others): only that one is named. Scaled by the model-free factor alone,
+    every workflow module would be (0.8 is +33% of 0.6)."""
+    free = [f"tests/test_m{i}.py" for i in range(6)]
+    flows = [f"tests/test_w{i}.py" for i in range(7)]
+    recorded = {"modules": {n: {"cpu_s": 10.0, "snakemake_runs": 0, "jobs": 0} for n in free}}
+    recorded["modules"].update({n: {"cpu_s": 50.0, "snakemake_runs": 2, "jobs": 8} for n in flows})
+    log = "".join(f"6.0\t1\t{n}::t\t0\t0\t0\t\t\tok\n" for n in free)
+    log += "".join(
+        f"{60.0 if n.endswith('w6.py') else 40.0}\t1\t{n}::t\t2\t0\t8\tgenerate=8\tworkflow\tok\n" for n in flows
+    )
+    (tmp_path / "cpu.tsv").write_text(log)
+    modules, _ = budget.read_log(tmp_path / "cpu.tsv")
+    assert budget.machine_factor(modules, recorded) == (pytest.approx(0.6), 6)
+    assert budget.machine_factor(modules, recorded, processes=True) == (pytest.approx(0.8), 7)
+    assert budget.check(modules, recorded, 0.6, 0.8) == [
+        "tests/test_w6.py: 60 CPU-s against 50 budgeted x 0.80 for this machine (+50%); jobs 8 against 8, "
+        "snakemake runs 2 against 2"
+    ]
+    assert len(budget.check(modules, recorded, 0.6)) == 7  # the model-free factor for all: each workflow module
+    monkeypatch.setattr(budget, "BUDGET", tmp_path / "durations.json")
+    budget.BUDGET.write_text(json.dumps(recorded))
+    assert budget.main([str(tmp_path / "cpu.tsv")]) == 1
+    out = capsys.readouterr().out
+    assert "factor 0.80 for the 7 modules that run snakemake or its jobs" in out
+    assert "tests/test_w6.py: 60 CPU-s" in out and "tests/test_w0.py" not in out and "1 over budget" in out
+
+
 def test_the_slurm_clusters_reaper_counts_what_its_daemon_left_running(tmp_path):
     """tests/slurm/reaper.py, as the SLURM test cluster runs slurmd under it: a process its daemon
     started and left behind (as slurmd leaves each job's slurmstepd) is re-parented to the reaper, which
