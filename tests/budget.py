@@ -102,7 +102,8 @@ def table(modules: dict[str, Module]) -> str:
 
 
 def runs_processes(entry: dict) -> bool:
-    """Whether a module's budget entry ran snakemake or its jobs (its cost is mostly processes' start-up)."""
+    """Whether a module ran snakemake or its jobs (its cost is mostly processes' start-up): its budget
+    entry, or a run's `vars(Module)`."""
     return bool(entry["jobs"] or entry["snakemake_runs"])
 
 
@@ -116,7 +117,7 @@ def machine_factor(modules: dict[str, Module], budget: dict, processes: bool = F
         for name, m in modules.items()
         if (want := budget["modules"].get(name))
         and runs_processes(want) == processes
-        and bool(m.jobs or m.snakemake_runs) == processes
+        and runs_processes(vars(m)) == processes
         and not m.failed
         and want["cpu_s"] >= CALIBRATION_MIN_S
     )
