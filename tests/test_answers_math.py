@@ -224,3 +224,128 @@ def test_math_verify_runs_without_torch():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+# --- 5. doubted answers and uncertain matches never decide an item by rule ---------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        r"$\boxed{5}$ is not the answer; the answer is $6$.",
+        r"It is not $\boxed{5}$; it is 6.",
+        "$\\boxed{5}$\n\nNo, the answer is 6.",
+        "So $\\boxed{5}$.\n\nHmm, that's wrong; the correct value is 6.",
+        r"$\boxed{5}$. But I made an error above: the answer should be $6$.",
+        r"$\boxed{5}$ (or possibly 6)",
+        r"It is not $\boxed{5}$.",
+        r"$\boxed{5}$ is wrong.",
+    ],
+)
+def test_a_box_the_reply_doubts_is_read_but_never_decides(text):
+    got = extract(text, "boxed")
+    assert got.value == "5" and got.how == BOXED and got.strict is False
+    assert check_answer(text, r"\boxed{5}", BOXED_BOTH).match is True  # exact match still reads it
+    assert cascade([(text, r"\boxed{5}")], BOXED_BOTH) == ["judge"]
+
+
+@pytest.mark.parametrize(
+    "text", [r"So the answer is $\boxed{5}$.", r"It is not 4, so $\boxed{5}$.", r"$\boxed{5}$ apples: 5 in all."]
+)
+def test_a_box_nothing_doubts_stays_strict(text):
+    assert extract(text, "boxed").strict is True
+    assert cascade([(text, r"\boxed{5}")], BOXED_BOTH) == ["rule"]
+
+
+def test_a_marker_followed_by_another_number_is_not_certain():
+    assert extract("#### 5\nNo, the answer is 6.", "gsm8k").strict is False
+    assert extract("#### 5\n(5 apples)", "gsm8k").strict is True
+
+
+@pytest.mark.parametrize(
+    "text,letter",
+    [
+        ("Answer A claims the sky is green, which is false. The correct choice is C.", "A"),
+        ("The answer is A large number of cases suggests C", "A"),
+        ("The answer is B, or possibly C", "B"),
+        ("The answer is B, I think, though it might be D.", "B"),
+        ("Answer: B; also C", "B"),
+        ("Answer: B and D are both wrong; A", "B"),
+        ("The answer is A, not B... hmm, B seems right", "A"),
+    ],
+)
+def test_a_stated_letter_beside_another_letter_not_rejected_never_decides(text, letter):
+    assert extract(text, "choice").strict is False
+    assert cascade([(text, letter)], {"candidate": "choice"}) == ["judge"]
+
+
+@pytest.mark.parametrize(
+    "text,reference",
+    [("The answer is 1,2,3", "#### 3"), ("#### 1,2,3", "#### 3")],
+)
+def test_a_stated_list_is_no_certain_number(text, reference):
+    methods = {"reference": "gsm8k", "candidate": "last_number" if "answer" in text else "gsm8k"}
+    assert check_answer(text, reference, methods).strict is False
+    assert cascade([(text, reference)], methods) == ["judge"]
+
+
+@pytest.mark.parametrize(
+    "candidate,reference,match",
+    [
+        ("2/3", "2.3", True),  # normalised text alike: exact match says so, the cascade does not decide
+        ("2*3", "2.3", True),
+        ("1,000", "1.000", True),
+        ("3:2", "3.2", True),
+        ("n!", "n", True),
+        ("|x|", "x", True),
+    ],
+)
+def test_texts_that_drop_different_punctuation_match_uncertainly(candidate, reference, match):
+    check = check_answer(candidate, reference)
+    assert check.match is match and check.strict is False
+    assert cascade([(candidate, reference)], None) == ["judge"]
+    # the same texts with nothing dropped differently are certain
+    assert check_answer("Paris.", "paris").strict and check_answer("The Eiffel Tower", "Eiffel Tower").strict
+    assert cascade([("Paris.", "paris")], None) == ["rule"]
+
+
+def test_a_regex_answer_compared_as_text_is_certain_only_with_the_same_punctuation():
+    methods = {"candidate": r"Answer: (.*)"}
+    assert check_answer("Answer: x/2", "x*2", methods).strict is False
+    assert check_answer("Answer: n!", "n", methods).strict is False
+    assert check_answer("Answer: Paris", "paris", methods).strict is True
+
+
+@pytest.mark.parametrize(
+    "candidate,reference,match",
+    [
+        ("2e-7", "3e-7", False),  # powers of ten are exact, as Math-Verify keeps 1.5/10**7
+        ("5e-7", "-5e-7", False),
+        (r"2\times10^{-8}", r"9\times10^{-8}", False),
+        (r"1.5\times10^{-7}", r"3\times10^{-7}", False),
+        ("1.5e-3", "0.0015", True),
+        ("1,5", "1.5", False),  # in a box, 1,5 is the list {1, 5}
+        ("-1,2", "-1.2", False),
+        ("1,5", "5,1", True),
+        ("1,000", "1000", True),
+    ],
+)
+def test_boxed_numbers_compare_exactly_where_math_verify_does(candidate, reference, match):
+    check = check_answer(f"\\boxed{{{candidate}}}", f"\\boxed{{{reference}}}", BOXED_BOTH)
+    assert check.match is match
+    assert cascade([(f"\\boxed{{{candidate}}}", f"\\boxed{{{reference}}}")], BOXED_BOTH) == [
+        "rule" if match else "judge"
+    ]
+
+
+@pytest.mark.parametrize(
+    "candidate,reference",
+    [("0.333333", r"\frac{1}{3}"), ("0.0000002", "0.0000004"), ("0.0000005", "-0.0000005")],
+)
+def test_a_match_only_to_six_decimal_places_never_decides(candidate, reference):
+    boxed_c, boxed_r = f"\\boxed{{{candidate}}}", f"\\boxed{{{reference}}}"
+    check = check_answer(boxed_c, boxed_r, BOXED_BOTH)
+    assert check.match is True and check.strict is False  # Math-Verify's verdict, uncertain
+    assert cascade([(boxed_c, boxed_r)], BOXED_BOTH) == ["judge"]
+    gsm = {"reference": "gsm8k", "candidate": "last_number"}
+    assert check_answer(f"The answer is {candidate}", f"#### {reference}", gsm).strict is False

@@ -38,7 +38,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from genjudge.data.dataset import is_missing
-from genjudge.judging.textnorm import normalise
+from genjudge.judging.textnorm import dropped, normalise
 
 BUILTINS = ("gsm8k", "last_number", "boxed", "choice")
 
@@ -222,7 +222,8 @@ def _leading_signs(text: str) -> str:
 # is not certain, so it never decides an item by rule.
 _RETRACTION = re.compile(
     r"(?i)\b(?:wait|actually|hold on|on second thought|correction|scratch that|i mean|oops|"
-    r"let me (?:re-?check|reconsider|correct)|i made a mistake|no,? (?:it|that)(?:'s|\u2019s| is| was)|rather)\b"
+    r"let me (?:re-?check|reconsider|correct)|i made (?:a mistake|an error)|no,? (?:it|that)(?:'s|\u2019s| is| was)|"
+    r"that(?:'s|\u2019s| is| was) (?:wrong|incorrect)|no,? the (?:correct |right )?answer|rather)\b"
 )
 
 
@@ -230,17 +231,24 @@ def _retracted_after(text: str, at: int) -> re.Match | None:
     return _RETRACTION.search(text, at)
 
 
+def _doubted(rest: str, values: set) -> bool:
+    """Whether the text after an answer takes it back or gives a number other than `values`
+    (`\\boxed{5}. No, the answer is 6.`, `\\boxed{5} (or possibly 6)`): the answer is then not certain."""
+    return bool(_RETRACTION.search(rest)) or any(_token_value(t) not in values for t in _TOKEN.finditer(rest))
+
+
 def _gsm8k(text: str) -> Extracted:
     at = text.rfind("####")
     if at < 0:
         return _none("no '####' marker")
-    after = text[at + 4 :]
-    m = _TOKEN.match(_leading_signs(after.lstrip()))
+    after = _leading_signs(text[at + 4 :].lstrip())
+    m = _TOKEN.match(after)
     if not m:
-        return _none(f"no number after '####' (found {_snippet(after)})")
-    # One candidate: every marker gives the same number.
+        return _none(f"no number after '####' (found {_snippet(text[at + 4 :])})")
+    # One candidate: every marker gives the same number, and it is one number (`1,2,3` is a list).
     values = {parse_number(_marker_text(text, i)) for i in _marker_starts(text)}
-    return _number(m, MARKER, len(values) == 1 and not _retracted_after(text, at))
+    one = len(values) == 1 and None not in values
+    return _number(m, MARKER, one and not _doubted(after[m.end() :], values))
 
 
 def _marker_starts(text: str) -> list[int]:
@@ -296,7 +304,8 @@ def _last_number(text: str) -> Extracted:
     stated = [(lead, _TOKEN.match(text, lead.end())) for lead in _ANSWER_LEAD.finditer(text)]
     stated = [t for lead, t in stated if t]
     if stated and stated[-1].start() == last.start():
-        one = len({parse_number(t.group(0)) for t in stated}) == 1
+        values = {parse_number(t.group(0)) for t in stated}
+        one = len(values) == 1 and None not in values  # a list (`1,2,3`) is no one number
         return _found(found.value, STATED, one and not _retracted_after(text, last.end()))
     return found
 
@@ -306,6 +315,12 @@ _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
 def _boxed_content(text: str, m: re.Match) -> str | None:
     """The content of the `\\boxed{` at `m`, nested braces included; None where it is never closed."""
+    span = _boxed_span(text, m)
+    return None if span is None else text[m.end() : span].strip()
+
+
+def _boxed_span(text: str, m: re.Match) -> int | None:
+    """Where the `\\boxed{` at `m` closes (the index of its `}`), or None."""
     depth, i = 1, m.end()
     while i < len(text):
         ch = text[i]
@@ -317,7 +332,7 @@ def _boxed_content(text: str, m: re.Match) -> str | None:
         elif ch == "}":
             depth -= 1
             if depth == 0:
-                return text[m.end() : i].strip()
+                return i
         i += 1
     return None
 
@@ -331,9 +346,18 @@ def _boxed(text: str) -> Extracted:
         return _none("\\boxed{ is never closed (the text may be cut off)")
     if not content:
         return _none("empty \\boxed{}")
-    # One candidate: every box holds the same answer, and none is taken back after the last.
+    # One candidate: every box holds the same answer, the last is not rejected ("It is not \\boxed{5}",
+    # "\\boxed{5} is wrong"), and nothing after it takes it back or gives another number.
     one = len({_boxed_content(text, m) for m in starts}) == 1
-    return _found(content, BOXED, one and not _retracted_after(text, starts[-1].end()))
+    end = _boxed_span(text, starts[-1]) + 1
+    rest = text[end:]
+    closing = re.match(r"\s*\$*\s*", rest)  # the math mode the box was in
+    rejected = _negated(text, starts[-1].start(), starts[-1].start() + 1) or bool(
+        _NEGATION_AFTER.match(rest, closing.end())
+    )
+    number = parse_number(content)
+    doubted = _doubted(rest, {number} if number is not None else set())
+    return _found(content, BOXED, one and not rejected and not doubted)
 
 
 # The whole reply, or its last line, is one letter: `B`, `(c)`, `D.`, ` E) `, `**B**`.
@@ -429,7 +453,8 @@ def _choice(text: str) -> Extracted:
     (`(B)`, `B)` starting a line, `**B**`; several: ambiguous); else the one capital letter the reply
     mentions standing alone (not the article "A") where it ends the reply; several mentioned:
     ambiguous. A letter the reply rejects ("It can't be C.", "not B", "I would not pick D") is never
-    read. Only the whole reply and a stated answer with nothing rejected or taken back are strict."""
+    read. Only the whole reply and a stated answer with nothing taken back and no other letter named
+    but rejected ones are strict."""
     stripped = text.strip()
     alone = _CHOICE_ALONE.fullmatch(stripped)
     if alone:
@@ -453,7 +478,10 @@ def _choice(text: str) -> Extracted:
             if later is not None and (not later.ok or later.value != letter):
                 return later
             return _found(letter, STATED, False)  # nothing else chosen after it, but not certain
-        return _found(letter, STATED, len({_letter(m)[0] for m in stated}) == 1)
+        # Certain only where every other letter the reply names is rejected: "The answer is B, or
+        # possibly C" and "Answer A claims ...; the correct choice is C" hedge or choose another.
+        others = any(other != letter and not rejected for other, rejected in _mentioned(text))
+        return _found(letter, STATED, len({_letter(m)[0] for m in stated}) == 1 and not others)
     last_line = _CHOICE_ALONE.fullmatch(stripped.rsplit("\n", 1)[-1].strip())
     if last_line:
         return _found(last_line.group(1).upper(), LAST_LINE, False)
@@ -544,15 +572,21 @@ def parse_number(value: str | None) -> Fraction | None:
     return _token_value(m) if m else None
 
 
-def _math_number(value: str | None) -> tuple[Fraction, bool] | None:
+def _math_number(value: str | None, boxed: bool = False) -> tuple[Fraction, bool] | None:
     """(value, written as a decimal) of one number, for Math-Verify: a fraction (`1/2`, `\\frac{1}{2}`,
-    `2½`) is exact, a non-integer written with decimals (`0.5`, `12,50`, `1.5e-3`) a float."""
+    `2½`) and a power of ten (`1.5e-7`, `1.5\\times10^{-7}`, as Math-Verify keeps `1.5/10**7`) are
+    exact, another non-integer written with decimals (`0.5`, `12,50`) a float. In a box (`boxed`), a
+    comma that groups no thousands separates a list (`\\boxed{1,5}`: the set {1, 5}, as MATH writes
+    several answers), never a decimal comma: no number."""
     m = _number_token(value)
     number = _token_value(m) if m else None
     if number is None:
         return None
-    fraction = any(m.group(g) is not None for g in ("num", "whole", "fnum", "vulgar"))
-    return number, number.denominator != 1 and not fraction
+    run = m.group("run")
+    if boxed and run and "," in run and not any(rx.fullmatch(run) for rx in (_THOUSANDS, _INDIAN, _POINT_THOUSANDS)):
+        return None
+    exact = any(m.group(g) is not None for g in ("num", "whole", "fnum", "vulgar", "e", "p", "sup"))
+    return number, number.denominator != 1 and not exact
 
 
 def answers_match(candidate: str | None, reference: str | None, math: bool = False) -> bool:
@@ -565,7 +599,7 @@ def answers_match(candidate: str | None, reference: str | None, math: bool = Fal
 
     if candidate is None or reference is None:
         return False
-    a, b = _math_number(candidate), _math_number(reference)
+    a, b = _math_number(candidate, math), _math_number(reference, math)
     if a is not None and b is not None:
         return mathcompare.numbers_equal(a, b)
     if math:
@@ -574,6 +608,19 @@ def answers_match(candidate: str | None, reference: str | None, math: bool = Fal
         return False
     na, nb = normalise(str(candidate)), normalise(str(reference))
     return nb != "" and na == nb
+
+
+def certain(candidate: str, reference: str, math: bool = False) -> bool:
+    """Whether a match of two extracted answers is beyond doubt, so that it may decide an item by rule:
+    two numbers equal exactly, not only to Math-Verify's 6 decimal places (`0.333333` and `1/3`,
+    `0.0000002` and `-0.0000004` match, uncertainly); two texts that drop the same punctuation
+    (`textnorm.dropped`: not `2/3` and `2.3`). Math-Verify's other comparisons (`math`) are its own."""
+    a, b = _math_number(candidate, math), _math_number(reference, math)
+    if a is not None and b is not None:
+        return a[0] == b[0]
+    if math:
+        return True
+    return dropped(candidate) == dropped(reference)
 
 
 @dataclass(frozen=True)
@@ -601,7 +648,7 @@ def check_answer(candidate: str | None, reference: str | None, methods: dict | N
     if is_missing(reference) or not str(reference).strip():
         return AnswerCheck(None, reason="no reference")
     if not methods.get("reference") and not methods.get("candidate"):
-        return AnswerCheck(exact_match(candidate, reference), how=WHOLE_TEXT, strict=True)
+        return AnswerCheck(exact_match(candidate, reference), how=WHOLE_TEXT, strict=certain(candidate, reference))
     ref = extract(reference, methods.get("reference"))
     if not ref.ok:
         return AnswerCheck(None, reason=f"reference: {ref.reason}")
@@ -614,5 +661,5 @@ def check_answer(candidate: str | None, reference: str | None, methods: dict | N
         cand.value,
         ref.value,
         how=cand.how,
-        strict=cand.strict and ref.strict,
+        strict=cand.strict and ref.strict and certain(cand.value, ref.value, math),
     )

@@ -71,6 +71,17 @@ def normalise(text: str | None) -> str:
     return out if held is None else out.replace(held, "\x00")
 
 
+def dropped(text: str | None) -> list[str]:
+    """The punctuation `normalise` drops from `text`, in order, a final full stop aside: two texts
+    that normalise alike but drop different punctuation (`2/3` and `2.3`, `n!` and `n`, `|x|` and
+    `x`) may mean different things, so their match is not certain."""
+    if is_missing(text):
+        return []
+    t = str(text).strip()
+    t = t[:-1] if t.endswith(".") else t
+    return [ch for ch in t if _is_punct(ch)]
+
+
 def exact_match(candidate: str | None, reference: str | None) -> bool | None:
     if is_missing(reference):
         return None
