@@ -349,3 +349,19 @@ def test_a_match_only_to_six_decimal_places_never_decides(candidate, reference):
     assert cascade([(boxed_c, boxed_r)], BOXED_BOTH) == ["judge"]
     gsm = {"reference": "gsm8k", "candidate": "last_number"}
     assert check_answer(f"The answer is {candidate}", f"#### {reference}", gsm).strict is False
+
+
+@pytest.mark.parametrize(
+    "text,value,how",
+    [
+        ("The answer is 6, not 5.", "6", STATED),
+        ("It is 12 dollars, not 10", "12", LAST_NUMBER),
+        ("I have 3 apples, not 4, so the answer is 3.", "3", STATED),
+    ],
+)
+def test_last_number_skips_a_number_the_reply_sets_aside(text, value, how):
+    got = extract(text, "last_number")
+    assert (got.value, got.how) == (value, how)
+    assert got.strict is (text.endswith("the answer is 3."))  # certain only with nothing set aside after it
+    methods = {"reference": "gsm8k", "candidate": "last_number"}
+    assert check_answer(text, f"#### {value}", methods).match is True

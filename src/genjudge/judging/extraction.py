@@ -4,7 +4,7 @@
 nothing was found; a failed extraction is never a guess. Methods:
 
 - `gsm8k`: the number after the last `####` (GSM8K's references end in `#### 72`);
-- `last_number`: the last number in the text, in any shape of `_TOKEN`: `1,000` (a comma before
+- `last_number`: the last number in the text that it does not set aside (`6, not 5` reads 6), in any shape of `_TOKEN`: `1,000` (a comma before
   three digits, after one to three digits not starting with 0, groups thousands), `1,23,456`
   (Indian grouping: groups of two before the last three), `12 500` and `1 234,50` (a space,
   no-break space or thin space before each group of exactly three digits, after one to three
@@ -283,8 +283,15 @@ _MARKER_LEAD = re.compile(r"####\s*$")
 _BOXED_LEAD = re.compile(r"\\(?:boxed|fbox)\s*\{\s*$")
 
 
+# A number the reply sets aside after its answer: "The answer is 6, not 5", "12 rather than 10".
+_SET_ASIDE = re.compile(r"(?i)\b(?:not|rather than|instead of)\s*[$€£]?\s*$")
+
+
 def _last_number(text: str) -> Extracted:
-    last = next(reversed(list(_TOKEN.finditer(text))), None)
+    tokens = list(_TOKEN.finditer(text))
+    # The last number the reply does not set aside (`6, not 5` reads 6).
+    kept = [t for t in tokens if not _SET_ASIDE.search(text, 0, t.start())]
+    last = kept[-1] if kept else tokens[-1] if tokens else None
     if last is None:
         return _none("no number in the text")
     before, after = text[: last.start()], text[last.end() :]
@@ -306,7 +313,8 @@ def _last_number(text: str) -> Extracted:
     if stated and stated[-1].start() == last.start():
         values = {parse_number(t.group(0)) for t in stated}
         one = len(values) == 1 and None not in values  # a list (`1,2,3`) is no one number
-        return _found(found.value, STATED, one and not _retracted_after(text, last.end()))
+        # A number set aside after it ("6, not 5") leaves the statement read, but not certain.
+        return _found(found.value, STATED, one and not _retracted_after(text, last.end()) and last is tokens[-1])
     return found
 
 
