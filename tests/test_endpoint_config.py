@@ -6,7 +6,9 @@ import asyncio
 import json
 import random
 import re
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
@@ -17,6 +19,7 @@ from genjudge.config.specs import JudgeSpec, spec_for
 from genjudge.data.conversation import placeholders
 from genjudge.engine.endpoint import policy
 from genjudge.engine.endpoint.cost import Budget, BudgetReached
+from genjudge.engine.endpoint.probe import probe_body
 from genjudge.engine.endpoint.requests import (
     Incomplete as IncompleteResponse,
 )
@@ -29,13 +32,15 @@ from genjudge.engine.endpoint.requests import (
     result,
     split,
 )
+from genjudge.engine.endpoint.run import EndpointPromptSet, complete_endpoint, computed_of
 from genjudge.engine.endpoint.settings import Endpoint, Price, redact
 from genjudge.errors import InputError
 from genjudge.judging import modes
 from genjudge.judging.modes.base import LOGPROB_UNSEEN as PARSE_UNSEEN
 from genjudge.judging.template_rules import Templates
 from genjudge.judging.templates import render_request
-from genjudge.models.endpoints import check_url, moving_alias, public_url
+from genjudge.models.endpoints import check_url, max_output_tokens, moving_alias, public_url
+from genjudge.store.item_store import ItemStore
 
 VERDICT = LogprobVerdict(("CORRECT", "INCORRECT"), "VERDICT:")
 
@@ -65,6 +70,39 @@ def test_what_is_retried_and_what_is_not():
     assert isinstance(policy.classify(400, "context_length_exceeded: prompt is too long", None), policy.TooLong)
     for status in (400, 401, 403, 404, 422):
         refused = policy.classify(status, "bad request: unknown field", None)
+        assert isinstance(refused, policy.Refused) and refused.status == status
+
+
+AZURE_FILTER = (
+    "The response was filtered due to the prompt triggering Azure OpenAI's content management policy. "
+    "Please modify your prompt and retry."
+)
+OPENAI_FLAGGED = (
+    "Invalid prompt: your prompt was flagged as potentially violating our usage policy. "
+    "Please try again with a different prompt"
+)
+QUOTA = (
+    "You exceeded your current quota, please check your plan and billing details. For more information on "
+    "this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."
+)
+
+
+def test_a_content_filter_refuses_one_item_and_a_spent_quota_stops_the_job():
+    # A content filter's refusal is the item's own: given up alone, never retried, never the job's end.
+    for message, code in ((AZURE_FILTER, "content_filter"), (OPENAI_FLAGGED, "invalid_prompt")):
+        assert isinstance(policy.classify(400, message, None, code), policy.Filtered)
+        assert isinstance(policy.classify(400, message, None), policy.Filtered)  # a proxy that dropped the code
+        assert isinstance(policy.classify(400, "refused", None, code), policy.Filtered)
+    # A spent quota: no wait brings it back, whatever Retry-After says.
+    spent = policy.classify(429, QUOTA, {"retry-after": "20"}, "insufficient_quota")
+    assert isinstance(spent, policy.Refused) and spent.status == 429 and "exceeded your current quota" in str(spent)
+    assert isinstance(policy.classify(429, QUOTA, None), policy.Refused)
+    assert isinstance(
+        policy.classify(429, "Rate limit reached for requests", None, "rate_limit_exceeded"), policy.Retry
+    )
+    # The other 4xx still stop the job.
+    for status, code in ((400, "invalid_request_error"), (401, "invalid_api_key"), (404, "model_not_found")):
+        refused = policy.classify(status, "bad request: unknown field", None, code)
         assert isinstance(refused, policy.Refused) and refused.status == status
 
 
@@ -208,6 +246,73 @@ def test_the_budget_reserves_the_worst_case_and_stops_before_it_would_pass():
     assert Budget(Price(None, None, 0.5), limit=None).affords(req)
 
 
+REASONING = {"max_tokens": None, "max_completion_tokens": 4096, "temperature": None}  # config/README.md's
+PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
+
+
+def reasoning_judge(**values):
+    ep = {"base_url": "https://api.example.com/v1", "extra_body": REASONING}
+    return spec_for("judge", model="o3-2025-04-16", engine="openai", max_new_tokens=16, endpoint=ep, **values)
+
+
+def test_the_budget_reserves_max_completion_tokens_where_extra_body_leaves_max_tokens_out(tmp_path):
+    o3 = reasoning_judge(price=PRICE, max_cost_usd=1.0)
+    endpoint = Endpoint.of(o3)
+    req = body(o3, endpoint, [{"role": "user", "content": "q"}])
+    assert "max_tokens" not in req and max_output_tokens(req) == 4096
+    b = Budget(endpoint.price, endpoint.max_cost_usd)
+    worst = b.worst_case(req)
+    assert worst >= 4096 * 8.0 / 1e6
+    # $1 holds about 30 such worst cases ($0.033 each), not the thousands that prompts alone would allow.
+    sent = 0
+    with pytest.raises(BudgetReached):
+        for i in range(1000):
+            b.reserve(i, req)
+            sent += 1
+    assert sent == int(1.0 / worst) == 30 and b.reserved <= 1.0
+    # Both set: the larger (servers differ in which one wins); neither: no bound, which a budget refuses.
+    assert max_output_tokens({"max_tokens": 10, "max_completion_tokens": 300}) == 300
+    assert max_output_tokens({"max_tokens": None}) is None
+    with pytest.raises(InputError, match="max_cost_usd: a request without max_tokens or max_completion_tokens"):
+        b.worst_case({"messages": req["messages"]})
+    # ... and so does the config, before any job, naming the key.
+    endpoint = {"base_url": "https://api.example.com/v1", "extra_body": {"max_tokens": None}}
+    with pytest.raises(InputError, match=r"judge.endpoint.extra_body: max_tokens: null without max_completion_tokens"):
+        checked(tmp_path, endpoint=endpoint, price=PRICE, max_cost_usd=5)
+    checked(tmp_path, endpoint={**endpoint, "extra_body": REASONING}, price=PRICE, max_cost_usd=5)
+    checked(tmp_path, endpoint=endpoint)  # no budget: nothing to reserve
+
+
+def test_the_capability_probe_of_a_reasoning_model_is_short_too():
+    o3 = reasoning_judge()
+    probe = probe_body(o3, Endpoint.of(o3), None)
+    assert "max_tokens" not in probe and probe["max_completion_tokens"] == 16
+
+
+def test_the_plan_counts_answers_at_the_bound_the_requests_carry(tmp_path):
+    from genjudge.stages.plan import make_plan
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": "q?", "answer": "x"}) + "\n" for i in range(3)))
+
+    def planned(extra_body):
+        endpoint = {"base_url": "https://api.example.com/v1", "extra_body": extra_body}
+        generator = dict(model="o3-2025-04-16", engine="openai", max_new_tokens=512, endpoint=endpoint, price=PRICE)
+        cfg = {"run": "r", "shards": 1, "dataset": {"path": str(data)}, "generator": generator}
+        cfg["judge"] = {"model": str(ROOT / "models/demo-judge")}
+        lines, plans = make_plan(wfconfig.validate(cfg, ROOT), None, roles=("generator",), workflow_dir=ROOT)
+        return "\n".join(lines), plans[0]["time"]["d"]
+
+    text, time_plan = planned(REASONING)
+    assert time_plan["completion_tokens_per_job_at_most"] == 3 * 4096
+    assert time_plan["cost_usd_per_job"] == pytest.approx(3 * 4096 * 8.0 / 1e6, rel=0.01)
+    assert "at most 12,288 completion tokens (endpoint.extra_body.max_completion_tokens each, an upper bound)" in text
+    text, time_plan = planned({})
+    assert time_plan["completion_tokens_per_job_at_most"] == 3 * 512 and "(max_new_tokens each, an upper bound)" in text
+    text, time_plan = planned({"max_tokens": None})
+    assert time_plan["completion_tokens_per_job_at_most"] == 3 * 512 and "though nothing bounds them" in text
+
+
 # --- URLs, keys, names ------------------------------------------------------------------------------
 
 
@@ -310,6 +415,163 @@ def test_the_config_names_the_key_of_what_an_endpoint_cannot_do(tmp_path):
         checked(tmp_path, endpoint={"base_url": "http://example.com/v1"})
     with pytest.raises(Exception, match="api_key_env"):  # a name, never a key: the schema's pattern
         checked(tmp_path, endpoint={"base_url": "https://api.example.com/v1", "api_key_env": "sk-abc 123"})
+
+
+# --- a job's requests against a loopback stand-in (no model) -----------------------------------------
+
+
+class ChatStandIn:
+    """A loopback chat completions API without a model: a prompt in `errors` gets that (status, body,
+    headers) (a 200 with no body: the reply "ok"), every other prompt the reply "ok". Counts the
+    requests per prompt."""
+
+    def __init__(self, errors: dict):
+        self.errors = errors
+        self.requests: dict = {}
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                prompt = req["messages"][-1]["content"]
+                standin.requests[prompt] = standin.requests.get(prompt, 0) + 1
+                status, payload, headers = standin.errors.get(prompt, (200, None, {}))
+                if status == 200 and payload is None:
+                    payload = {
+                        "id": "chatcmpl-1",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": req["model"],
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+                        ],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+                    }
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def error_body(message: str, code: str, kind: str = "invalid_request_error") -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+@pytest.fixture
+def chat_standin():
+    made = []
+
+    def make(errors):
+        made.append(ChatStandIn(errors))
+        return made[-1]
+
+    yield make
+    for standin in made:
+        standin.stop()
+
+
+def endpoint_job(url, tmp_path, texts, values=None, **endpoint):
+    spec = spec_for(
+        "generator",
+        model="gpt-4.1-2025-04-14",
+        engine="openai",
+        max_new_tokens=8,
+        endpoint={"base_url": url, "check_capabilities": False, "max_wait": 3, **endpoint},
+        **(values or {}),
+    )
+    store = ItemStore(tmp_path / "store", "w")
+    ids = [f"q{i}" for i in range(len(texts))]
+    return complete_endpoint(EndpointPromptSet(spec, "generate"), texts, ids, store, "shard 0", None), store
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [(AZURE_FILTER, "content_filter"), (OPENAI_FLAGGED, "invalid_prompt")],
+    ids=["azure", "openai"],
+)
+def test_a_prompt_the_content_filter_refuses_is_given_up_alone_and_reported(refusal, chat_standin, tmp_path):
+    standin = chat_standin({"flagged": (400, error_body(*refusal), {})})
+    c, store = endpoint_job(standin.url, tmp_path, ["fine", "flagged", "also fine"])
+    # The others are answered and stored; the refused one has no result and says why (its cell or shard
+    # fails, listed, and a rerun sends only it), and it was sent once: another try gets the same answer.
+    assert [r and r["output"] for r in c.results] == ["ok", None, "ok"]
+    assert list(c.incomplete) == [1] and "refused by the provider's content filter" in c.incomplete[1]
+    assert refusal[0][:40] in c.incomplete[1]
+    assert c.info["endpoint"]["given_up"] == {"content_filter": 1} and c.info["endpoint"]["completed"] == 2
+    assert standin.requests == {"fine": 1, "flagged": 1, "also fine": 1}
+    assert len(store.load()) == 2
+    # A rerun sends only the refused item, and reports it again.
+    c, _ = endpoint_job(standin.url, tmp_path, ["fine", "flagged", "also fine"])
+    assert list(c.incomplete) == [1] and standin.requests["flagged"] == 2 and standin.requests["fine"] == 1
+
+
+def test_a_batch_line_the_content_filter_refused_is_given_up_alone(chat_standin, tmp_path):
+    from batch_standin import BatchStandIn
+
+    chat = chat_standin({"flagged": (400, error_body(AZURE_FILTER, "content_filter"), {})})
+    batches = BatchStandIn(chat.url, shuffle=False)
+    try:
+        c, _ = endpoint_job(batches.url, tmp_path, ["fine", "flagged"], batch=True, batch_poll_seconds=0.05)
+    finally:
+        batches.stop()
+    assert [r and r["output"] for r in c.results] == ["ok", None]
+    assert list(c.incomplete) == [1] and "refused by the provider's content filter" in c.incomplete[1]
+    assert c.info["endpoint"]["given_up"] == {"content_filter": 1}
+    assert batches.uploads == 1 and chat.requests["flagged"] == 1  # not put into another file
+
+
+def test_a_spent_quota_stops_the_job_at_once_with_the_providers_message(chat_standin, tmp_path):
+    # Retry-After and max_wait would let a rate limit be retried: a spent quota is not waited for.
+    quota = (429, error_body(QUOTA, "insufficient_quota", "insufficient_quota"), {"retry-after": "1"})
+    standin = chat_standin({"q": quota})
+    t0 = time.monotonic()
+    with pytest.raises(InputError, match=r"refused a request \(HTTP 429: .*exceeded your current quota"):
+        endpoint_job(standin.url, tmp_path, ["q"], max_connections=1)
+    assert standin.requests == {"q": 1} and time.monotonic() - t0 < 2.5
+    # Any other 4xx still stops the job.
+    standin = chat_standin({"q": (401, error_body("Incorrect API key provided", "invalid_api_key"), {})})
+    with pytest.raises(InputError, match=r"refused a request \(HTTP 401: .*Incorrect API key"):
+        endpoint_job(standin.url, tmp_path, ["q", "r"], max_connections=1)
+
+
+class CountedKey(str):
+    """An item key that counts how often it is hashed: how many set and dict look-ups a pass makes."""
+
+    hashed = 0
+
+    def __hash__(self):
+        CountedKey.hashed += 1
+        return str.__hash__(self)
+
+
+def test_what_a_job_computed_is_found_in_one_pass_over_its_items():
+    n = 2000
+    keys = [CountedKey(f"k{i}") for i in range(n)]
+    todo = list(range(0, n, 2))  # sent now; the odd ones were stored earlier
+    done = {k: {"n_generated_tokens": 3} for j, k in enumerate(keys) if j % 4 != 2}  # every other sent one failed
+    CountedKey.hashed = 0
+    tokens, computed = computed_of(keys, todo, done)
+    hashed = CountedKey.hashed
+    assert computed == {keys[i] for i in range(0, n, 4)} and tokens == 3 * len(computed)
+    # A few look-ups an item, not one per stored item and sent item (a set built per stored item: n * n / 2).
+    assert hashed < 10 * n
 
 
 # --- the MT-bench example: FastChat's GPT-4 grading --------------------------------------------------

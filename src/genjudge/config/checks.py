@@ -435,7 +435,7 @@ def check_rules_apply(
 
 def check_endpoint(config: dict, kind: str, name: str, section: dict) -> None:
     """A model behind an endpoint (`engine: openai`): its URL, and the settings it cannot honour."""
-    from genjudge.models.endpoints import check_url
+    from genjudge.models.endpoints import check_url, output_bound
 
     def key(k):
         return entry_key(config, kind, name, k)
@@ -453,6 +453,13 @@ def check_endpoint(config: dict, kind: str, name: str, section: dict) -> None:
         raise InputError(
             f"{key('max_cost_usd')}: a budget needs the model's price: set {key('price').rsplit('.', 1)[0]}.price"
             f".input_per_mtok and .output_per_mtok (US dollars per million tokens)"
+        )
+    # The budget sets each request's worst case aside before it is sent; an endpoint's context is not known.
+    if section["max_cost_usd"] is not None and output_bound(section["max_new_tokens"], e["extra_body"]) is None:
+        raise InputError(
+            f"{key('endpoint.extra_body')}: max_tokens: null without max_completion_tokens leaves each request's "
+            f"output unbounded, so {key('max_cost_usd')} cannot set a request's worst case aside: set "
+            f"max_completion_tokens too (e.g. {{max_tokens: null, max_completion_tokens: 4096}})"
         )
     if kind == "judge" and section["parallel"] == "tensor":
         raise InputError(f"{key('parallel')}: tensor splits a local model over GPUs; engine: openai has none here")

@@ -70,3 +70,20 @@ def identity(url: str, model: str) -> str:
     """What stands for an endpoint model in item keys and rerun params, as a fingerprint does for a
     local one: the public base URL and the model's name."""
     return "openai:" + hashlib.sha256(json.dumps([public_url(url), model]).encode()).hexdigest()[:16]
+
+
+OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens")
+
+
+def max_output_tokens(request: dict) -> int | None:
+    """The most completion tokens a request may be billed for: its `max_tokens`, or `max_completion_tokens`
+    where extra_body leaves max_tokens out (reasoning models); the larger where it holds both (servers
+    differ in which one wins). None: nothing in the request bounds its output."""
+    bounds = [int(request[k]) for k in OUTPUT_FIELDS if request.get(k) is not None]
+    return max(bounds) if bounds else None
+
+
+def output_bound(max_tokens: int, extra_body: dict) -> int | None:
+    """max_output_tokens of the requests a config sends: `max_tokens` (max_new_tokens, or 1 for a
+    prefilled logprob verdict) with extra_body's fields over it, as engine.endpoint.requests.body sends them."""
+    return max_output_tokens({"max_tokens": max_tokens, **extra_body})

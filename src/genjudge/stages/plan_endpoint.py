@@ -10,6 +10,8 @@ STEP = "endpoint"  # the resources section of endpoint jobs
 
 
 def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=None) -> Entry:
+    from dataclasses import replace
+
     from genjudge.config import judge_template
     from genjudge.judging import modes
     from genjudge.models.endpoints import moving_alias, public_url
@@ -25,7 +27,6 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
     if role == "generator":
         answers = cal.answer_tokens.get(spec.model) if cal else None
         wl = generator_workload({d: items[d] for d in exp.datasets_of(name)}, section, answers)
-        groups = {d: (reqs, exp.shards(d, config)) for d, reqs in wl.requests.items()}
         inputs: list = []
     else:
         view = {**config, "judge": section}
@@ -45,13 +46,16 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
             answers,
             workflow_dir,
         )
-        if spec.verdict == "logprob":
-            from dataclasses import replace
-
-            one = 1 if e_cfg["prefill"] else spec.max_new_tokens  # without prefill the reply is generated
-            wl.requests = {d: [replace(r, new_tokens=one) for r in reqs] for d, reqs in wl.requests.items()}
-        groups = {"all": (wl.all(), spec.shards)}
         inputs = sorted({(g, c.dataset) for c in exp.cells(name) for g in (c.generator, c.opponent) if g})
+    # Each answer at the bound its request carries, the one the budget reserves: extra_body's
+    # max_completion_tokens where it leaves max_tokens out, one token for a prefilled logprob verdict.
+    prefilled = role == "judge" and spec.verdict == "logprob" and e_cfg["prefill"]
+    bound, sized = output_words(1 if prefilled else spec.max_new_tokens, e_cfg["extra_body"], prefilled)
+    wl.requests = {d: [replace(r, new_tokens=bound) for r in reqs] for d, reqs in wl.requests.items()}
+    if role == "generator":
+        groups = {d: (reqs, exp.shards(d, config)) for d, reqs in wl.requests.items()}
+    else:
+        groups = {"all": (wl.all(), spec.shards)}
     entry = Entry(role, name, spec, {}, 0, None, requests=wl.requests)
     lines = [
         f"{role} {name}: {spec.model} behind {url} (engine: openai): no GPU, no model files read; the server "
@@ -78,8 +82,7 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
         lines.append(
             f"  jobs{where}: {jobs}; each about {est.requests:,.0f} requests, {est.prompt_tokens:,.0f} prompt tokens "
             f"(~{CHARS_PER_TOKEN} chars/token) and at most {est.completion_tokens:,.0f} completion tokens "
-            f"(max_new_tokens each, an upper bound); cost about {money(est.cost_usd)} a job"
-            + (" at the batch price" if batch else "")
+            f"({sized}); cost about {money(est.cost_usd)} a job" + (" at the batch price" if batch else "")
         )
         if batch:
             lines.append("  time: batch files come back within the provider's 24 h window (usually sooner)")
@@ -105,7 +108,7 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
     budget = section["max_cost_usd"]
     if known:
         lines.append(
-            f"  cost of {role} {name}: about {money(total_cost)} for {total_requests:,.0f} requests (an upper bound: answers counted at max_new_tokens)"
+            f"  cost of {role} {name}: about {money(total_cost)} for {total_requests:,.0f} requests (answers: {sized})"
         )
     else:
         lines.append(f"  cost: unknown: set {role}.price.input_per_mtok and .output_per_mtok to see it here")
@@ -135,3 +138,24 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
         "gpus_per_job": 0,
     }
     return entry
+
+
+def output_words(max_tokens: int, extra_body: dict, prefilled: bool = False) -> tuple[int, str]:
+    """Each request's most completion tokens as the requests carry them (models.endpoints.output_bound),
+    and what the plan says of it."""
+    from genjudge.models.endpoints import OUTPUT_FIELDS, output_bound
+
+    bound = output_bound(max_tokens, extra_body)
+    default = "one token (a prefilled verdict)" if prefilled else "max_new_tokens"
+    if bound is None:
+        return max_tokens, (
+            f"counted at {default} each, though nothing bounds them: endpoint.extra_body sets max_tokens: null "
+            f"and no max_completion_tokens"
+        )
+    merged = {"max_tokens": max_tokens, **extra_body}
+    named = [
+        default if k == "max_tokens" and k not in extra_body else f"endpoint.extra_body.{k}"
+        for k in OUTPUT_FIELDS
+        if merged.get(k) is not None
+    ]
+    return bound, f"{' or '.join(named)} each, an upper bound"

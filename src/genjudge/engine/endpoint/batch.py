@@ -14,11 +14,13 @@ file) instead of submitting again. A file of its own per upload means that jobs 
 
 Lines that failed, or that the window left undone (OpenAI writes them to the error file as
 `batch_expired`; some providers leave them out), go into the next file, up to `max_attempts` files an
-item; the budget reserves each line's worst case before its file is submitted. The provider's own
-answers are retried as the direct requests' are (timeouts, dropped connections, 429 and 5xx) up to
-`max_wait` seconds in a row; a refusal (another 4xx) stops the job with the provider's message, its
-batches' state kept for the rerun, and so does a batch that ends `failed` (the provider's checks
-refused its file, or its queue of tokens was full): the same file would fail the same way.
+item; a line the content filter refused is given up alone, as a direct request is. The budget
+reserves each line's worst case before its file is submitted. The provider's own answers are retried
+as the direct requests' are (timeouts, dropped connections, 429 and 5xx) up to `max_wait` seconds in
+a row; a refusal (another 4xx, or a 429 that says the quota is spent) stops the job with the
+provider's message, its batches' state kept for the rerun, and so does a batch that ends `failed`
+(the provider's checks refused its file, or its queue of tokens was full): the same file would fail
+the same way.
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ class BatchSender:
                 log.warning("%s: the batch API failed (%s); again in %.1f s", self.desc, message, wait)
                 time.sleep(wait)
                 continue
-            except (policy.Refused, policy.TooLong, BatchFailed) as exc:
+            except (policy.Refused, policy.TooLong, policy.Filtered, BatchFailed) as exc:
                 self.report.refused = redact(str(exc), self.secrets)
                 log.error("%s: the batch API refused: %s; nothing more is sent", self.desc, self.report.refused)
                 self.report.unsent.extend(sorted(pending))
@@ -348,10 +350,18 @@ class BatchSender:
             self.report.done += 1
             pending.discard(j)
             return
-        message = json.dumps(line.get("error") or (response.get("body") or {}).get("error") or response)[:500]
-        err = policy.classify(int(status or 500), message, None)
+        error = line.get("error") or (response.get("body") or {}).get("error")
+        message = json.dumps(error or response)[:500]
+        code = (error.get("code") or error.get("type")) if isinstance(error, dict) else None
+        err = policy.classify(int(status or 500), message, None, code)
         if isinstance(err, policy.TooLong):
             self.report.too_long[j] = message
+            pending.discard(j)
+        elif isinstance(err, policy.Filtered):  # as a direct request's: this item is given up, the others go on
+            self.report.failed[j] = (
+                f"refused by the provider's content filter (not retried): {redact(str(err), self.secrets)}"
+            )
+            self.report.given_up["content_filter"] += 1
             pending.discard(j)
         elif isinstance(err, policy.Refused) and err.status in (400, 404, 422):
             self.report.failed[j] = redact(str(err), self.secrets)

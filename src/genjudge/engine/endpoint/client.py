@@ -33,7 +33,7 @@ class Report:
 
     done: int = 0
     too_long: dict = field(default_factory=dict)  # index -> the server's message
-    failed: dict = field(default_factory=dict)  # index -> why it was given up (retry budget spent)
+    failed: dict = field(default_factory=dict)  # index -> why it was given up (retry budget spent, content filter)
     unsent: list = field(default_factory=list)  # indices the budget stopped before they were sent
     refused: str | None = None  # a 4xx that every request would get: the job stops
     requests: int = 0  # tries sent, successes and failures
@@ -59,14 +59,16 @@ def make_client(endpoint: Endpoint, key: str):
 
 @contextmanager
 def api_errors():
-    """The openai client's errors as the policy's: Retry, TooLong or Refused. A 200 whose body is cut
-    off reaches here as a bare JSONDecodeError, not as one of the client's own errors."""
+    """The openai client's errors as the policy's: Retry, TooLong, Filtered or Refused. A 200 whose body
+    is cut off reaches here as a bare JSONDecodeError, not as one of the client's own errors."""
     import openai
 
     try:
         yield
     except openai.APIStatusError as exc:
-        raise policy.classify(exc.status_code, str(exc.message), exc.response.headers) from None
+        # The error's code tells a content filter or a spent quota from the other 4xx (some proxies keep only its type).
+        code = exc.code or exc.type
+        raise policy.classify(exc.status_code, str(exc.message), exc.response.headers, code) from None
     except openai.APITimeoutError:
         raise policy.Retry("timeout") from None
     except openai.APIConnectionError as exc:
@@ -76,7 +78,7 @@ def api_errors():
 
 
 async def send_once(client, body: dict, verdict: LogprobVerdict | None, prefill: bool) -> dict:
-    """One try: the result, or an exception of the policy (Retry, TooLong, Refused)."""
+    """One try: the result, or an exception of the policy (Retry, TooLong, Filtered, Refused)."""
     known, extra = split(body)
     with api_errors():
         response = await client.chat.completions.create(**known, extra_body=extra or None)
@@ -201,6 +203,14 @@ class Sender:
                 self.budget.release(token)
                 await self.concurrency.release()
                 r.too_long[i] = redact(str(exc), self.secrets)[:500]
+                return
+            except policy.Filtered as exc:
+                # This prompt's own text: the same request would be refused again, the other items may pass.
+                self.budget.release(token)
+                await self.concurrency.release()
+                why = f"refused by the provider's content filter (not retried): {redact(str(exc), self.secrets)[:500]}"
+                r.failed[i], r.given_up["content_filter"] = why, r.given_up["content_filter"] + 1
+                log.error("%s: %s", self._name(i), why)
                 return
             except policy.Refused as exc:
                 self.budget.release(token)

@@ -3,15 +3,21 @@
 A job's spending is what its results cost: those it stored in earlier attempts (each stored result
 records its usage and cost) and those it pays now. Before a request is sent, its worst case is
 reserved: its prompt at most one token per byte of its messages (until responses show how many
-tokens a byte makes here, then that ratio with a margin) and `max_tokens` of output. A request whose
-worst case would pass the budget is not sent; the job then ends with the budget named as the reason,
-its stored results kept, and a rerun with a larger budget continues where it stopped.
+tokens a byte makes here, then that ratio with a margin) and its bound on output (`max_tokens`, or
+`max_completion_tokens` where extra_body leaves max_tokens out). A request with neither is refused
+while a budget is kept: an endpoint's context length is not known here, and reserving nothing would
+let it pass the budget many times over (the config check refuses such a budget before any job). A
+request whose worst case would pass the budget is not sent; the job then ends with the budget named
+as the reason, its stored results kept, and a rerun with a larger budget continues where it stopped.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+
+from genjudge.errors import InputError
+from genjudge.models.endpoints import max_output_tokens
 
 OVERHEAD_TOKENS = 8  # a message's role and separators, per message
 MARGIN = 1.5  # on the tokens per byte the responses showed
@@ -43,7 +49,14 @@ class Budget:
         size = len(json.dumps(msgs, ensure_ascii=False).encode())
         per_byte = min(1.0, MARGIN * self._tokens / self._bytes) if self._tokens and self._bytes else 1.0
         prompt = int(size * per_byte) + OVERHEAD_TOKENS * len(msgs)
-        return self.price.cost(prompt, int(body.get("max_tokens") or 0), self.batch)
+        out = max_output_tokens(body)
+        if out is None:  # the config check refuses this; a request built otherwise must not reserve nothing
+            raise InputError(
+                "max_cost_usd: a request without max_tokens or max_completion_tokens (endpoint.extra_body sets "
+                "max_tokens: null) has no bound on its output, so its worst case cannot be set aside: set "
+                "endpoint.extra_body.max_completion_tokens"
+            )
+        return self.price.cost(prompt, out, self.batch)
 
     def affords(self, *bodies: dict) -> bool:
         """Whether requests like `bodies` could be sent now (False also marks the budget as reached)."""

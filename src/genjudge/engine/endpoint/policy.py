@@ -3,8 +3,10 @@
 Retried: 408, 409, 429 and 5xx answers, timeouts, dropped connections, a 200 whose body is cut off
 (the client raises a bare JSONDecodeError for it) and a 200 that lacks what the request asked for
 (logprobs a proxy stripped). Never retried: a context-length refusal (the item is too long: its
-dataset's `on_too_long` decides) and other 4xx answers (the request is wrong: every item would fail
-the same way, so the job stops).
+dataset's `on_too_long` decides), a content filter's refusal of one prompt (that item is given up and
+the others go on), a 429 that says the account's quota is spent (waiting will not bring it back: the
+job stops) and other 4xx answers (the request is wrong: every item would fail the same way, so the
+job stops).
 
 The wait before a retry is what the server asked for (`Retry-After`, `retry-after-ms`, OpenAI's
 `x-ratelimit-reset-requests`/`-tokens`) and up to as long again at random, or else exponential backoff
@@ -40,9 +42,22 @@ CONTEXT = re.compile(
     re.I,
 )
 
+# A provider's content filter refusing one prompt (Azure's content_filter, OpenAI's invalid_prompt): the
+# item's own text, which the other items do not share.
+FILTERED_CODES = {"content_filter", "invalid_prompt", "content_policy_violation"}
+FILTERED = re.compile(r"content management policy|flagged as potentially violating|content[ _]policy", re.I)
+# A 429 that no wait ends: the account has no credit left.
+QUOTA_CODES = {"insufficient_quota"}
+QUOTA = re.compile(r"exceeded your current quota", re.I)
+
 
 class TooLong(Exception):
     """The server refused the request as longer than the model's context."""
+
+
+class Filtered(Exception):
+    """The server's content filter refused this request's prompt: another try gets the same answer, and
+    the other items may pass."""
 
 
 class Refused(Exception):
@@ -102,10 +117,16 @@ def server_wait(headers) -> float | None:
     return max(resets) if resets else None
 
 
-def classify(status: int, message: str, headers) -> Exception:
-    """The exception for an HTTP error answer: Retry, TooLong or Refused."""
-    if status == 400 and CONTEXT.search(message or ""):
+def classify(status: int, message: str, headers, code: str | None = None) -> Exception:
+    """The exception for an HTTP error answer: Retry, TooLong, Filtered or Refused. `code`: the error
+    body's `code`, where it has one."""
+    message = message or ""
+    if status == 400 and code not in FILTERED_CODES and CONTEXT.search(message):
         return TooLong(message)
+    if status == 400 and (code in FILTERED_CODES or FILTERED.search(message)):
+        return Filtered(f"HTTP 400: {message[:2000]}")
+    if status == 429 and (code in QUOTA_CODES or QUOTA.search(message)):
+        return Refused(status, message[:2000])
     if status in RETRIED_STATUS or status >= 500:
         return Retry(str(status), message[:300], server_wait(headers))
     return Refused(status, message[:2000])

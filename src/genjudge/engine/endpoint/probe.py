@@ -17,6 +17,7 @@ from genjudge.engine.endpoint.client import make_client, send_once
 from genjudge.engine.endpoint.requests import LogprobVerdict, body, messages, with_prefill
 from genjudge.engine.endpoint.settings import Endpoint, redact
 from genjudge.errors import InputError
+from genjudge.models.endpoints import OUTPUT_FIELDS
 
 PROBE_TEXT = "Reply with one short sentence about the weather."
 TRIES = 4
@@ -50,6 +51,11 @@ async def _once(client, b, verdict, endpoint, key, role, spec) -> dict:
             raise InputError(_refusal(exc, spec, endpoint, role, redact(str(exc), [key]))) from None
         except policy.TooLong as exc:
             raise InputError(f"{role}.endpoint: the capability probe was refused as too long: {exc}") from None
+        except policy.Filtered as exc:  # its one harmless sentence: the filter would refuse every item
+            raise InputError(
+                f"{role}.endpoint: the content filter of {endpoint.url} refused the capability probe: "
+                f"{redact(str(exc), [key])}"
+            ) from None
     raise AssertionError("unreachable")
 
 
@@ -76,8 +82,10 @@ def probe_body(spec, endpoint: Endpoint, verdict: LogprobVerdict | None) -> dict
     """The probe's request: like the job's (the same settings), with a short text and a short answer."""
     msgs = with_prefill(messages(PROBE_TEXT, spec.system_prompt), verdict, endpoint.prefill)
     b = body(spec, endpoint, msgs, seed=12345, verdict=verdict)
-    if verdict is None:
-        b["max_tokens"] = min(int(b["max_tokens"]), 16)
+    if verdict is None:  # whichever bound the request carries: extra_body may leave max_tokens out
+        for k in OUTPUT_FIELDS:
+            if k in b:
+                b[k] = min(int(b[k]), 16)
     return b
 
 

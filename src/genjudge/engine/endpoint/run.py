@@ -188,6 +188,7 @@ def complete_endpoint(
         incomplete = {i: stopped[k] for i, k in enumerate(keys) if k in stopped}
         stats = endpoint_stats(pset, report, budget)
     results = [None if i in too_long or i in incomplete else done.get(k) for i, k in enumerate(keys)]
+    tokens, computed_keys = computed_of(keys, todo, done)
     info = {
         "engine": "openai",
         "endpoint": stats or endpoint_stats(pset, None, budget),
@@ -205,12 +206,19 @@ def complete_endpoint(
         time.monotonic() - t1 if todo else 0.0,
         None,
         info,
-        sum(r["n_generated_tokens"] for k, r in done.items() if k in {keys[i] for i in todo}),
-        {keys[i] for i in todo if keys[i] in done},
+        tokens,
+        computed_keys,
         setup_seconds=setup,
         too_long=too_long,
         incomplete=incomplete,
     )
+
+
+def computed_of(keys: list[str], todo: list[int], done: dict) -> tuple[int, set]:
+    """(the tokens generated now, the keys computed now): of the requests sent (`todo`), those stored."""
+    sent = {keys[i] for i in todo}  # once: a set per stored item made this quadratic in the job's items
+    got = sent & done.keys()
+    return sum(done[k]["n_generated_tokens"] for k in got), got
 
 
 def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget) -> dict:
