@@ -551,6 +551,69 @@ def test_a_spent_quota_stops_the_job_at_once_with_the_providers_message(chat_sta
         endpoint_job(standin.url, tmp_path, ["q", "r"], max_connections=1)
 
 
+# A 200 that bills its tokens and holds no answer (a provider's empty reply): kept it cannot be, paid it was.
+EMPTY_200 = (
+    200,
+    {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 8},
+    },
+    {},
+)
+PRICED = {"price": {"input_per_mtok": 3500.0, "output_per_mtok": 3500.0}, "max_cost_usd": 1.0}
+TRY = 28 * 3500 / 1e6  # what one empty reply costs: $0.098
+FINE = 6 * 3500 / 1e6  # the reply "ok"
+
+
+def test_a_paid_answer_that_cannot_be_kept_counts_against_the_budget_now_and_in_the_rerun(chat_standin, tmp_path):
+    standin = chat_standin({"empty": EMPTY_200})
+    c, _ = endpoint_job(standin.url, tmp_path, ["fine", "empty"], PRICED, max_attempts=2)
+    e = c.info["endpoint"]
+    # Both tries of the empty one were billed and thrown away: spent all the same, and retried within
+    # max_attempts only.
+    assert standin.requests == {"fine": 1, "empty": 2}
+    assert list(c.incomplete) == [1] and "no choices in the response" in c.incomplete[1]
+    assert e["unkept"] == 2 and e["given_up"] == {"incomplete": 1}
+    assert e["cost_usd"] == pytest.approx(2 * TRY + FINE)
+    ledger = tmp_path / "store" / "unkept" / "w.jsonl"
+    assert [json.loads(line)["cost_usd"] for line in ledger.read_text().splitlines()] == [pytest.approx(TRY)] * 2
+    # Each rerun counts them as spent by earlier attempts (its budget holds what is left, not $1 again),
+    # until the next try's worst case no longer fits: never past the budget.
+    total = e["cost_usd"]
+    for _ in range(8):
+        c, _ = endpoint_job(standin.url, tmp_path, ["fine", "empty"], PRICED, max_attempts=2)
+        e = c.info["endpoint"]
+        assert e["cost_usd_earlier_attempts"] == pytest.approx(total)
+        total += e["cost_usd"]
+        assert total <= 1.0 and e["cost_usd"] == pytest.approx(e["unkept"] * TRY)
+        if e["budget_stopped"]:
+            break
+    assert e["budget_stopped"] and c.incomplete[1] == "not sent: max_cost_usd reached"
+    assert standin.requests["empty"] == len(ledger.read_text().splitlines()) == round((total - FINE) / TRY) >= 8
+    assert standin.requests["fine"] == 1
+
+
+def test_a_paid_batch_line_that_cannot_be_kept_counts_at_the_batch_price(chat_standin, tmp_path):
+    from batch_standin import BatchStandIn
+
+    chat = chat_standin({"empty": EMPTY_200})
+    batches = BatchStandIn(chat.url, shuffle=False)
+    try:
+        c, _ = endpoint_job(
+            batches.url, tmp_path, ["fine", "empty"], PRICED, batch=True, batch_poll_seconds=0.05, max_attempts=2
+        )
+    finally:
+        batches.stop()
+    e = c.info["endpoint"]
+    assert list(c.incomplete) == [1] and batches.uploads == 2 and chat.requests["empty"] == 2
+    assert e["unkept"] == 2 and e["cost_usd"] == pytest.approx((2 * TRY + FINE) * 0.5)
+    assert len((tmp_path / "store" / "unkept" / "w.jsonl").read_text().splitlines()) == 2
+
+
 class CountedKey(str):
     """An item key that counts how often it is hashed: how many set and dict look-ups a pass makes."""
 

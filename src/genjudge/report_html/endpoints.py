@@ -34,6 +34,7 @@ def endpoint_rows(gen_metas, judge_metas: dict) -> list[dict]:
                 "completion_tokens": e["completion_tokens"],
                 "cost_usd": e["cost_usd"],
                 "cost_usd_earlier_attempts": e["cost_usd_earlier_attempts"],
+                "unkept": e.get("unkept", 0),  # metas written before it was counted lack it
                 "max_cost_usd": e["max_cost_usd"],
                 "budget_stopped": e["budget_stopped"],
                 "seconds": e["seconds"],
@@ -60,6 +61,8 @@ def cost_text(r: dict) -> str:
     text = _usd(r["cost_usd"])
     if r["cost_usd_earlier_attempts"]:
         text += f" (+{_usd(r['cost_usd_earlier_attempts'])} earlier)"
+    if r.get("unkept"):
+        text += f", {r['unkept']} answer{'s' * (r['unkept'] > 1)} paid and not kept"
     if r["max_cost_usd"] is not None:
         text += f" of {_usd(r['max_cost_usd'])}" + (": **budget reached**" if r["budget_stopped"] else "")
     return text

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from genjudge.engine.endpoint import policy
-from genjudge.engine.endpoint.client import Report, api_errors
+from genjudge.engine.endpoint.client import Report, api_errors, charge
 from genjudge.engine.endpoint.cost import BudgetReached
 from genjudge.engine.endpoint.requests import Incomplete, result
 from genjudge.engine.endpoint.settings import redact
@@ -59,10 +59,11 @@ class BatchFailed(Exception):
 class BatchSender:
     """Same interface as client.Sender: run(bodies, key) -> Report."""
 
-    def __init__(self, endpoint, budget, on_result, verdict, names, desc, store, keys):
+    def __init__(self, endpoint, budget, on_result, verdict, names, desc, store, keys, on_unkept=None):
         self.endpoint = endpoint
         self.budget = budget
         self.on_result = on_result
+        self.on_unkept = on_unkept  # (cost) -> None: a paid line thrown away, recorded for later attempts
         self.verdict = verdict
         self.names = names
         self.desc = desc
@@ -337,6 +338,8 @@ class BatchSender:
                 res = result(response.get("body") or {}, self.verdict, self.endpoint.prefill)
             except Incomplete as exc:
                 self.report.retries["incomplete"] += 1
+                if exc.usage is not None:  # billed though not kept
+                    charge(self.budget, ("batch", j), bodies[j], exc.usage, self.report, self.on_unkept)
                 log.info("%s: item %r: %s; into the next file", self.desc, self.names[j], exc)
                 return
             res["cost_usd"] = self.budget.paid(

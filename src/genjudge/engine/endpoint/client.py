@@ -36,6 +36,7 @@ class Report:
     failed: dict = field(default_factory=dict)  # index -> why it was given up (retry budget spent, content filter)
     unsent: list = field(default_factory=list)  # indices the budget stopped before they were sent
     refused: str | None = None  # a 4xx that every request would get: the job stops
+    unkept: int = 0  # 200s billed and thrown away (no logprobs, no choice): retried, and counted as spent
     requests: int = 0  # tries sent, successes and failures
     retries: Counter = field(default_factory=Counter)  # cause -> failed tries that were retried
     given_up: Counter = field(default_factory=Counter)  # cause -> items left for a rerun
@@ -85,7 +86,15 @@ async def send_once(client, body: dict, verdict: LogprobVerdict | None, prefill:
     try:
         return result(response.model_dump(), verdict, prefill)
     except Incomplete as exc:
-        raise policy.Retry("incomplete", str(exc)) from None
+        raise policy.Retry("incomplete", str(exc), usage=exc.usage) from None
+
+
+def charge(budget: Budget, token, body: dict, usage: tuple[int, int], report: Report, on_unkept) -> None:
+    """A 200 the job could not keep: what it was billed is spent, and recorded so that a rerun counts it."""
+    cost = budget.paid(token, body, *usage)
+    report.unkept += 1
+    if on_unkept is not None and cost:
+        on_unkept(cost)
 
 
 class Sender:
@@ -98,10 +107,12 @@ class Sender:
         names: list[str] | None = None,
         desc: str = "requests",
         seed: int = 0,
+        on_unkept=None,
     ):
         self.endpoint = endpoint
         self.budget = budget
         self.on_result = on_result  # (index, result) -> None, called before the next result is handled
+        self.on_unkept = on_unkept  # (cost) -> None: a paid answer thrown away, recorded for later attempts
         self.verdict = verdict
         self.names = names  # each request's item, for the log
         self.desc = desc
@@ -160,7 +171,10 @@ class Sender:
             try:
                 res = await send_once(self.client, body, self.verdict, self.endpoint.prefill)
             except policy.Retry as exc:
-                self.budget.release(token)
+                if exc.usage is not None:  # billed though not kept: spent all the same
+                    charge(self.budget, token, body, exc.usage, r, self.on_unkept)
+                else:
+                    self.budget.release(token)
                 await self.concurrency.release()
                 if exc.cause == "429":
                     self.concurrency.rate_limited(sent_at)

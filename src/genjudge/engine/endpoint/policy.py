@@ -70,12 +70,14 @@ class Refused(Exception):
 
 class Retry(Exception):
     """A failed try worth another: `cause` names it in the log and the meta; `after` is the server's
-    requested wait in seconds, where it said one."""
+    requested wait in seconds, where it said one; `usage`: the (prompt, completion) tokens a 200 that
+    could not be kept was billed, which the budget counts."""
 
-    def __init__(self, cause: str, message: str = "", after: float | None = None):
+    def __init__(self, cause: str, message: str = "", after: float | None = None, usage=None):
         super().__init__(f"{cause}: {message}" if message else cause)
         self.cause = cause
         self.after = after
+        self.usage = usage
 
 
 def duration(text: str | None) -> float | None:

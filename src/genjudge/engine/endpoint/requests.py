@@ -86,11 +86,32 @@ def split(b: dict) -> tuple[dict, dict]:
 
 
 class Incomplete(Exception):
-    """A 200 response without what the request needs (no choice, no logprobs): worth another try."""
+    """A 200 response without what the request needs (no choice, no logprobs): worth another try.
+    `usage`: (prompt tokens, completion tokens) where the response says what it billed, else None."""
+
+    def __init__(self, message: str, usage: tuple[int, int] | None = None):
+        super().__init__(message)
+        self.usage = usage
+
+
+def billed(response: dict) -> tuple[int, int] | None:
+    """The (prompt, completion) tokens a response says it was billed, or None where it does not say."""
+    usage = response.get("usage") or {}
+    if usage.get("prompt_tokens") is None or usage.get("completion_tokens") is None:
+        return None
+    return int(usage["prompt_tokens"]), int(usage["completion_tokens"])
 
 
 def result(response: dict, verdict: LogprobVerdict | None, prefill: bool) -> dict:
-    """The job's result of one response (the parsed JSON body)."""
+    """The job's result of one response (the parsed JSON body). Incomplete: one the job cannot keep,
+    with what it was billed where it says (a paid answer thrown away still counts against the budget)."""
+    try:
+        return _result(response, verdict, prefill)
+    except Incomplete as exc:
+        raise Incomplete(str(exc), billed(response)) from None
+
+
+def _result(response: dict, verdict: LogprobVerdict | None, prefill: bool) -> dict:
     choices = response.get("choices") or []
     if not choices:
         raise Incomplete("no choices in the response")

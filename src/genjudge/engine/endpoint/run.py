@@ -109,12 +109,14 @@ def complete_endpoint(
         if rec.get("job") == store.writer and k not in pset._counted:
             pset._counted.add(k)
             budget.stored(rec.get("cost_usd"))
-    probes = Path(store.directory) / "probes" / f"{store.writer}.jsonl"  # and their capability probes
+    # ... and what they paid for and did not store: their capability probes, and answers thrown away
+    probes, unkept = (Path(store.directory) / d / f"{store.writer}.jsonl" for d in ("probes", "unkept"))
     if not pset._probes_counted:
         pset._probes_counted = True
-        if probes.exists():
-            for line in probes.read_text().splitlines():
-                budget.stored(json.loads(line)["cost_usd"] if line.strip() else 0.0)
+        for ledger in (probes, unkept):
+            if ledger.exists():
+                for line in ledger.read_text().splitlines():
+                    budget.stored(json.loads(line)["cost_usd"] if line.strip() else 0.0)
     setup, pset.setup_seconds = pset.setup_seconds, 0.0
     stats, too_long, incomplete, computed = None, {}, {}, 0
     t1 = time.monotonic()
@@ -146,9 +148,7 @@ def complete_endpoint(
             paid = [budget.paid(None, probed["body"], p, c, batch=False) for p, c in probed.pop("usage")]
             probed.pop("body")
             if ep.price.known:
-                probes.parent.mkdir(parents=True, exist_ok=True)
-                with open(probes, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"cost_usd": sum(paid), "at": round(time.time(), 3)}) + "\n")
+                spent_on(probes, sum(paid))
             pset.probed = probed
             setup += time.monotonic() - t0
             log.info("%s: capability probe passed (served model %s)", desc, pset.probed.get("served_model"))
@@ -165,11 +165,21 @@ def complete_endpoint(
         if ep.batch:
             from genjudge.engine.endpoint.batch import BatchSender
 
-            sender = BatchSender(ep, budget, on_result, pset.verdict, names, desc, store, keys=[keys[i] for i in todo])
+            sender = BatchSender(
+                ep,
+                budget,
+                on_result,
+                pset.verdict,
+                names,
+                desc,
+                store,
+                [keys[i] for i in todo],
+                lambda c: spent_on(unkept, c),
+            )
         else:
             from genjudge.engine.endpoint.client import Sender
 
-            sender = Sender(ep, budget, on_result, pset.verdict, names, desc)
+            sender = Sender(ep, budget, on_result, pset.verdict, names, desc, on_unkept=lambda c: spent_on(unkept, c))
         report = sender.run(bodies, key)
         computed = report.done
         if report.refused:
@@ -214,6 +224,13 @@ def complete_endpoint(
     )
 
 
+def spent_on(ledger: Path, cost: float) -> None:
+    """A line of what this job paid for and did not store (probes/, unkept/), which later attempts count."""
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    with open(ledger, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"cost_usd": cost, "at": round(time.time(), 3)}) + "\n")
+
+
 def computed_of(keys: list[str], todo: list[int], done: dict) -> tuple[int, set]:
     """(the tokens generated now, the keys computed now): of the requests sent (`todo`), those stored."""
     sent = {keys[i] for i in todo}  # once: a set per stored item made this quadratic in the job's items
@@ -249,6 +266,7 @@ def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget) -> dict:
         "system_fingerprints": {},
         "lowest_concurrency": None,
         "rate_limit_cuts": 0,
+        "unkept": 0,  # answers billed and thrown away (no logprobs, no choice), counted in cost_usd
     }
     if report is not None:
         out.update(
@@ -265,13 +283,14 @@ def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget) -> dict:
             system_fingerprints={str(k): v for k, v in report.fingerprints.items()},
             lowest_concurrency=report.lowest_concurrency,
             rate_limit_cuts=report.rate_limit_cuts,
+            unkept=report.unkept,
         )
         if getattr(report, "batches", None) is not None:
             out["batches"] = report.batches
     return out
 
 
-SUMMED = ("requests", "completed", "too_long", "not_sent", "wait_seconds", "seconds", "rate_limit_cuts")
+SUMMED = ("requests", "completed", "too_long", "not_sent", "wait_seconds", "seconds", "rate_limit_cuts", "unkept")
 
 
 def merged_stats(parts: list[dict]) -> dict:
