@@ -23,7 +23,8 @@ in any order (`shuffle`).
 What a test controls: `hold` keeps every batch in_progress until `release()`; `hold_create` keeps the
 answer to POST /v1/batches back (the batch exists, the client does not learn its id) until
 `release()`; `drop_create` drops the connection of the first POST /v1/batches instead of its answer
-(the batch exists, its id never arrives); `expire` and `fail` are the shares of
+(the batch exists, its id never arrives); `list_lag` keeps a new batch out of GET /v1/batches for
+that many seconds (a provider's list lags its creations); `expire` and `fail` are the shares of
 lines, drawn with `seed` the first time a custom_id is sent, that the window leaves undone (the batch
 then ends `expired`) or that fail with a 500; `api_faults` is the share of looks, lists and downloads
 answered 429 (Retry-After: 1), 500 or 503 instead; `reject` fails every batch's checks with that
@@ -64,6 +65,7 @@ class BatchStandIn:
         hold: bool = False,
         hold_create: bool = False,
         drop_create: bool = False,
+        list_lag: float = 0.0,
         api_faults: float = 0.0,
         reject: str | None = None,
         refuse_uploads: int | None = None,
@@ -74,6 +76,7 @@ class BatchStandIn:
         self.rng = random.Random(seed)
         self.fault_rng = random.Random(seed + 1)  # the API's faults: the lines' fates stay the same
         self.drop_create, self.api_faults = drop_create, api_faults
+        self.list_lag = list_lag  # seconds before a new batch shows in GET /v1/batches (eventual consistency)
         self.reject, self.refuse_uploads = reject, refuse_uploads
         self.expire, self.fail, self.shuffle = expire, fail, shuffle
         self.hold, self.hold_create = hold, hold_create
@@ -83,6 +86,7 @@ class BatchStandIn:
         self.files: dict = {}  # id -> {"object": FileObject fields, "data": bytes}
         self.batches: dict = {}  # id -> Batch fields, in order of creation
         self.lines_of: dict = {}  # batch id -> its custom_ids, in file order
+        self.created_at: dict = {}  # batch id -> time.time() of its creation
         self.uploads = 0
         self.creations = 0
         self.uploaded_lines: Counter = Counter()  # custom_id -> lines in uploaded files
@@ -280,6 +284,7 @@ class BatchStandIn:
                 "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
             }
             self.lines_of[batch_id] = [line["custom_id"] for line in lines]
+            self.created_at[batch_id] = time.time()
             for line in lines:
                 cid = line["custom_id"]
                 self.batched_lines[cid] += 1
@@ -421,7 +426,8 @@ class BatchStandIn:
         after = request.query.get("after")
         with self.lock:
             self.listed += 1
-            ids = list(reversed(self.batches))  # newest first
+            shown = time.time() - self.list_lag
+            ids = [i for i in reversed(self.batches) if self.created_at[i] <= shown]  # newest first
         if after is not None:
             ids = ids[ids.index(after) + 1 :] if after in ids else []
         page = ids[:limit]

@@ -614,6 +614,42 @@ def test_a_paid_batch_line_that_cannot_be_kept_counts_at_the_batch_price(chat_st
     assert len((tmp_path / "store" / "unkept" / "w.jsonl").read_text().splitlines()) == 2
 
 
+def test_a_batch_whose_creation_got_no_answer_is_adopted_when_the_list_shows_it_late(chat_standin, tmp_path):
+    """The answer to POST /v1/batches is lost and the provider's list shows the batch only 3 s later:
+    the sender keeps looking (up to ADOPT_GRACE after the upload) and adopts it instead of submitting
+    its lines again, which would pay for them twice."""
+    from batch_standin import BatchStandIn
+
+    from genjudge.engine.endpoint.batch import ADOPT_GRACE
+
+    assert ADOPT_GRACE >= 60
+    chat = chat_standin({})
+    batches = BatchStandIn(chat.url, shuffle=False, drop_create=True, list_lag=3.0)
+    try:
+        c, _ = endpoint_job(batches.url, tmp_path, ["a", "b"], batch=True, batch_poll_seconds=0.1)
+    finally:
+        batches.stop()
+    assert [r and r["output"] for r in c.results] == ["ok", "ok"]
+    assert batches.uploads == batches.creations == 1 and batches.listed >= 2
+    assert chat.requests == {"a": 1, "b": 1} and c.info["endpoint"]["batches"] == batches.created_ids()
+
+
+def test_a_file_no_listing_shows_past_the_grace_was_never_submitted(chat_standin, tmp_path, monkeypatch):
+    from batch_standin import BatchStandIn
+
+    from genjudge.engine.endpoint import batch
+
+    monkeypatch.setattr(batch, "ADOPT_GRACE", 0.5)  # the list 5 s behind: past the grace, a new file
+    chat = chat_standin({})
+    batches = BatchStandIn(chat.url, shuffle=False, drop_create=True, list_lag=5.0)
+    try:
+        c, _ = endpoint_job(batches.url, tmp_path, ["a", "b"], batch=True, batch_poll_seconds=0.1)
+    finally:
+        batches.stop()
+    assert [r and r["output"] for r in c.results] == ["ok", "ok"]
+    assert batches.uploads == batches.creations == 2 and len(c.info["endpoint"]["batches"]) == 1
+
+
 class CountedKey(str):
     """An item key that counts how often it is hashed: how many set and dict look-ups a pass makes."""
 

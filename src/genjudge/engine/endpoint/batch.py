@@ -9,7 +9,8 @@ Nothing is sent twice. Each uploaded file has a state file of its own in the ite
 and again once its id is known; a batch read to the end moves to `batches/done/`. A killed or
 requeued job polls the batches it finds there that hold any of its items (and adopts a batch created
 from its uploaded file whose id it did not live to write, found among the provider's batches by that
-file) instead of submitting again. A file of its own per upload means that jobs sharing the store
+file; a file none of whose batches is listed two minutes after its upload was never submitted, since
+a provider's list can lag its creations) instead of submitting again. A file of its own per upload means that jobs sharing the store
 (two judges of a run, one writer name) never overwrite each other's state.
 
 Lines that failed, or that the window left undone (OpenAI writes them to the error file as
@@ -50,6 +51,10 @@ UNDONE = {"batch_expired": "expired", "batch_cancelled": "cancelled"}
 # Adopting a batch: the provider lists newest first; batches created this long before the file's
 # upload (clock skew between here and the provider) cannot be its batch.
 ADOPT_SKEW = 3600
+# A batch whose creation got no answer (a timeout, a dropped connection) may exist all the same, and a
+# provider's list can lag its creations: its file is declared never submitted (its lines go into the
+# next file) only when a listing this long after the upload still lacks it. Sooner, it would be paid twice.
+ADOPT_GRACE = 120.0
 
 
 class BatchFailed(Exception):
@@ -74,6 +79,7 @@ class BatchSender:
         self.report.batches = []  # ids of the batches this attempt submitted or polled
         self.rng = random.Random(0)
         self.uploaded: dict = {}  # input file id -> its lines, of the files this attempt uploaded
+        self.adopt_grace = ADOPT_GRACE
 
     # --- state: one file per uploaded file ----------------------------------------------------------
 
@@ -273,6 +279,14 @@ class BatchSender:
 
     def _poll(self, entry: dict, index: dict, bodies: list[dict], pending: set) -> None:
         if "id" not in entry and not self._adopt(entry):
+            if time.time() - entry["submitted_at"] < self.adopt_grace:  # the list may not show it yet
+                log.info(
+                    "%s: no batch of file %s is listed yet; looking again (until %.0f s after its upload)",
+                    self.desc,
+                    entry["input_file_id"],
+                    self.adopt_grace,
+                )
+                return
             log.info(
                 "%s: file %s was never submitted; its lines go into the next file", self.desc, entry["input_file_id"]
             )
