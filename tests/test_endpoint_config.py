@@ -56,6 +56,15 @@ def test_reset_durations_and_server_waits():
     date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
     assert 25 < policy.server_wait({"retry-after": date}) <= 31
     assert policy.server_wait({"x-ratelimit-reset-requests": "2s", "x-ratelimit-reset-tokens": "6m0s"}) == 360.0
+    # Where the server says what is left, the spent limit's reset, not the longer one.
+    resets = {"x-ratelimit-reset-requests": "2s", "x-ratelimit-reset-tokens": "6m0s"}
+    left = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-remaining-tokens": "25000"}
+    assert policy.server_wait({**resets, **left}) == 2.0
+    left = {"x-ratelimit-remaining-requests": "12", "x-ratelimit-remaining-tokens": "0"}
+    assert policy.server_wait({**resets, **left}) == 360.0
+    left = {"x-ratelimit-remaining-requests": "12", "x-ratelimit-remaining-tokens": "25000"}
+    assert policy.server_wait({**resets, **left}) == 2.0  # neither spent: the sooner
+    assert policy.server_wait({"x-ratelimit-reset-tokens": "6m0s", "x-ratelimit-remaining-tokens": "9"}) == 360.0
     assert policy.server_wait({}) is None
 
 

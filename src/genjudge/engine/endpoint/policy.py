@@ -114,9 +114,22 @@ def server_wait(headers) -> float | None:
             parsed = email.utils.parsedate_tz(after)
             if parsed is not None:
                 return max(0.0, email.utils.mktime_tz(parsed) - time.time())
-    resets = [duration(headers.get(h)) for h in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")]
-    resets = [r for r in resets if r is not None]
-    return max(resets) if resets else None
+    # OpenAI's resets of its two limits: the wait is that of the limit that is spent (none left, or not
+    # said), not the longer one: a token bucket's "6m0s" would otherwise hold back a request-rate refusal.
+    resets = []
+    for limit in ("requests", "tokens"):
+        reset = duration(headers.get(f"x-ratelimit-reset-{limit}"))
+        if reset is not None:
+            resets.append((_spent(headers.get(f"x-ratelimit-remaining-{limit}")), reset))
+    spent = [r for s, r in resets if s]
+    return max(spent) if spent else min((r for _, r in resets), default=None)
+
+
+def _spent(remaining: str | None) -> bool:
+    try:
+        return remaining is None or int(float(remaining)) <= 0
+    except ValueError:
+        return True
 
 
 def classify(status: int, message: str, headers, code: str | None = None) -> Exception:
