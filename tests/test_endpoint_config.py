@@ -606,6 +606,22 @@ def test_a_paid_answer_that_cannot_be_kept_counts_against_the_budget_now_and_in_
     assert standin.requests["fine"] == 1
 
 
+def test_a_failed_capability_probe_still_counts_what_its_tries_were_billed(chat_standin, tmp_path):
+    from genjudge.engine.endpoint.probe import PROBE_TEXT, TRIES
+
+    empty = chat_standin({PROBE_TEXT: EMPTY_200})
+    with pytest.raises(InputError, match="did not answer the capability probe: incomplete: no choices"):
+        endpoint_job(empty.url, tmp_path, ["fine"], PRICED, check_capabilities=True)
+    assert empty.requests == {PROBE_TEXT: TRIES}
+    ledger = tmp_path / "store" / "probes" / "w.jsonl"
+    assert [json.loads(line)["cost_usd"] for line in ledger.read_text().splitlines()] == [pytest.approx(TRIES * TRY)]
+    # The rerun (the endpoint fixed) starts from what the failed probe spent.
+    fixed = chat_standin({})
+    c, _ = endpoint_job(fixed.url, tmp_path, ["fine"], PRICED, check_capabilities=True)
+    assert c.info["endpoint"]["cost_usd_earlier_attempts"] == pytest.approx(TRIES * TRY)
+    assert [r["output"] for r in c.results] == ["ok"] and fixed.requests == {PROBE_TEXT: 1, "fine": 1}
+
+
 def test_a_paid_batch_line_that_cannot_be_kept_counts_at_the_batch_price(chat_standin, tmp_path):
     from batch_standin import BatchStandIn
 

@@ -24,19 +24,30 @@ TRIES = 4
 
 
 def probe(spec, endpoint: Endpoint, key: str, role: str, verdict: LogprobVerdict | None) -> dict:
-    """What the probe saw: {served_model, system_fingerprint}; InputError where a capability is missing."""
-    return asyncio.run(_probe(spec, endpoint, key, role, verdict))
+    """What the probe saw: {served_model, system_fingerprint, body, usage}; InputError where a capability
+    is missing. `usage`: the (prompt, completion) tokens of every try billed, and the InputError's
+    `usage` where the probe failed: the job's budget counts them either way."""
+    paid: list = []
+    try:
+        return asyncio.run(_probe(spec, endpoint, key, role, verdict, paid))
+    except InputError as exc:
+        exc.usage = paid
+        raise
 
 
-async def _once(client, b, verdict, endpoint, key, role, spec) -> dict:
+async def _once(client, b, verdict, endpoint, key, role, spec, paid: list) -> dict:
     """One probe request, retried as the job's would be, a few times; refusals become InputError."""
     import random
 
     rng = random.Random(0)
     for attempt in range(TRIES):
         try:
-            return await send_once(client, b, verdict, endpoint.prefill)
+            res = await send_once(client, b, verdict, endpoint.prefill)
+            paid.append((res["n_prompt_tokens"], res["completion_tokens"]))
+            return res
         except policy.Retry as exc:
+            if exc.usage is not None:  # a 200 it could not use: billed all the same
+                paid.append(exc.usage)
             if exc.cause == "incomplete" and verdict is not None:
                 raise InputError(
                     f"{role}.verdict: logprob needs top_logprobs, and {endpoint.url} returned none for model "
@@ -94,13 +105,13 @@ def tries(spec, verdict: LogprobVerdict | None) -> int:
     return 2 if getattr(spec, "do_sample", False) and verdict is None else 1
 
 
-async def _probe(spec, endpoint: Endpoint, key: str, role: str, verdict: LogprobVerdict | None) -> dict:
+async def _probe(spec, endpoint: Endpoint, key: str, role: str, verdict: LogprobVerdict | None, paid: list) -> dict:
     client = make_client(endpoint, key)
     async with client:
         b = probe_body(spec, endpoint, verdict)
-        first, second = await _once(client, b, verdict, endpoint, key, role, spec), None
+        first, second = await _once(client, b, verdict, endpoint, key, role, spec, paid), None
         if tries(spec, verdict) == 2:
-            second = await _once(client, b, verdict, endpoint, key, role, spec)
+            second = await _once(client, b, verdict, endpoint, key, role, spec, paid)
             if second["output"] != first["output"]:
                 raise InputError(
                     f"{role}.seed: {endpoint.url} does not honour `seed` for model {spec.model!r} (one seeded request "
@@ -111,5 +122,5 @@ async def _probe(spec, endpoint: Endpoint, key: str, role: str, verdict: Logprob
         "served_model": first.get("served_model"),
         "system_fingerprint": first.get("system_fingerprint"),
         "body": b,  # what was sent, and what it cost, for the job's budget
-        "usage": [(r["n_prompt_tokens"], r["completion_tokens"]) for r in (first, second) if r],
+        "usage": paid,
     }

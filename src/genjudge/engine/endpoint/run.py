@@ -144,7 +144,13 @@ def complete_endpoint(
         key = ep.api_key()
         if probing:
             t0 = time.monotonic()
-            probed = probe(spec, ep, key, pset.where, pset.verdict)
+            try:
+                probed = probe(spec, ep, key, pset.where, pset.verdict)
+            except InputError as exc:  # what its tries were billed counts for the rerun too
+                if ep.price.known and exc.usage:
+                    b = probe_body(spec, ep, pset.verdict)
+                    spent_on(probes, sum(budget.paid(None, b, p, c, batch=False) for p, c in exc.usage))
+                raise
             paid = [budget.paid(None, probed["body"], p, c, batch=False) for p, c in probed.pop("usage")]
             probed.pop("body")
             if ep.price.known:
