@@ -436,9 +436,10 @@ def of_cell(df: pd.DataFrame, cell: tuple) -> pd.DataFrame:
 # --- the models x benchmarks table -----------------------------------------------------------------
 
 
-def table(config: dict, rows: list[dict], strengths: dict) -> dict:
+def table(config: dict, rows: list[dict], strengths: dict, silent: set = frozenset()) -> dict:
     """Columns (dataset, judge), each generator's value there, ranks where two or more compare,
-    mean ranks; `strengths`: the Bradley-Terry strengths summary.json holds (an input here)."""
+    mean ranks; `strengths`: the Bradley-Terry strengths summary.json holds (an input here); `silent`: the
+    (generator, dataset, judge) cells where the judge was asked and none of its own verdicts parsed."""
     columns, values = [], {g: {} for g in config["_generators"]}
     for d in config["_datasets"]:
         for j, judge in config["_judges"].items():
@@ -454,12 +455,15 @@ def table(config: dict, rows: list[dict], strengths: dict) -> dict:
                 kind = "mean" if mode == "score" else "rate"
             columns.append({"key": key, "dataset": d, "judge": j, "mode": mode, "measure": measure, "kind": kind})
             graded = {c[0] for c in cells} | ({c[2] for c in cells} if kind == "strength" else set())
-            # a cell with answers and no parsed verdict failed (its generator's value; every value of a strength
-            # column, fitted on every pair)
+            # a cell with answers and no parsed verdict failed, as did one whose judge parsed none of its own
+            # (rules' and unfinished traces' verdicts aside): its generator's value; every value of a strength
+            # column, fitted on every pair
             failed = {
                 r["generator"]
                 for r in rows
-                if (r["dataset"], r["judge"]) == (d, j) and r.get("n_answers") and not r["n_judged"]
+                if (r["dataset"], r["judge"]) == (d, j)
+                and r.get("n_answers")
+                and (not r["n_judged"] or (r["generator"], d, j) in silent)
             }
             for g in config["_generators"]:
                 empty = {"status": "not graded", "value": None, "ci95": None, "n": None}
@@ -736,8 +740,12 @@ def expected(config: dict, judgments: dict, strengths: dict, labels: dict | None
         j: counted_unfinished(kept[j], judge["mode"], judge["score_range"], policy)
         for j, judge in config["_judges"].items()
     }
+    silent = set()
     for j, judge in config["_judges"].items():
         for cell in judge_cells(config, judge):
+            asked = of_cell(kept[j], cell).query("decided_by == 'judge'")
+            if len(asked) and asked["verdict"].isna().all():
+                silent.add((cell[0], cell[1], j))
             df = of_cell(judged[j], cell)
             fig = cell_figures(df, judge["mode"], config["_datasets"][cell[1]], judge["score_range"])
             fig["n_skipped"] = len(of_cell(skipped[j], cell))
@@ -766,7 +774,7 @@ def expected(config: dict, judgments: dict, strengths: dict, labels: dict | None
         or None,
         "leaderboard": rows,
         "paired": paired(config, frames),
-        "table": table(config, rows, strengths),
+        "table": table(config, rows, strengths, silent),
     }
     validity = {"judges": {}, "panels": {}}
     for j, judge in config["_judges"].items():

@@ -362,13 +362,75 @@ def test_a_cell_with_no_parsed_verdict_fails_and_one_over_a_fifth_unparsed_is_wa
         "(11 of 12); item 'q1''s raw judge output: 'VERDICT: maybe'"
     )
     (w,) = run.warnings
-    assert w.startswith("a/data (judge j): 3 of 12 verdicts (25.0%) were not parsed, most often: no verdict marker (3)")
+    assert w == (
+        "a/data (judge j): 3 of 12 verdicts (25.0%) were not parsed, most often: no verdict marker (3); the measures "
+        "are over the 9 answers with a verdict only."
+    )
     values = {r["generator"]: r["values"]["data/j"] for r in run.table["rows"]}
     assert values["b"]["status"] == "failed" and values["a"]["status"] == "ok"
     md = study.markdown("# Report\n\n## Leaderboard\n")
     lines = md.splitlines()
     assert lines.index(f"> **Warning:** {w}") < lines.index("## Models × benchmarks") < lines.index("## Failed cells")
     assert "| b/data | j | parse j | NoVerdictParsed: none of the 12 verdicts" in md
+
+
+def _one_cell_summary(df, report=None):
+    from genjudge.stages.report import summary_of
+
+    cfg = defaults(
+        run="numbers",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={"a": {}},
+        datasets={"data": {}},
+        judge={"model": "j"},
+        **({"report": report} if report else {}),
+    )
+    meta = GenerateMeta(generator="a", dataset="data", started_at=0.0, finished_at=1.0)
+    return summary_of(cfg, {"j": df}, [meta], {"j": JudgeMeta(started_at=0.0, finished_at=1.0)})[0]
+
+
+def test_a_judge_that_parses_none_of_its_own_fails_the_cell_though_rules_gave_verdicts():
+    """The cascade decided 8 answers; the judge, asked about the other 4, parsed none: the cell fails."""
+    df = judgments("a", [C] * 8 + [None] * 4, judge_output=[None] * 8 + ["I think so"] * 4)
+    df.loc[:7, "decided_by"] = "rule"
+    run = _one_cell_summary(df)
+    (failed,) = run.failed_cells
+    assert failed["stage"] == "parse"
+    (e,) = failed["errors"]
+    assert e["type"] == "NoVerdictParsed"
+    assert e["message"].startswith(
+        "none of the 4 verdicts of judge 'j' parsed (the other 8 verdicts came from rules or "
+        "report.unfinished_reasoning, not the judge); most common cause: no verdict marker (4 of 4); "
+        "item 'q8''s raw judge output: 'I think so'"
+    )
+    values = run.table["rows"][0]["values"]["data/j"]
+    assert values["status"] == "failed"
+
+
+def test_a_judge_that_parses_none_fails_the_cell_though_unfinished_traces_are_counted_incorrect():
+    df = judgments("a", [None] * 6)
+    df.loc[:2, "decided_by"] = "reasoning not finished"
+    df.loc[:2, "judge_output"] = None
+    run = _one_cell_summary(df, {"unfinished_reasoning": "incorrect"})
+    assert run.n_judged == 3  # the three unfinished traces, counted incorrect
+    (failed,) = run.failed_cells
+    assert failed["errors"][0]["message"].startswith("none of the 3 verdicts of judge 'j' parsed (the other 3 ")
+
+
+def test_the_unparsed_warning_is_over_the_judges_own_verdicts_not_the_rules():
+    """20 answers decided by rules, 4 asked of the judge, 2 of them unparsed: 2 of 24 overall (8%) hid
+    that half of what the judge said could not be read."""
+    df = judgments("a", [C] * 22 + [None] * 2)
+    df.loc[:19, "decided_by"] = "rule"
+    run = _one_cell_summary(df)
+    assert not run.failed_cells
+    (w,) = run.warnings
+    assert w == (
+        "a/data (judge j): 2 of 4 verdicts (50.0%) were not parsed, most often: no verdict marker (2); the "
+        "measures are over the 22 answers with a verdict only (20 of them decided by rules or "
+        "report.unfinished_reasoning)."
+    )
 
 
 def test_counts_say_what_they_count_items_once_verdicts_over_cells():

@@ -506,9 +506,12 @@ EXAMPLE_CHARS = 300  # of a judge's raw output, in a failed cell's error
 
 
 def unparsed_checks(config: dict, cells: dict) -> tuple[list[dict], list[str]]:
-    """(failed cells, warnings): a cell whose answers got no parsed verdict at all is a failed cell (stage
-    `parse`: its most common cause and an example of the judge's raw output), and one with more than
-    UNPARSED_WARN of them unparsed gets a warning for the top of the report."""
+    """(failed cells, warnings) from the judge's own work: the requests it was asked (`decided_by` "judge"),
+    not the verdicts the cascade's rules or `report.unfinished_reasoning: incorrect` supplied, which would
+    hide a judge that parsed nothing. A cell where the judge was asked and none of its verdicts parsed (or
+    where no answer got a verdict at all) is a failed cell (stage `parse`: its most common cause and an
+    example of the judge's raw output); one where more than UNPARSED_WARN of the judge's verdicts did not
+    parse gets a warning for the top of the report."""
     failed, warnings = [], []
     for s, df in cells.values():
         row = s.leaderboard[0]
@@ -516,16 +519,31 @@ def unparsed_checks(config: dict, cells: dict) -> tuple[list[dict], list[str]]:
             continue
         judge = row["judge"]
         cell = f"{row['generator']}/{row['dataset']}" + (f" vs {row['opponent']}" if row["opponent"] else "")
-        cause, k = next(iter(s.unparsed_reasons.items()), ("no verdict", s.n_unparsed))
-        if s.n_judged == 0:
-            hit = df[df["unparsed_reason"].astype(str).map(lambda r: cause_of(r, None)[0]) == cause]
-            example = hit.iloc[0] if len(hit) else df.iloc[0]
+        asked = df[df["decided_by"] == "judge"] if "decided_by" in df else df
+        n_asked = len(asked)
+        n_parsed = int(asked["verdict"].notna().sum())
+        others = s.n_judged - n_parsed  # verdicts the rules or the unfinished-reasoning policy gave
+        reasons = asked.loc[asked["verdict"].isna(), "unparsed_reason"].astype(str).map(lambda r: cause_of(r, None)[0])
+        if n_asked and len(reasons):
+            cause, k = reasons.value_counts().index[0], int(reasons.value_counts().iloc[0])
+        else:
+            cause, k = next(iter(s.unparsed_reasons.items()), ("no verdict", s.n_unparsed))
+        if s.n_judged == 0 or (n_asked and n_parsed == 0):
+            pool = asked if n_asked else df
+            hit = pool[pool["unparsed_reason"].astype(str).map(lambda r: cause_of(r, None)[0]) == cause]
+            example = hit.iloc[0] if len(hit) else pool.iloc[0]
             text = " ".join(str(example.get("judge_output") or "").split())
             raw = (
                 f"item {example['id']!r}'s raw judge output: {text[:EXAMPLE_CHARS]!r}"
                 + ("..." if len(text) > EXAMPLE_CHARS else "")
                 if text
                 else f"item {example['id']!r} had no judge output (decided by {example.get('decided_by')})"
+            )
+            n = n_asked or s.n_answers
+            also = (
+                f" (the other {others} verdicts came from rules or report.unfinished_reasoning, not the judge)"
+                if n_asked and others
+                else ""
             )
             failed.append(
                 {
@@ -539,8 +557,8 @@ def unparsed_checks(config: dict, cells: dict) -> tuple[list[dict], list[str]]:
                             "judge": judge,
                             "type": "NoVerdictParsed",
                             "message": (
-                                f"none of the {s.n_answers} verdicts of judge {judge!r} parsed; most common cause: "
-                                f"{cause} ({k} of {s.n_answers}); {raw}. Check the judge's template and "
+                                f"none of the {n} verdicts of judge {judge!r} parsed{also}; most common cause: "
+                                f"{cause} ({k} of {n}); {raw}. Check the judge's template and "
                                 f"verdict pattern (judges.{judge}.template, .pattern) against this output."
                             ),
                             "log": f"logs/{config['run']}/parse_verdicts/{judge}.log",
@@ -548,10 +566,18 @@ def unparsed_checks(config: dict, cells: dict) -> tuple[list[dict], list[str]]:
                     ],
                 }
             )
-        elif s.unparsed_rate is not None and s.unparsed_rate > UNPARSED_WARN:
+        elif n_asked and (n_asked - n_parsed) / n_asked > UNPARSED_WARN:
+            rate = (n_asked - n_parsed) / n_asked
+            by = f" ({others} of them decided by rules or report.unfinished_reasoning)" if others else ""
             warnings.append(
-                f"{cell} (judge {judge}): {s.n_unparsed} of {s.n_answers} verdicts ({pct(s.unparsed_rate)}) were "
-                f"not parsed, most often: {cause} ({k}); the measures are over the {s.n_judged} parsed only."
+                f"{cell} (judge {judge}): {n_asked - n_parsed} of {n_asked} verdicts ({pct(rate)}) were "
+                f"not parsed, most often: {cause} ({k}); the measures are over the {s.n_judged} answers with a "
+                f"verdict only{by}."
+            )
+        elif not n_asked and s.unparsed_rate is not None and s.unparsed_rate > UNPARSED_WARN:
+            warnings.append(
+                f"{cell} (judge {judge}): {s.n_unparsed} of {s.n_answers} answers ({pct(s.unparsed_rate)}) got "
+                f"no verdict, most often: {cause} ({k}); the measures are over the {s.n_judged} with one only."
             )
     return failed, warnings
 
