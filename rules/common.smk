@@ -318,6 +318,8 @@ def check_models_loadable():
 
 onstart:
     check_models_loadable()
+    # After Snakemake's scheduler put in its SIGTERM handler (which waits for the running jobs).
+    interrupt.forward_term_to_jobs()
 
 
 def demo_models(wildcards):

@@ -40,15 +40,15 @@ def complete_lines(store_dir):
     return count_keys(store_dir) if store_dir.exists() else 0
 
 
-def kill_job_when(proc, script, store_file, at_least, timeout=300):
-    """SIGKILL the job process running `script` once `store_file` holds `at_least` records."""
+def kill_job_when(proc, script, store_file, at_least, timeout=300, sig=signal.SIGKILL):
+    """`sig` (SIGKILL) to the job process running `script` once `store_file` holds `at_least` records."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if complete_lines(store_file) >= at_least:
             for child in psutil.Process(proc.pid).children(recursive=True):
                 try:
                     if any(script in part for part in child.cmdline()):
-                        child.send_signal(signal.SIGKILL)
+                        child.send_signal(sig)
                         return
                 except psutil.NoSuchProcess:
                     continue
@@ -72,14 +72,14 @@ def start(workflow, cfg):
 BIG = 120
 
 
-def kill_judge_halfway(workflow, cfg, n=BIG):
-    """Run `cfg` and SIGKILL its judge job once half of its `n` items are checkpointed; the workflow
-    fails and the judge's store holds at least that half, not all. Returns the store."""
+def kill_judge_halfway(workflow, cfg, n=BIG, sig=signal.SIGKILL):
+    """Run `cfg` and send `sig` (SIGKILL) to its judge job once half of its `n` items are checkpointed; the
+    workflow fails and the judge's store holds at least that half, not all. Returns the store."""
     store = workflow.path / "results/.cache/judge"
     proc = start(workflow, cfg)
-    kill_job_when(proc, "judge.py", store, n // 2)
-    proc.communicate(timeout=600)
-    assert proc.returncode != 0
+    kill_job_when(proc, "judge.py", store, n // 2, sig=sig)
+    out = proc.communicate(timeout=600)[0]
+    assert proc.returncode != 0, out[-2000:]
     return store
 
 
@@ -278,10 +278,11 @@ def job_processes(proc, script):
     return out
 
 
-def interrupt_when_running(workflow, cfg, store, at_least, group: bool, within=6.0):
-    """Start `cfg` in a session of its own, and once `store` holds `at_least` records send SIGINT to the
-    process group (a terminal's Ctrl-C) or to snakemake alone (`kill -INT PID`). Every generation job must be
-    gone `within` seconds and snakemake must end with an error. Returns (stored at the signal, its output)."""
+def interrupt_when_running(workflow, cfg, store, at_least, group: bool, within=6.0, sig=signal.SIGINT):
+    """Start `cfg` in a session of its own, and once `store` holds `at_least` records send `sig` to the
+    process group (a terminal's Ctrl-C) or to snakemake alone (`kill -INT PID`, `kill PID`). Every generation
+    job must be gone `within` seconds and snakemake must end with an error. Returns (stored at the signal,
+    its output)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(cfg)],
         cwd=workflow.path,
@@ -298,27 +299,29 @@ def interrupt_when_running(workflow, cfg, store, at_least, group: bool, within=6
     jobs = job_processes(proc, "generate.py")
     stored = complete_lines(store)
     if group:
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, sig)
     else:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
+    name = signal.Signals(sig).name
     t0 = time.monotonic()
     gone, alive = psutil.wait_procs(jobs, timeout=within)
     stopped = time.monotonic() - t0
     assert not alive, (
-        f"{len(alive)} job(s) still running {within} s after SIGINT to the {'group' if group else 'snakemake'}"
+        f"{len(alive)} job(s) still running {within} s after {name} to the {'group' if group else 'snakemake'}"
     )
     out = proc.communicate(timeout=120)[0]
     assert proc.returncode != 0, out[-2000:]
     print(
-        f"SIGINT to the {'group' if group else 'snakemake process'}: jobs gone {stopped:.1f} s after, "
+        f"{name} to the {'group' if group else 'snakemake process'}: jobs gone {stopped:.1f} s after, "
         f"snakemake {time.monotonic() - t0:.1f} s after"
     )
     return stored, stopped, out
 
 
 def test_ctrl_c_stops_every_job_within_seconds_keeps_what_was_stored_and_every_attempts_log(workflow):
-    """SIGINT to the process group (Ctrl-C) and then to snakemake alone (kill -INT): both running generation
-    jobs stop within seconds; the rerun resumes from every stored item; each attempt's log is kept."""
+    """SIGINT to the process group (Ctrl-C), then to snakemake alone (kill -INT), then SIGTERM to snakemake
+    alone (kill; Snakemake's own handler would wait for the jobs to end): both running generation jobs stop
+    within seconds each time; the rerun resumes from every stored item; each attempt's log is kept."""
     n = 1200  # far more than the jobs finish in the seconds the test allows them after the signal
     write_dataset(workflow.path / "big.jsonl", n)
     kw = {"dataset": {"path": "big.jsonl"}, "shards": 2, "generator": {"batch_size": 1, "max_new_tokens": 32}}
@@ -328,8 +331,12 @@ def test_ctrl_c_stops_every_job_within_seconds_keeps_what_was_stored_and_every_a
     assert "Exception ignored" not in out and complete_lines(store) >= first
     second, _, out = interrupt_when_running(workflow, cfg, store, complete_lines(store) + 10, group=False)
     assert "Exception ignored" not in out
+    third, _, out = interrupt_when_running(
+        workflow, cfg, store, complete_lines(store) + 10, group=False, sig=signal.SIGTERM
+    )
+    assert "Exception ignored" not in out
     kept = complete_lines(store)
-    assert first < second <= kept < n  # nothing stored was lost, and the jobs did not run on to the end
+    assert first < second < third <= kept < n  # nothing stored was lost, and the jobs did not run on to the end
 
     # The rerun in one shard (the item cache spans shard layouts; one job, one model load): shard 0's job,
     # its log the same file, resumes every item both jobs stored.
@@ -345,6 +352,7 @@ def test_ctrl_c_stops_every_job_within_seconds_keeps_what_was_stored_and_every_a
     assert sum(m["resumed_items"] for m in metas) == kept and sum(m["computed_items"] for m in metas) == n - kept
     log = workflow.path / "logs/demo/generate/demo-generator/big/0.log"
     attempts = sorted((log.parent / f"{log.name}.attempts").glob("*.log"), key=lambda p: int(p.stem))
-    assert [p.stem for p in attempts] == ["1", "2", "3"]
+    assert [p.stem for p in attempts] == ["1", "2", "3", "4"]
     assert all("stopped by SIGINT" in p.read_text() for p in attempts[:2])
-    assert "done in" in attempts[2].read_text() and log.read_text() == attempts[2].read_text()
+    assert "stopped by SIGTERM" in attempts[2].read_text()
+    assert "done in" in attempts[3].read_text() and log.read_text() == attempts[3].read_text()

@@ -7,6 +7,10 @@ lands (in a destructor: "Exception ignored in ... __del__"). So:
 
 - the workflow's process forwards SIGINT to every process below it, then goes on as Snakemake does
   (`forward_to_jobs`, installed by the Snakefile);
+- SIGTERM to the snakemake process alone (`kill PID`) is forwarded the same way (`forward_term_to_jobs`,
+  installed once Snakemake's scheduler has put in its own handler, which on SIGTERM only stops
+  scheduling and waits for the running jobs, however long they run); cluster jobs are not its children
+  and run on;
 - a job takes its first SIGINT or SIGTERM as an order to stop (`stop_when_asked`, installed by its
   job log): a KeyboardInterrupt, raised again a moment later where the signal landed in a destructor
   (which would drop it), and, should cleanup hang, an exit GRACE_SECONDS later whatever the job is
@@ -58,6 +62,25 @@ def forward_to_jobs() -> None:
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, handler)
+
+
+def forward_term_to_jobs() -> None:
+    """In the snakemake process, after Snakemake's scheduler has installed its SIGTERM handler: on SIGTERM,
+    send SIGTERM to every process below this one, then call that handler (or, where there was none, end
+    as SIGTERM's default does)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum, frame):
+        _signal_children(signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _signal_children(signum: int) -> None:
