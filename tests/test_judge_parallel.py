@@ -3,6 +3,7 @@ job per (leased) device, and the choices of `auto` on hypothetical inventories."
 
 import json
 import shutil
+import signal
 import time
 from types import SimpleNamespace
 
@@ -164,6 +165,26 @@ def test_tensor_group_killed_halfway_resumes_from_rank_0s_checkpoint(questions, 
     pd.testing.assert_frame_equal(
         pd.read_parquet(workflow.results() / judgments), pd.read_parquet(questions.one.results() / judgments)
     )
+
+
+def test_a_tensor_judge_job_told_to_stop_stops_its_ranks_before_they_write(questions, tmp_path):
+    """SIGTERM to the judge job alone (as a cluster's scancel or a `kill` sends it): the job tells torchrun,
+    which stops its ranks, and kills what is left; no rank runs on to write the judgments, which the next
+    run would take as done."""
+    workflow = questions.generated.copy(tmp_path)
+    cfg = workflow.write_config(**KILLED)
+    store = kill_judge_halfway(workflow, cfg, N_KILLED, sig=signal.SIGTERM)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 15 and ranks_alive(workflow):
+        time.sleep(0.2)
+    assert not ranks_alive(workflow), "a rank outlived its stopped job"
+    checkpointed = complete_lines(store)
+    assert checkpointed < N_KILLED
+    time.sleep(2)  # what an orphaned rank would have done by now
+    assert complete_lines(store) == checkpointed
+    assert not (workflow.results() / "judge/demo-judge/shards/0-of-1.parquet").exists()
+    assert not (workflow.results() / "judgments/demo-judge.parquet").exists()
+    assert "stopped by SIGTERM" in (workflow.path / "logs/demo/judge/demo-judge/0-of-1.log").read_text()
 
 
 def ranks_alive(workflow) -> list:

@@ -4,7 +4,11 @@ The job script holds the GPU lease and starts `python -m torch.distributed.run
 --standalone --nproc-per-node N -m genjudge.stages.tensor_judge JOB` with the lease's
 CUDA_VISIBLE_DEVICES; each rank runs run_judge on every item, rank 0 writes. The
 group's output (every rank's) goes to the job's log. The group dies with the job:
-torchrun gets SIGTERM when the job process dies, and stops its ranks.
+torchrun gets SIGTERM when the job process dies, and stops its ranks; a job told to stop
+(SIGINT, SIGTERM) tells torchrun so and waits STOP_SECONDS for the group before it kills
+what is left; and each rank dies with torchrun (torchrun starts each in a session of its
+own, so no signal to torchrun's group reaches them), so that no rank outlives its job to
+write outputs a later run would take as done.
 """
 
 from __future__ import annotations
@@ -21,15 +25,40 @@ from types import SimpleNamespace
 
 log = logging.getLogger(__name__)
 
+STOP_SECONDS = 3.0  # a stopped job's wait for torchrun to stop its ranks (within the job's own grace)
 
-def _die_with_parent() -> None:
-    """In the torchrun process: SIGTERM when the job process that started it dies (Linux)."""
+
+def _die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """`sig` to this process when the one that started it dies (Linux's PR_SET_PDEATHSIG)."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig)
     except OSError:
         pass
+
+
+def _stop_group(proc: subprocess.Popen, sig: int) -> None:
+    """Tell torchrun to stop (it passes `sig` to its ranks), and kill it and every rank still there
+    STOP_SECONDS later."""
+    import psutil
+
+    try:
+        group = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.Error:
+        group = []
+    try:
+        proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+    _, alive = psutil.wait_procs(group, timeout=STOP_SECONDS)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
+            continue
+    psutil.wait_procs(alive, timeout=STOP_SECONDS)
+    proc.wait()
 
 
 def launch(*, n: int, plugins_config: dict, threads: int, log_stream, lease, **judge_kwargs) -> None:
@@ -63,9 +92,15 @@ def launch(*, n: int, plugins_config: dict, threads: int, log_stream, lease, **j
         ]
         log.info("tensor-parallel judge: %s (CUDA_VISIBLE_DEVICES=%s)", " ".join(cmd), env.get("CUDA_VISIBLE_DEVICES"))
         log_stream.flush()
-        rc = subprocess.run(
-            cmd, env=env, stdout=log_stream, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
-        ).returncode
+        # subprocess.run would SIGKILL torchrun on a KeyboardInterrupt, orphaning its ranks.
+        proc = subprocess.Popen(cmd, env=env, stdout=log_stream, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        try:
+            rc = proc.wait()
+        except BaseException:
+            from genjudge.cluster import interrupt
+
+            _stop_group(proc, interrupt.stopped() or signal.SIGTERM)
+            raise
     if rc != 0:
         raise RuntimeError(
             f"the tensor-parallel judge group of {n} ranks failed (exit {rc}); its ranks' output is above"
@@ -74,6 +109,10 @@ def launch(*, n: int, plugins_config: dict, threads: int, log_stream, lease, **j
 
 def main(path: str) -> int:
     """One rank of the group."""
+    parent = os.getppid()
+    _die_with_parent(signal.SIGKILL)  # torchrun gone (SIGKILLed, say): so is this rank, before it writes
+    if os.getppid() != parent:  # it died before the line above
+        return 1
     from genjudge.engine import collector
 
     collector.pause()  # until the model is loaded (genjudge.engine.collector)
