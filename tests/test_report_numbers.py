@@ -374,20 +374,23 @@ def test_a_cell_with_no_parsed_verdict_fails_and_one_over_a_fifth_unparsed_is_wa
     assert "| b/data | j | parse j | NoVerdictParsed: none of the 12 verdicts" in md
 
 
-def _one_cell_summary(df, report=None):
+def _one_cell_summary(df, report=None, judge=None, generators=("a",), study=False):
+    """summary_of on one judge's judgments (the checks of what the judge parsed with it): the run's
+    summary, and with `study` its report.md too."""
     from genjudge.stages.report import summary_of
 
     cfg = defaults(
         run="numbers",
         dataset={"path": "data.jsonl"},
         generator={"model": "g"},
-        generators={"a": {}},
+        generators={g: {} for g in generators},
         datasets={"data": {}},
-        judge={"model": "j"},
+        judge={"model": "j", **(judge or {})},
         **({"report": report} if report else {}),
     )
-    meta = GenerateMeta(generator="a", dataset="data", started_at=0.0, finished_at=1.0)
-    return summary_of(cfg, {"j": df}, [meta], {"j": JudgeMeta(started_at=0.0, finished_at=1.0)})[0]
+    metas = [GenerateMeta(generator=g, dataset="data", started_at=0.0, finished_at=1.0) for g in generators]
+    run, _, st = summary_of(cfg, {"j": df}, metas, {"j": JudgeMeta(started_at=0.0, finished_at=1.0)})
+    return (run, st.markdown("# Report\n")) if study else run
 
 
 def test_a_judge_that_parses_none_of_its_own_fails_the_cell_though_rules_gave_verdicts():
@@ -431,6 +434,34 @@ def test_the_unparsed_warning_is_over_the_judges_own_verdicts_not_the_rules():
         "measures are over the 22 answers with a verdict only (20 of them decided by rules or "
         "report.unfinished_reasoning)."
     )
+
+
+def test_a_judge_whose_verdicts_flip_with_the_order_is_warned_of_and_its_own_ties_told_apart():
+    """12 pairs: 7 verdicts flipped with the answers' order (counted as ties), 1 tie both ways, 4 wins
+    both ways: consistency 5 of 12, under a half: a warning that says 8 ties, 1 the judge's own. With 6
+    flips of 12, a half, no warning."""
+
+    def pairs(ties, flipped):
+        flips = (["win", "loss"] * flipped)[:flipped]
+        return judgments(
+            "a",
+            ["win"] * 4 + ["tie"] * (ties + flipped),
+            opponent="base",
+            position_consistent=[True] * (4 + ties) + [False] * flipped,
+            outcome_order0=["win"] * 4 + ["tie"] * ties + flips,
+            outcome_order1=["win"] * 4 + ["tie"] * ties + [{"win": "loss", "loss": "win"}[o] for o in flips],
+        )
+
+    pairwise = {"mode": "pairwise", "baseline": "base"}
+    run, md = _one_cell_summary(pairs(1, 7), judge=pairwise, generators=("a", "base"), study=True)
+    (w,) = run.warnings
+    assert w == (
+        "a/data vs base (judge j): the verdict changed with the answers' order in 7 of 12 pairs (position "
+        "consistency 41.7%); each such pair counts as a tie, as FastChat counts it, so of the 8 ties only 1 were "
+        "the judge's own, and the win rate is drawn toward 50% by the judge's position bias."
+    )
+    assert f"> **Warning:** {w}" in md
+    assert not _one_cell_summary(pairs(2, 6), judge=pairwise, generators=("a", "base")).warnings
 
 
 def test_counts_say_what_they_count_items_once_verdicts_over_cells():

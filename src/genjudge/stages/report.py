@@ -502,6 +502,7 @@ def summary_of(config: dict, judgments: dict, gen_metas: list, judge_metas: dict
 
 
 UNPARSED_WARN = 0.2  # a cell with more of its answers unparsed than this gets a warning at the top of the page
+POSITION_WARN = 0.5  # a pairwise cell whose verdicts held under swapping the answers less often than this: a warning
 EXAMPLE_CHARS = 300  # of a judge's raw output, in a failed cell's error
 
 
@@ -579,6 +580,17 @@ def unparsed_checks(config: dict, cells: dict) -> tuple[list[dict], list[str]]:
                 f"{cell} (judge {judge}): {s.n_unparsed} of {s.n_answers} answers ({pct(s.unparsed_rate)}) got "
                 f"no verdict, most often: {cause} ({k}); the measures are over the {s.n_judged} with one only."
             )
+        if "position_consistent" in df:
+            both = df["position_consistent"][df["verdict"].notna() & df["position_consistent"].notna()]
+            flipped = int((~both.astype(bool)).sum())
+            if len(both) and flipped / len(both) > 1 - POSITION_WARN:
+                said = int((df["verdict"] == "tie").sum()) - flipped
+                warnings.append(
+                    f"{cell} (judge {judge}): the verdict changed with the answers' order in {flipped} of "
+                    f"{len(both)} pairs (position consistency {pct(1 - flipped / len(both))}); each such pair "
+                    f"counts as a tie, as FastChat counts it, so of the {said + flipped} ties only {said} were "
+                    "the judge's own, and the win rate is drawn toward 50% by the judge's position bias."
+                )
     return failed, warnings
 
 
