@@ -474,6 +474,19 @@ def final_outputs():
 STARTED = time.time()
 
 
+def report_again():
+    """While the last report lists failed cells, this command's invocation: the report is written again by
+    every run until no cell fails, so that the same command again, with nothing else to redo (a judge whose
+    verdicts did not parse, its pattern unchanged), ends with exit status 1 again (stop_if_failed) rather
+    than "Nothing to be done"; else None."""
+    try:
+        with open(f"{RESULTS}/report/summary.json", encoding="utf-8") as fh:
+            failed = json.load(fh).get("failed_cells")
+    except (OSError, ValueError):
+        return None
+    return os.environ.get(INVOCATION_ENV) if failed else None
+
+
 def stop_if_failed():
     """After a run that wrote the report: exit status 1 when it lists failed cells (genjudge.store.failures),
     as for any failed job; the report of the other cells is written."""

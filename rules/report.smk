@@ -44,5 +44,6 @@ rule report:
         judgments=all_judgments(),
         judge_meta=all_judge_metas(),
         workflow_dir=workflow.basedir,
+        again=report_again(),
     script:
         "../scripts/report.py"

@@ -128,6 +128,10 @@ def test_the_demo_panel_example_with_labels_and_rule_changes_that_rejudge_nothin
     assert planned_jobs(failed) == {"parse_verdicts": "1", "report": "1", "all": "1", "total": "3"}
     assert failed.returncode == 1 and "1 cell(s) failed and were not judged" in failed.stderr
     assert judge_files(workflow) == before
+    # The same command again redoes only the report (which lists the failed cell), and still says it failed.
+    again = workflow.run("--cores", "2", "--configfile", *never, check=False)
+    assert planned_jobs(again) == {"report": "1", "all": "1", "total": "2"}
+    assert again.returncode == 1 and "1 cell(s) failed and were not judged" in again.stderr
     s = json.loads((res / "report" / "summary.json").read_text())
     assert [(f["judge"], f["stage"]) for f in s["failed_cells"]] == [("lenient", "parse")]
     trio = s["validity"]["panels"]["trio"]
