@@ -291,6 +291,43 @@ def test_the_view_model_holds_what_each_section_shows(modes_page):
     assert [p.name for p in view.plots] == PLOTS
 
 
+def test_the_leaderboard_says_why_exact_match_is_not_shown_for_long_references(tmp_path):
+    """Two generators graded against long references: exact match is left out of each row ('-'), and a
+    note under the leaderboard says why, for each row."""
+    rng = np.random.default_rng(1)
+    cfg = defaults(
+        run="em",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={g: {} for g in GENS[:2]},
+        datasets={"data": {}},
+        judge={"model": "j", "mode": "score"},
+    )
+    exp = resolve(cfg)
+    parts = []
+    for g in GENS[:2]:
+        df = frame(rng, 12, g, "data")
+        df["reference"] = "The tides come from the moon's pull on the oceans and from the turning of the earth."
+        df["verdict"], df["unparsed_reason"] = "7", None
+        df["score"] = 7.0
+        parts.append(df)
+    gen_metas = [GenerateMeta(generator=g, dataset="data", started_at=0.0, finished_at=1.0) for g in GENS[:2]]
+    judge_metas = {"j": JudgeMeta(started_at=0.0, finished_at=1.0)}
+    run, cells = summarise_experiment(
+        exp, cfg, {"j": pd.concat(parts, ignore_index=True)}, gen_metas, judge_metas
+    )
+    summary = run.to_dict()
+    assert all(r["exact_match_shown"] is False for r in summary["leaderboard"])
+    note = summary["leaderboard"][0]["exact_match_note"]
+    assert "not short answers" in note
+    page = Page(summary, [Cell(k, s, df) for k, (s, df) in cells.items()], gen_metas, judge_metas, {}, ["0"])
+    write(page, tmp_path / "report.html", tmp_path / "plots")
+    html = (tmp_path / "report.html").read_text().replace("&#39;", "'")
+    for g in GENS[:2]:
+        assert f"Exact match not shown for {g} · data · j: {note}" in html
+    assert html.count("Exact match not shown for") == 2
+
+
 def test_the_page_escapes_what_it_shows():
     # Every text on the page comes from the run (names, judge outputs, summary keys): none may become markup.
     view = PageView(

@@ -313,6 +313,7 @@ def leaderboard_row(s: RunSummary, generator: str, dataset: str, judge: str, opp
         **modes.get(s.mode).leaderboard(s.to_dict()),
         "exact_match": s.exact_match,
         "exact_match_shown": s.exact_match_shown,
+        "exact_match_note": s.exact_match_note,  # why it is shown or not: the page's note under the leaderboard
     }
 
 
