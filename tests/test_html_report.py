@@ -205,3 +205,13 @@ def test_the_report_sets_the_time_model_against_each_job_and_a_plan_calibrates_f
     ), out
     assert re.search(r"decode (weights|\(compute bound\)): .* x [\d.]+ \(calibrated\)", out), out
     assert f"load: measured per job (results/demo, {SHARDS} job(s) on this CPU" in out
+    assert "calibrated on another device" not in out
+    # Planned for GPUs with the CPU run's figures: applied, and said to be an assumption that widens the margin.
+    out = genjudge_cli(
+        "plan", "--configfile", gpu_run.cfg, "--calibrate", "results/demo", "--gpus", "4xH100", cwd=gpu_run.path
+    ).stdout
+    assert re.search(
+        r"calibrated on another device: measured on this CPU \(\d+ of \d+ cores\), applied to NVIDIA H100", out
+    )
+    runtimes = re.findall(r"resources\.(?:generate|judge)\.runtime: about \d+ min \(.*", out)
+    assert len(runtimes) == 2 and not any("every figure it rests on was measured" in r for r in runtimes), out

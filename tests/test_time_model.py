@@ -477,6 +477,25 @@ def test_a_calibration_says_what_it_replaced_and_what_not():
     )
 
 
+def test_a_calibration_from_another_device_is_an_assumption_of_the_plan():
+    """A run on this CPU calibrates a plan for this CPU at any thread count; applied to an H100 its ratios
+    are an assumed kind of figure, which the runtime's margin widens for."""
+    from types import SimpleNamespace
+
+    from genjudge.planning.hardware import Calibration, gpu_type
+    from genjudge.stages.plan_roles import assumptions
+
+    cal = Calibration(source="results/pilot", load_seconds=2.0, devices=("this CPU (1 of 2 cores)",))
+    h100 = gpu_type("H100")
+    cpu = SimpleNamespace(name="this CPU (2 of 2 cores)", source="measured")
+    assert cal.measured_on(cpu) and not cal.measured_on(h100)
+    assert Calibration(source="old").measured_on(h100)  # no devices recorded: taken as it was
+    entry = SimpleNamespace(calibration=cal, read_rate=2e9, times={}, device=h100)
+    (said,) = assumptions(entry)
+    assert said.startswith(f"calibrated on another device: measured on this CPU (1 of 2 cores), applied to {h100.name}")
+    assert assumptions(SimpleNamespace(calibration=cal, read_rate=2e9, times={}, device=cpu)) == []
+
+
 def test_the_runtime_margin_grows_with_each_assumed_kind_of_figure():
     from genjudge.stages.plan_roles import margin, margin_text, runtime_minutes
 

@@ -329,6 +329,7 @@ def calibrate(job_checks: list[JobCheck], gens: list, source: str) -> RunCalibra
             search_seconds=search,
             compile_seconds=compiled,
             note=", ".join(parts) + f" ({len(cs)} job(s) on {', '.join(devices)})",
+            devices=tuple(devices),
         )
     answered: dict = {}
     for _, m in gens:

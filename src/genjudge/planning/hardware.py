@@ -205,3 +205,17 @@ class Calibration:
     search_seconds: float | None = None  # batch_size auto's probes, measured per job
     compile_seconds: float | None = None  # compiling, measured per job
     note: str = ""
+    devices: tuple[str, ...] = ()  # the devices its jobs ran on (a Device's name)
+
+    def measured_on(self, device) -> bool:
+        """Whether its jobs ran on this kind of device (any thread count of this CPU; a GPU by its name).
+        Unknown devices (an older calibration) count as the same."""
+        if not self.devices:
+            return True
+        kind = device_kind(getattr(device, "name", str(device)))
+        return any(device_kind(d) == kind for d in self.devices)
+
+
+def device_kind(name: str) -> str:
+    """A device's name without what does not change its figures' ratios: this CPU's thread count."""
+    return "this CPU" if name.startswith("this CPU") else name

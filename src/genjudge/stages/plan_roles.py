@@ -232,6 +232,12 @@ def assumptions(e) -> list[str]:
     unmeasured = sorted({s.split(":")[0] for t in e.times.values() for s in t.sources if "never measured" in s})
     if unmeasured and cal is None:
         out.append(f"engine constants never measured on this device ({', '.join(unmeasured)}: see constants)")
+    if cal is not None and not cal.measured_on(e.device):
+        out.append(
+            f"calibrated on another device: measured on {', '.join(cal.devices)}, applied to {e.device.name} (its "
+            "ratios and load seconds carry over only as far as the two are alike; a finished run on this device "
+            "measures them)"
+        )
     if str(getattr(e.device, "source", "")).startswith("assumed"):
         out.append(f"the GPU: {e.device.source}")
     return out
