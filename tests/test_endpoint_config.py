@@ -320,6 +320,10 @@ def test_the_plan_counts_answers_at_the_bound_the_requests_carry(tmp_path):
     assert time_plan["completion_tokens_per_job_at_most"] == 3 * 512 and "(max_new_tokens each, an upper bound)" in text
     text, time_plan = planned({"max_tokens": None})
     assert time_plan["completion_tokens_per_job_at_most"] == 3 * 512 and "though nothing bounds them" in text
+    # The time rests on an assumed latency: the runtime's margin is widened for it, and says so.
+    runtime = next(line for line in text.splitlines() if "resources.endpoint.runtime" in line)
+    assert "x1.5 x 1.5 per assumed kind of figure = x2.25; it rests on 1 assumed: latency: " in runtime
+    assert "every figure it rests on was measured" not in text
 
 
 # --- URLs, keys, names ------------------------------------------------------------------------------

@@ -313,9 +313,7 @@ def test_the_leaderboard_says_why_exact_match_is_not_shown_for_long_references(t
         parts.append(df)
     gen_metas = [GenerateMeta(generator=g, dataset="data", started_at=0.0, finished_at=1.0) for g in GENS[:2]]
     judge_metas = {"j": JudgeMeta(started_at=0.0, finished_at=1.0)}
-    run, cells = summarise_experiment(
-        exp, cfg, {"j": pd.concat(parts, ignore_index=True)}, gen_metas, judge_metas
-    )
+    run, cells = summarise_experiment(exp, cfg, {"j": pd.concat(parts, ignore_index=True)}, gen_metas, judge_metas)
     summary = run.to_dict()
     assert all(r["exact_match_shown"] is False for r in summary["leaderboard"])
     note = summary["leaderboard"][0]["exact_match_note"]
