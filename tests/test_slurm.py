@@ -444,7 +444,11 @@ def requeue_running_task(workflow, cluster, run: str, kw: dict, n: int) -> dict:
         return min(running, key=lambda j: int(j["array_task"])) if running else None
 
     first = wait_for(running_first, timeout=600, what="a running generation task")
-    shard = wait_for(lambda: shard_of_task(workflow, first), what=f"the shard of task {first['id']}")
+    # Shard 0 is falsy: wait for a shard found, not for a true one.
+    (shard,) = wait_for(
+        lambda: (s,) if (s := shard_of_task(workflow, first)) is not None else None,
+        what=f"the shard of task {first['id']}",
+    )
 
     # Its own records, not the other task's: the tasks may start far apart, and a task whose items are
     # all done before the requeue would resume everything and compute nothing.
