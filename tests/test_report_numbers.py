@@ -464,6 +464,15 @@ def test_a_judge_whose_verdicts_flip_with_the_order_is_warned_of_and_its_own_tie
     assert not _one_cell_summary(pairs(2, 6), judge=pairwise, generators=("a", "base")).warnings
 
 
+def test_partial_verdicts_are_counted_where_the_accuracy_leaves_them_out():
+    """6 correct, 4 partial, 2 incorrect: accuracy 50.0%, and a row says how many were PARTIAL."""
+    run, _, md = summarise(judgments("a", [C] * 6 + ["partial"] * 4 + [W] * 2), ["a"])
+    assert run.accuracy == pytest.approx(0.5)
+    assert "| verdicts (PARTIAL counts as not correct) | correct 6, partial 4, incorrect 2 |" in md
+    _, _, md = summarise(judgments("a", [C] * 6 + [W] * 6), ["a"])
+    assert "PARTIAL counts" not in md
+
+
 def test_counts_say_what_they_count_items_once_verdicts_over_cells():
     """Two generators on one dataset of 12 items, 3 samples each: 12 items (not 24), 2 cells, 72 verdicts."""
     run, _, md = summarise([judgments(g, TWELVE_BY_THREE, samples=3) for g in ("a", "b")], ["a", "b"])

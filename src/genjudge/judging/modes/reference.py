@@ -46,6 +46,14 @@ class Reference(JudgeMode):
 
     def headline(self, s: dict) -> list[tuple[str, str]]:
         rows = [("accuracy (judge, over parsed)", rate_text({"value": s["accuracy"], "ci95": s["accuracy_ci95"]}))]
+        said = s.get("verdict_counts") or {}
+        if said.get("partial"):  # the accuracy counts them as not correct: say how many there are
+            rows.append(
+                (
+                    "verdicts (PARTIAL counts as not correct)",
+                    ", ".join(f"{k} {said.get(k, 0)}" for k in ("correct", "partial", "incorrect")),
+                )
+            )
         if "mean_p_correct" in s:
             rows.append(("mean judge probability of CORRECT (logprob)", f"{s['mean_p_correct']:.3f}"))
         if s.get("exact_match_shown", True):
