@@ -473,6 +473,42 @@ def test_partial_verdicts_are_counted_where_the_accuracy_leaves_them_out():
     assert "PARTIAL counts" not in md
 
 
+def test_strengths_fitted_without_a_failed_pair_say_so():
+    """pairs: all over three generators; the judge parsed none of one pair's verdicts: that cell fails,
+    the table marks the strength column failed, and the strengths' section says which games it lacks."""
+    from genjudge.stages.report import summary_of
+
+    cfg = defaults(
+        run="numbers",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={g: {} for g in "abc"},
+        datasets={"data": {}},
+        judge={"model": "j", "mode": "pairwise", "pairs": "all"},
+    )
+    cells = resolve(cfg).cells("j")
+    frames = []
+    for i, cell in enumerate(cells):
+        verdicts = [None] * 12 if i == 0 else ["win"] * 7 + ["loss"] * 5
+        df = judgments(cell.generator, verdicts, opponent=cell.opponent, position_consistent=None if i == 0 else True)
+        df["outcome_order0"] = df["outcome_order1"] = verdicts
+        frames.append(df)
+    metas = [GenerateMeta(generator=g, dataset="data", started_at=0.0, finished_at=1.0) for g in "abc"]
+    run, by_cell, _ = summary_of(
+        cfg, {"j": pd.concat(frames, ignore_index=True)}, metas, {"j": JudgeMeta(started_at=0.0, finished_at=1.0)}
+    )
+    (failed,) = run.failed_cells
+    lost = f"{cells[0].generator} vs {cells[0].opponent}"
+    assert (failed["generator"], failed["opponent"], failed["stage"]) == (
+        cells[0].generator,
+        cells[0].opponent,
+        "parse",
+    )
+    md = render_experiment(run, by_cell, 3)
+    assert f"> **Warning:** fitted without the games of the failed cell(s) {lost} (see Failed cells)" in md
+    assert md.index("fitted without") > md.index("Bradley-Terry strengths: data (judge j)")
+
+
 def test_counts_say_what_they_count_items_once_verdicts_over_cells():
     """Two generators on one dataset of 12 items, 3 samples each: 12 items (not 24), 2 cells, 72 verdicts."""
     run, _, md = summarise([judgments(g, TWELVE_BY_THREE, samples=3) for g in ("a", "b")], ["a", "b"])

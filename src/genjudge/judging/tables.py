@@ -174,3 +174,12 @@ def markdown_table(head: list[str], rows: list[list[str]]) -> list[str]:
         return "| " + " | ".join(md_text(c) for c in cells) + " |"
 
     return [line(head), "|" + "---|" * len(head), *map(line, rows)]
+
+
+def failed_pairs(failed: list, judge: str, dataset: str) -> list[str]:
+    """The failed cells of `judge` on `dataset` ("a vs b"): games the Bradley-Terry fit went without."""
+    return [
+        f"{f['generator']}" + (f" vs {f['opponent']}" if f.get("opponent") else "")
+        for f in failed or []
+        if f.get("judge") == judge and f.get("dataset") == dataset
+    ]

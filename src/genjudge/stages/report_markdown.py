@@ -12,7 +12,7 @@ from genjudge.judging.headline import headline_rows, truncated_text
 from genjudge.judging.items import turn_table
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.judging.reasoning import LIMIT, unfinished_advice
-from genjudge.judging.tables import markdown_table, md_code, md_line, md_text
+from genjudge.judging.tables import failed_pairs, markdown_table, md_code, md_line, md_text
 from genjudge.stages import controlled
 from genjudge.store.records import RunSummary
 
@@ -90,7 +90,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     out += ["## Headline", "", "| measure | value |", "|---|---|"]
     out += [f"| {md_text(k)} | {md_text(v)} |" for k, v in headline_rows(s)]
     out += ["", intervals_note(s.n_answers != s.n_items), ""]
-    out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells)]
+    out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells, s.failed_cells)]
     out += controlled.markdown(s.across_cells)
     out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
     out += sampling_stats.markdown(s.metrics.get("samples"))
@@ -250,14 +250,23 @@ def leaderboard_markdown(rows: list[dict]) -> list[str]:
     return markdown_table(head, body)
 
 
-def strengths_markdown(across: dict) -> list[str]:
-    """The Bradley-Terry tables of every judge and dataset."""
+def strengths_markdown(across: dict, failed: list = ()) -> list[str]:
+    """The Bradley-Terry tables of every judge and dataset; `failed`: the run's failed cells, whose games
+    each table says it was fitted without."""
     out = []
     for judge, measures in across.items():
         for dataset, strengths in measures.get("bradley_terry", {}).items():
             out += [
                 f"### Bradley-Terry strengths: {md_text(dataset)} (judge {md_text(judge)})",
                 "",
+            ]
+            if gone := failed_pairs(failed, judge, dataset):
+                out += [
+                    f"> **Warning:** fitted without the games of the failed cell(s) {md_text(', '.join(gone))} "
+                    "(see Failed cells): every strength here lacks them, and the table marks this column failed.",
+                    "",
+                ]
+            out += [
                 "| generator | strength | 95% interval |",
                 "|---|---|---|",
             ]
@@ -293,7 +302,7 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
             "left out of every count and measure, listed under each cell's 'Skipped items'.",
             "",
         ]
-    out += strengths_markdown(run.across_cells)
+    out += strengths_markdown(run.across_cells, run.failed_cells)
     out += controlled.markdown(run.across_cells)
     out += paired.markdown(run.paired)
     for key, (s, df) in cells.items():
