@@ -50,37 +50,41 @@ def forward_to_jobs() -> None:
     """In the snakemake process: on SIGINT, send SIGINT to every process below this one, then raise
     KeyboardInterrupt as Python's default handler does (Snakemake then cancels the run). Nothing outside
     the main thread, where signals cannot be handled."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    previous = signal.getsignal(signal.SIGINT)
 
-    def handler(signum, frame):
-        _signal_children(signum)
-        if callable(previous) and previous not in (signal.SIG_IGN, signal.SIG_DFL):
-            previous(signum, frame)
-        else:
-            raise KeyboardInterrupt
+    def interrupt(previous):
+        raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, handler)
+    _forward(signal.SIGINT, interrupt)
 
 
 def forward_term_to_jobs() -> None:
     """In the snakemake process, after Snakemake's scheduler has installed its SIGTERM handler: on SIGTERM,
     send SIGTERM to every process below this one, then call that handler (or, where there was none, end
     as SIGTERM's default does)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    previous = signal.getsignal(signal.SIGTERM)
 
-    def handler(signum, frame):
-        _signal_children(signum)
-        if callable(previous):
-            previous(signum, frame)
-        elif previous != signal.SIG_IGN:
+    def terminate(previous):
+        if previous != signal.SIG_IGN:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, handler)
+    _forward(signal.SIGTERM, terminate)
+
+
+def _forward(signum: int, otherwise) -> None:
+    """On `signum`: signal every process below this one, then the handler installed before, or
+    `otherwise(previous)` where that was SIG_DFL or SIG_IGN. Only in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signum)
+
+    def handler(sig, frame):
+        _signal_children(sig)
+        if callable(previous):
+            previous(sig, frame)
+        else:
+            otherwise(previous)
+
+    signal.signal(signum, handler)
 
 
 def _signal_children(signum: int) -> None:

@@ -4,7 +4,7 @@ weights, no GPU; its requests, tokens, cost and time, each said as the estimate 
 from __future__ import annotations
 
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
-from genjudge.stages.plan_roles import Entry, margin_text, runtime_minutes
+from genjudge.stages.plan_roles import Entry, runtime_line
 
 STEP = "endpoint"  # the resources section of endpoint jobs
 
@@ -121,16 +121,7 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
         entry.assumptions = [
             f"latency: {e_cfg['latency_seconds']:g} s a request assumed (endpoint.latency_seconds), never measured"
         ]
-        want = runtime_minutes(longest, len(entry.assumptions))
-        lines.append(
-            f"  resources.{STEP}.runtime: about {want} min (the longest job's {longest / 60:.1f} min "
-            f"{margin_text(entry.assumptions)}: an estimate, not a measurement)"
-            + (
-                f"; the configured {config['resources'][STEP]['runtime']} min is LESS: raise resources.{STEP}.runtime"
-                if config["resources"][STEP]["runtime"] < want
-                else ""
-            )
-        )
+        lines.append(runtime_line(config, STEP, longest, entry.assumptions))
     entry.lines = lines
     entry.plan = {
         "name": name,

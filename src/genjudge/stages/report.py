@@ -527,7 +527,8 @@ def unparsed_checks(config: dict, cells: dict) -> tuple[list[dict], list[str]]:
         others = s.n_judged - n_parsed  # verdicts the rules or the unfinished-reasoning policy gave
         reasons = asked.loc[asked["verdict"].isna(), "unparsed_reason"].astype(str).map(lambda r: cause_of(r, None)[0])
         if n_asked and len(reasons):
-            cause, k = reasons.value_counts().index[0], int(reasons.value_counts().iloc[0])
+            most = reasons.value_counts()
+            cause, k = most.index[0], int(most.iloc[0])
         else:
             cause, k = next(iter(s.unparsed_reasons.items()), ("no verdict", s.n_unparsed))
         if s.n_judged == 0 or (n_asked and n_parsed == 0):
