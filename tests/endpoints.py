@@ -320,6 +320,7 @@ class FaultProxy:
         self.admitted: deque = deque()  # times of requests let through (rate limit)
         self.events: list = []  # (monotonic time, item, what)
         self.auth_seen: Counter = Counter()
+        self.busy = 0  # requests being handled (a killed client's among them, until they are answered)
         self.lock = threading.Lock()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -351,6 +352,14 @@ class FaultProxy:
         asyncio.run_coroutine_threadsafe(close(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
 
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until no request is being handled: those of a client killed while they were in flight
+        are still answered (and counted) by the proxy after the client is gone."""
+        deadline = time.monotonic() + timeout
+        while self.busy:
+            assert time.monotonic() < deadline, f"{self.busy} requests still handled after {timeout} s"
+            time.sleep(0.05)
+
     def reset(self) -> None:
         with self.lock:
             self.requests.clear()
@@ -368,7 +377,13 @@ class FaultProxy:
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)}
                 body = await reader.readexactly(int(headers.get("content-length", 0)))
-                keep = await self._handle(method, path, headers, body, writer)
+                with self.lock:
+                    self.busy += 1
+                try:
+                    keep = await self._handle(method, path, headers, body, writer)
+                finally:
+                    with self.lock:
+                        self.busy -= 1
                 if not keep or headers.get("connection", "").lower() == "close":
                     break
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
