@@ -436,7 +436,8 @@ def test_the_config_names_the_key_of_what_an_endpoint_cannot_do(tmp_path):
 class ChatStandIn:
     """A loopback chat completions API without a model: a prompt in `errors` gets that (status, body,
     headers) (a 200 with no body: the reply "ok"), every other prompt the reply "ok". Counts the
-    requests per prompt."""
+    requests per prompt. Two statuses that are no status: ("slow", seconds, {}) answers "ok" that much
+    later, ("cut", None, {}) a 200 whose JSON body stops half-way."""
 
     def __init__(self, errors: dict):
         self.errors = errors
@@ -451,6 +452,11 @@ class ChatStandIn:
                 prompt = req["messages"][-1]["content"]
                 standin.requests[prompt] = standin.requests.get(prompt, 0) + 1
                 status, payload, headers = standin.errors.get(prompt, (200, None, {}))
+                cut = status == "cut"
+                if status == "slow":
+                    time.sleep(payload)
+                if status in ("slow", "cut"):
+                    status, payload = 200, None
                 if status == 200 and payload is None:
                     payload = {
                         "id": "chatcmpl-1",
@@ -463,6 +469,7 @@ class ChatStandIn:
                         "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
                     }
                 data = json.dumps(payload).encode()
+                data = data[: len(data) // 2] if cut else data
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -608,6 +615,107 @@ def test_a_paid_answer_that_cannot_be_kept_counts_against_the_budget_now_and_in_
     assert e["budget_stopped"] and c.incomplete[1] == "not sent: max_cost_usd reached"
     assert standin.requests["empty"] == len(ledger.read_text().splitlines()) == round((total - FINE) / TRY) >= 8
     assert standin.requests["fine"] == 1
+
+
+def test_tries_with_no_answer_count_at_their_worst_case_so_that_the_budget_bounds_the_bill(chat_standin, tmp_path):
+    """A provider may bill a request whose answer the client never read (it timed out, or its 200 was
+    cut off): each such try counts at its worst case, now and in every rerun, so that no sequence of
+    attempts can pass max_cost_usd whatever was billed."""
+    from genjudge.engine.endpoint.tries import unsettled
+
+    standin = chat_standin({"slow": ("slow", 1.0, {}), "cut": ("cut", None, {})})
+    texts = ["fine", "slow", "cut"]
+    c, _ = endpoint_job(standin.url, tmp_path, texts, PRICED, max_attempts=2, timeout=0.3)
+    e = c.info["endpoint"]
+    assert standin.requests == {"fine": 1, "slow": 2, "cut": 2}
+    assert sorted(c.incomplete) == [1, 2] and e["given_up"] == {"timeout": 1, "truncated": 1}
+    assert e["unknown_outcome"] == 4 and e["cost_usd"] == pytest.approx(FINE)  # what came back
+    # The four tries' worst cases: each request's prompt bound (a token a byte at first, then the
+    # ratio the answers showed, with its margin) and its max_new_tokens.
+    assert 4 * 8 * 3500 / 1e6 < e["possibly_billed_usd"] < 4 * TRY * 3
+    ledger = tmp_path / "store" / "tries" / "w.jsonl"
+    assert unsettled(ledger) == (4, pytest.approx(e["possibly_billed_usd"]))
+    # Reruns count them as possibly billed by earlier attempts, and stop before the next worst case
+    # would pass the budget: never past it, counting every try that got no answer at its worst case.
+    total = e["cost_usd"] + e["possibly_billed_usd"]
+    for _ in range(20):
+        c, _ = endpoint_job(standin.url, tmp_path, texts, PRICED, max_attempts=2, timeout=0.3)
+        e = c.info["endpoint"]
+        assert e["possibly_billed_usd_earlier_attempts"] == pytest.approx(
+            unsettled(ledger)[1] - e["possibly_billed_usd"]
+        )
+        total += e["cost_usd"] + e["possibly_billed_usd"]
+        assert total <= 1.0
+        if e["budget_stopped"]:
+            break
+    assert e["budget_stopped"] and "not sent: max_cost_usd reached" in c.incomplete.values()
+    n, usd = unsettled(ledger)
+    assert n == standin.requests["slow"] + standin.requests["cut"] and usd + FINE <= 1.0
+    assert standin.requests["fine"] == 1
+    # The same budget again sends nothing.
+    before = dict(standin.requests)
+    c, _ = endpoint_job(standin.url, tmp_path, texts, PRICED, max_attempts=2, timeout=0.3)
+    assert standin.requests == before and c.info["endpoint"]["budget_stopped"]
+
+
+def test_a_request_that_never_left_is_not_counted_as_possibly_billed(tmp_path):
+    """Nothing listens on the port: a connection refused was never sent, and costs nothing."""
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on once this closes
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    c, store = endpoint_job(f"http://127.0.0.1:{port}/v1", tmp_path, ["a"], PRICED, max_attempts=2)
+    e = c.info["endpoint"]
+    assert e["requests"] == 2 and e["given_up"] == {"connection": 1}
+    assert e["unknown_outcome"] == 0 and e["possibly_billed_usd"] == 0
+    from genjudge.engine.endpoint.tries import unsettled
+
+    assert unsettled(tmp_path / "store" / "tries" / "w.jsonl") == (0, 0.0)
+
+
+KILLED_JOB = """
+import sys
+from genjudge.config.specs import spec_for
+from genjudge.engine.endpoint.run import EndpointPromptSet, complete_endpoint
+from genjudge.store.item_store import ItemStore
+
+url, store = sys.argv[1], sys.argv[2]
+endpoint = {"base_url": url, "check_capabilities": False, "max_wait": 3, "max_connections": 2}
+price = {"input_per_mtok": 3500.0, "output_per_mtok": 3500.0}
+spec = spec_for("generator", model="gpt-4.1-2025-04-14", engine="openai", max_new_tokens=8, endpoint=endpoint,
+                price=price, max_cost_usd=1.0)
+complete_endpoint(EndpointPromptSet(spec, "generate"), ["fine", "slow"], ["q0", "q1"], ItemStore(store, "w"), "s", None)
+"""
+
+
+def test_a_job_killed_while_a_request_is_in_flight_leaves_it_counted_for_the_rerun(chat_standin, tmp_path):
+    """SIGKILL gives the job no chance to record anything: the try was written down before it was sent,
+    and the rerun counts it at its worst case."""
+    import subprocess
+    import sys
+
+    from genjudge.engine.endpoint.tries import unsettled
+
+    standin = chat_standin({"slow": ("slow", 60.0, {})})
+    script = tmp_path / "job.py"
+    script.write_text(KILLED_JOB)
+    proc = subprocess.Popen([sys.executable, str(script), standin.url, str(tmp_path / "store")])
+    deadline = time.monotonic() + 60
+    while standin.requests.get("slow", 0) < 1 or standin.requests.get("fine", 0) < 1:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.2)  # "fine" answered and stored
+    proc.kill()
+    proc.wait(30)
+    ledger = tmp_path / "store" / "tries" / "w.jsonl"
+    n, usd = unsettled(ledger)
+    assert n == 1 and usd > 0  # the slow one: "fine" was answered and settled
+    standin.errors.clear()  # the provider answers again
+    c, _ = endpoint_job(standin.url, tmp_path, ["fine", "slow"], PRICED)
+    e = c.info["endpoint"]
+    assert e["possibly_billed_usd_earlier_attempts"] == pytest.approx(usd) and e["completed"] == 1
+    assert standin.requests == {"fine": 1, "slow": 2} and [r["output"] for r in c.results] == ["ok", "ok"]
 
 
 def test_a_failed_capability_probe_still_counts_what_its_tries_were_billed(chat_standin, tmp_path):

@@ -35,6 +35,9 @@ def endpoint_rows(gen_metas, judge_metas: dict) -> list[dict]:
                 "cost_usd": e["cost_usd"],
                 "cost_usd_earlier_attempts": e["cost_usd_earlier_attempts"],
                 "unkept": e.get("unkept", 0),  # metas written before it was counted lack it
+                "unknown_outcome": e.get("unknown_outcome", 0),
+                "possibly_billed_usd": e.get("possibly_billed_usd"),
+                "possibly_billed_usd_earlier_attempts": e.get("possibly_billed_usd_earlier_attempts"),
                 "max_cost_usd": e["max_cost_usd"],
                 "budget_stopped": e["budget_stopped"],
                 "seconds": e["seconds"],
@@ -63,6 +66,12 @@ def cost_text(r: dict) -> str:
         text += f" (+{_usd(r['cost_usd_earlier_attempts'])} earlier)"
     if r.get("unkept"):
         text += f", {r['unkept']} answer{'s' * (r['unkept'] > 1)} paid and not kept"
+    n, possibly = r.get("unknown_outcome", 0), r.get("possibly_billed_usd")
+    if n:  # timed out, dropped or cut off: a provider may bill them, and the budget counts them so
+        text += f", {n} tr{'ies' if n > 1 else 'y'} with no answer"
+        text += f" (possibly billed: up to {_usd(possibly)})" if possibly else ""
+    if r.get("possibly_billed_usd_earlier_attempts"):
+        text += f" (+up to {_usd(r['possibly_billed_usd_earlier_attempts'])} possibly billed earlier)"
     if r["max_cost_usd"] is not None:
         text += f" of {_usd(r['max_cost_usd'])}" + (": **budget reached**" if r["budget_stopped"] else "")
     return text

@@ -5,8 +5,9 @@ It imports no torch and reads no model files: the server applies its own chat te
 `settings` holds what the config says (`endpoint`, `price`, `max_cost_usd`) as typed data; `requests`
 turns a prompt into a request and a response into a result; `policy` decides what is retried, how long
 to wait and how many requests are in flight; `client` sends them; `cost` prices them and keeps the
-budget; `probe` checks what the configuration relies on before money is spent; `batch` sends them as
-provider batch files; `run` is the engine seam (`engine.completion.complete` hands it a job's prompts).
+budget; `tries` writes each try down before it is sent, so that one with no answer stays counted;
+`probe` checks what the configuration relies on before money is spent; `batch` sends them as provider
+batch files; `run` is the engine seam (`engine.completion.complete` hands it a job's prompts).
 
 May import: what `engine` may (errors, models, cluster, store, config, planning); never torch.
 """

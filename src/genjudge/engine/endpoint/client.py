@@ -22,6 +22,7 @@ from genjudge.engine.endpoint import policy
 from genjudge.engine.endpoint.cost import Budget, BudgetReached
 from genjudge.engine.endpoint.requests import Incomplete, LogprobVerdict, result, split
 from genjudge.engine.endpoint.settings import Endpoint, redact
+from genjudge.engine.endpoint.tries import Tries
 
 log = logging.getLogger("endpoint")
 PROGRESS_SECONDS = 10.0
@@ -37,6 +38,7 @@ class Report:
     unsent: list = field(default_factory=list)  # indices the budget stopped before they were sent
     refused: str | None = None  # a 4xx that every request would get: the job stops
     unkept: int = 0  # 200s billed and thrown away (no logprobs, no choice): retried, and counted as spent
+    unknown: int = 0  # tries sent with no answer (timed out, dropped, cut off, stopped in flight): possibly billed
     requests: int = 0  # tries sent, successes and failures
     retries: Counter = field(default_factory=Counter)  # cause -> failed tries that were retried
     given_up: Counter = field(default_factory=Counter)  # cause -> items left for a rerun
@@ -70,12 +72,22 @@ def api_errors():
         # The error's code tells a content filter or a spent quota from the other 4xx (some proxies keep only its type).
         code = exc.code or exc.type
         raise policy.classify(exc.status_code, str(exc.message), exc.response.headers, code) from None
-    except openai.APITimeoutError:
-        raise policy.Retry("timeout") from None
+    except openai.APITimeoutError as exc:
+        raise policy.Retry("timeout", unknown=reached_server(exc)) from None
     except openai.APIConnectionError as exc:
-        raise policy.Retry("connection", str(exc)) from None
+        raise policy.Retry("connection", str(exc), unknown=reached_server(exc)) from None
     except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
-        raise policy.Retry("truncated", str(exc)[:200]) from None
+        raise policy.Retry("truncated", str(exc)[:200], unknown=True) from None
+
+
+# The transport's errors of a request that never left (httpx's and httpx2's names): nothing was billed.
+NOT_SENT = frozenset({"ConnectError", "ConnectTimeout", "PoolTimeout"})
+
+
+def reached_server(exc: BaseException) -> bool:
+    """Whether a timeout or connection error came after the request was sent (the client's error
+    is raised from the transport's)."""
+    return type(exc.__cause__).__name__ not in NOT_SENT
 
 
 async def send_once(client, body: dict, verdict: LogprobVerdict | None, prefill: bool) -> dict:
@@ -108,9 +120,11 @@ class Sender:
         desc: str = "requests",
         seed: int = 0,
         on_unkept=None,
+        tries: Tries | None = None,
     ):
         self.endpoint = endpoint
         self.budget = budget
+        self.tries = tries or Tries(None)  # each try written before it is sent, settled once its outcome is known
         self.on_result = on_result  # (index, result) -> None, called before the next result is handled
         self.on_unkept = on_unkept  # (cost) -> None: a paid answer thrown away, recorded for later attempts
         self.verdict = verdict
@@ -135,6 +149,7 @@ class Sender:
                 await asyncio.gather(*(self._item(i, b) for i, b in enumerate(bodies)))
         finally:
             ticker.cancel()
+            self.tries.close()
         r = self.report
         r.seconds = time.monotonic() - t0
         r.lowest_concurrency = self.concurrency.lowest
@@ -153,7 +168,7 @@ class Sender:
             token = object()
             sent_at = await self.concurrency.acquire()  # then the budget: only what is in flight is set aside
             try:
-                self.budget.reserve(token, body)
+                at_most = self.budget.reserve(token, body)
             except BudgetReached as exc:
                 await self.concurrency.release()
                 if not self.stop.is_set():
@@ -168,13 +183,19 @@ class Sender:
                 return
             tries += 1
             r.requests += 1
+            tid = self.tries.sent(at_most)
             try:
                 res = await send_once(self.client, body, self.verdict, self.endpoint.prefill)
             except policy.Retry as exc:
                 if exc.usage is not None:  # billed though not kept: spent all the same
                     charge(self.budget, token, body, exc.usage, r, self.on_unkept)
+                    self.tries.settled(tid)
+                elif exc.unknown:  # may have been billed: its worst case stays counted, here and in later attempts
+                    self.budget.unknown(token)
+                    r.unknown += 1
                 else:
                     self.budget.release(token)
+                    self.tries.settled(tid)
                 await self.concurrency.release()
                 if exc.cause == "429":
                     self.concurrency.rate_limited(sent_at)
@@ -215,12 +236,14 @@ class Sender:
                 continue
             except policy.TooLong as exc:
                 self.budget.release(token)
+                self.tries.settled(tid)
                 await self.concurrency.release()
                 r.too_long[i] = redact(str(exc), self.secrets)[:500]
                 return
             except policy.Filtered as exc:
                 # This prompt's own text: the same request would be refused again, the other items may pass.
                 self.budget.release(token)
+                self.tries.settled(tid)
                 await self.concurrency.release()
                 why = f"refused by the provider's content filter (not retried): {redact(str(exc), self.secrets)[:500]}"
                 r.failed[i], r.given_up["content_filter"] = why, r.given_up["content_filter"] + 1
@@ -228,6 +251,7 @@ class Sender:
                 return
             except policy.Refused as exc:
                 self.budget.release(token)
+                self.tries.settled(tid)
                 await self.concurrency.release()
                 if r.refused is None:
                     r.refused = redact(str(exc), self.secrets)
@@ -235,8 +259,9 @@ class Sender:
                 self.stop.set()
                 r.unsent.append(i)
                 return
-            except BaseException:
-                self.budget.release(token)
+            except BaseException:  # stopped (Ctrl-C, SIGTERM) while in flight: it may be billed all the same
+                self.budget.unknown(token)
+                r.unknown += 1
                 await self.concurrency.release()
                 raise
             await self.concurrency.release()
@@ -245,7 +270,8 @@ class Sender:
             res["attempts"] = tries
             r.served_models[res.get("served_model")] += 1
             r.fingerprints[res.get("system_fingerprint")] += 1
-            self.on_result(i, res)
+            self.on_result(i, res)  # stored first: a kill between the two counts it twice, never not at all
+            self.tries.settled(tid)
             r.done += 1
             return
 
@@ -253,7 +279,11 @@ class Sender:
         while True:
             await asyncio.sleep(PROGRESS_SECONDS)
             r = self.report
-            spent = f", ${self.budget.spent:.4f} spent" if self.budget.price.known else ""
+            b = self.budget
+            spent = f", ${b.spent:.4f} spent" if b.price.known else ""
+            spent += (
+                f" and up to ${b.possibly:.4f} possibly billed by {r.unknown} tries with no answer" if r.unknown else ""
+            )
             log.info(
                 "%s: %d/%d done, %d in flight, %d waiting to retry, concurrency %d of %d, retries %s%s",
                 self.desc,

@@ -9,6 +9,10 @@ while a budget is kept: an endpoint's context length is not known here, and rese
 let it pass the budget many times over (the config check refuses such a budget before any job). A
 request whose worst case would pass the budget is not sent; the job then ends with the budget named
 as the reason, its stored results kept, and a rerun with a larger budget continues where it stopped.
+
+A try whose outcome is unknown (it timed out, its connection dropped after it was sent, its 200 was cut
+off, or the job stopped or died while it was in flight) may have been billed: its worst case stays
+counted, as `possibly`, so that the budget bounds what the provider can bill and not only what came back.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class Budget:
     _bytes: int = 0
     _tokens: int = 0
     stopped: bool = False
+    possibly: float = 0.0  # worst cases of tries whose outcome is unknown, this attempt's and earlier ones'
+    possibly_earlier: float = 0.0  # of `possibly`, earlier attempts'
     _reservations: dict = field(default_factory=dict)
 
     def worst_case(self, body: dict) -> float:
@@ -62,24 +68,33 @@ class Budget:
         """Whether requests like `bodies` could be sent now (False also marks the budget as reached)."""
         if self.limit is None or not self.price.known:
             return True
-        if self.spent + self.reserved + sum(self.worst_case(b) for b in bodies) > self.limit:
+        if self.committed + sum(self.worst_case(b) for b in bodies) > self.limit:
             self.stopped = True
             return False
         return True
 
-    def reserve(self, token, body: dict) -> None:
-        """Set the request's worst case aside, or raise BudgetReached (and remember that the budget stopped)."""
-        if self.limit is None or not self.price.known:
-            return
+    @property
+    def committed(self) -> float:
+        """What the job may have been billed so far, and what its requests in flight may add."""
+        return self.spent + self.possibly + self.reserved
+
+    def reserve(self, token, body: dict) -> float | None:
+        """Set the request's worst case aside, or raise BudgetReached (and remember that the budget
+        stopped). Returns the worst case (None where the price is unknown, or where no budget is kept
+        and the request has no bound on its output)."""
+        if not self.price.known or (self.limit is None and max_output_tokens(body) is None):
+            return None
         cost = self.worst_case(body)
-        if self.spent + self.reserved + cost > self.limit:
+        if self.limit is not None and self.committed + cost > self.limit:
             self.stopped = True
+            unknown = f", ${self.possibly:.4f} possibly billed by tries with no answer" if self.possibly else ""
             raise BudgetReached(
-                f"max_cost_usd {self.limit:g}: spent ${self.spent:.4f} (${self.earlier:.4f} of it by earlier attempts), "
-                f"${self.reserved:.4f} in flight, and the next request may cost up to ${cost:.4f}"
+                f"max_cost_usd {self.limit:g}: spent ${self.spent:.4f} (${self.earlier:.4f} of it by earlier attempts)"
+                f"{unknown}, ${self.reserved:.4f} in flight, and the next request may cost up to ${cost:.4f}"
             )
         self._reservations[token] = cost
         self.reserved += cost
+        return cost
 
     def hold(self, token, body: dict) -> None:
         """Set a request's worst case aside whatever the budget says: one already sent (a batch an
@@ -91,7 +106,15 @@ class Budget:
         self.reserved += cost
 
     def release(self, token) -> None:
+        """A try that was not billed (refused, rate limited, a server error, never sent)."""
         self.reserved -= self._reservations.pop(token, 0.0)
+
+    def unknown(self, token) -> float:
+        """A try whose outcome is unknown: its worst case counts from now on as possibly billed."""
+        cost = self._reservations.pop(token, 0.0)
+        self.reserved -= cost
+        self.possibly += cost
+        return cost
 
     def paid(self, token, body: dict, prompt_tokens: int, completion_tokens: int, batch=None) -> float | None:
         """Record a response's usage; its cost (None where the price is unknown). `batch`: whether it
@@ -112,3 +135,8 @@ class Budget:
         if cost:
             self.spent += cost
             self.earlier += cost
+
+    def stored_unknown(self, cost: float) -> None:
+        """A try of an earlier attempt whose outcome is unknown (tries.unsettled)."""
+        self.possibly += cost
+        self.possibly_earlier += cost

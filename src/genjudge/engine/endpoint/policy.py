@@ -71,13 +71,16 @@ class Refused(Exception):
 class Retry(Exception):
     """A failed try worth another: `cause` names it in the log and the meta; `after` is the server's
     requested wait in seconds, where it said one; `usage`: the (prompt, completion) tokens a 200 that
-    could not be kept was billed, which the budget counts."""
+    could not be kept was billed, which the budget counts; `unknown`: the request reached the server and
+    no usage came back (a timeout while it answered, a dropped connection, a cut-off 200), so it may
+    have been billed."""
 
-    def __init__(self, cause: str, message: str = "", after: float | None = None, usage=None):
+    def __init__(self, cause: str, message: str = "", after: float | None = None, usage=None, unknown=False):
         super().__init__(f"{cause}: {message}" if message else cause)
         self.cause = cause
         self.after = after
         self.usage = usage
+        self.unknown = unknown
 
 
 def duration(text: str | None) -> float | None:

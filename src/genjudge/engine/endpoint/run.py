@@ -18,6 +18,7 @@ from pathlib import Path
 from genjudge.engine.endpoint.cost import Budget
 from genjudge.engine.endpoint.requests import LogprobVerdict, body, messages, with_prefill
 from genjudge.engine.endpoint.settings import Endpoint
+from genjudge.engine.endpoint.tries import Tries, ledger_path, unsettled
 from genjudge.errors import InputError
 from genjudge.models.endpoints import identity
 from genjudge.store.item_store import item_key
@@ -111,12 +112,20 @@ def complete_endpoint(
             budget.stored(rec.get("cost_usd"))
     # ... and what they paid for and did not store: their capability probes, and answers thrown away
     probes, unkept = (Path(store.directory) / d / f"{store.writer}.jsonl" for d in ("probes", "unkept"))
+    tried = ledger_path(store.directory, store.writer)  # tries sent, settled once their outcome is known
     if not pset._probes_counted:
         pset._probes_counted = True
         for ledger in (probes, unkept):
             if ledger.exists():
                 for line in ledger.read_text().splitlines():
                     budget.stored(json.loads(line)["cost_usd"] if line.strip() else 0.0)
+        # ... and, at their worst case, their tries that may have been billed: no answer, or killed in flight
+        n_unknown, usd = unsettled(tried)
+        if n_unknown:
+            budget.stored_unknown(usd)
+            log.info(
+                "%s: %d tries of earlier attempts got no answer: up to $%.4f possibly billed", desc, n_unknown, usd
+            )
     setup, pset.setup_seconds = pset.setup_seconds, 0.0
     stats, too_long, incomplete, computed = None, {}, {}, 0
     t1 = time.monotonic()
@@ -134,7 +143,11 @@ def complete_endpoint(
         first += [probe_body(spec, ep, pset.verdict)] * tries(spec, pset.verdict)
     if todo and not budget.affords(*first):  # not even the probe and one request can be sent
         log.warning(
-            "%s: max_cost_usd %g reached (spent $%.4f); no request is sent", desc, ep.max_cost_usd, budget.spent
+            "%s: max_cost_usd %g reached (spent $%.4f, possibly billed $%.4f); no request is sent",
+            desc,
+            ep.max_cost_usd,
+            budget.spent,
+            budget.possibly,
         )
         incomplete = {i: "not sent: max_cost_usd reached" for i, k in enumerate(keys) if k in queued}
         stats = endpoint_stats(pset, None, budget)
@@ -185,7 +198,16 @@ def complete_endpoint(
         else:
             from genjudge.engine.endpoint.client import Sender
 
-            sender = Sender(ep, budget, on_result, pset.verdict, names, desc, on_unkept=lambda c: spent_on(unkept, c))
+            sender = Sender(
+                ep,
+                budget,
+                on_result,
+                pset.verdict,
+                names,
+                desc,
+                on_unkept=lambda c: spent_on(unkept, c),
+                tries=Tries(tried if ep.price.known else None),
+            )
         report = sender.run(bodies, key)
         computed = report.done
         if report.refused:
@@ -273,6 +295,11 @@ def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget) -> dict:
         "lowest_concurrency": None,
         "rate_limit_cuts": 0,
         "unkept": 0,  # answers billed and thrown away (no logprobs, no choice), counted in cost_usd
+        # Tries with no answer (timed out, dropped, cut off, stopped in flight), which a provider may bill:
+        # their worst case, counted against max_cost_usd beside cost_usd.
+        "unknown_outcome": 0,
+        "possibly_billed_usd": round(budget.possibly - budget.possibly_earlier, 6) if ep.price.known else None,
+        "possibly_billed_usd_earlier_attempts": round(budget.possibly_earlier, 6) if ep.price.known else None,
     }
     if report is not None:
         out.update(
@@ -290,13 +317,24 @@ def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget) -> dict:
             lowest_concurrency=report.lowest_concurrency,
             rate_limit_cuts=report.rate_limit_cuts,
             unkept=report.unkept,
+            unknown_outcome=getattr(report, "unknown", 0),
         )
         if getattr(report, "batches", None) is not None:
             out["batches"] = report.batches
     return out
 
 
-SUMMED = ("requests", "completed", "too_long", "not_sent", "wait_seconds", "seconds", "rate_limit_cuts", "unkept")
+SUMMED = (
+    "requests",
+    "completed",
+    "too_long",
+    "not_sent",
+    "wait_seconds",
+    "seconds",
+    "rate_limit_cuts",
+    "unkept",
+    "unknown_outcome",
+)
 
 
 def merged_stats(parts: list[dict]) -> dict:
@@ -307,7 +345,7 @@ def merged_stats(parts: list[dict]) -> dict:
         return parts[0] if parts else {}
     out = dict(parts[-1])
     for name in SUMMED:
-        out[name] = sum(p[name] or 0 for p in parts)
+        out[name] = sum(p.get(name) or 0 for p in parts)  # metas before a count was added lack it
     for name in ("retries", "given_up", "served_models", "system_fingerprints"):
         out[name] = dict(sum((Counter(p[name]) for p in parts), Counter()))
     out["budget_stopped"] = any(p["budget_stopped"] for p in parts)
