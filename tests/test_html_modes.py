@@ -326,6 +326,68 @@ def test_the_leaderboard_says_why_exact_match_is_not_shown_for_long_references(t
     assert html.count("Exact match not shown for") == 2
 
 
+def test_a_page_of_several_cells_shows_each_cells_headline_as_report_md_does(tmp_path):
+    """With several cells the leaderboard is the page's headline, and each cell's headline rows, which
+    the leaderboard's columns leave out (how the verdicts were decided, PARTIAL verdicts counted as not
+    correct, labels applied to answers that differ), are on the page too: the rows report.md gives."""
+    import html as html_lib
+
+    from genjudge.judging.headline import headline_rows
+    from genjudge.judging.tables import md_text
+    from genjudge.stages.report_markdown import render_experiment
+
+    rng = np.random.default_rng(3)
+    cfg = defaults(
+        run="cells",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={g: {} for g in GENS[:2]},
+        datasets={"data": {}},
+        judge={"model": "j"},
+    )
+    exp = resolve(cfg)
+    parts = []
+    for k, g in enumerate(GENS[:2]):
+        df = frame(rng, 20, g, "data")
+        df["verdict"] = rng.choice(["correct", "incorrect", "partial"], 20, p=[0.5, 0.3, 0.2])
+        df.loc[: 3 + k, "decided_by"] = "rule"  # the cascade's rules decided some: 4 of alpha's, 5 of beta's
+        df["unparsed_reason"] = None
+        parts.append(df)
+    gen_metas = [GenerateMeta(generator=g, dataset="data", started_at=0.0, finished_at=1.0) for g in GENS[:2]]
+    judge_metas = {"j": JudgeMeta(started_at=0.0, finished_at=1.0)}
+    run, cells = summarise_experiment(exp, cfg, {"j": pd.concat(parts, ignore_index=True)}, gen_metas, judge_metas)
+    differing = {"n_labels": 3, "n_answers": 6, "generators": ["alpha", "beta"]}
+    human = {"labels": "labels.jsonl", "n_labelled": 6, "agreement": {"value": 0.5, "ci95": [0.2, 0.8], "n": 6}}
+    human.update(
+        n_items=20, n_judged=6, n_unparsed=0, kind="reference", confusion={}, labels_on_differing_answers=differing
+    )
+    summary = run.to_dict()
+    summary["validity"] = {"judges": {"j": {"human": human}}}
+    page = Page(summary, [Cell(k, s, df) for k, (s, df) in cells.items()], gen_metas, judge_metas, {}, ["0"])
+    view = write(page, tmp_path / "report.html", tmp_path / "plots")
+    page_html = (tmp_path / "report.html").read_text()
+    md = render_experiment(run, cells, 3)
+    headline = view.section("headline")
+    assert headline.summary is None and [label for label, _ in headline.cells] == [
+        "alpha · data · j",
+        "beta · data · j",
+    ]
+    for (label, table), (s, _) in zip(headline.cells, cells.values()):
+        rows = [list(r) for r in headline_rows(s)]
+        assert table.rows == rows and f"<summary>{html_lib.escape(label)}</summary>" in page_html
+        for k, v in rows:  # report.md's cell section has the same rows, and the page shows them
+            assert f"| {md_text(k)} | {md_text(v)} |" in md
+            assert f"<td>{html_lib.escape(k)}</td><td>{html_lib.escape(v)}</td>" in page_html
+    decided = [dict(t.rows)["decided by"] for _, t in headline.cells]
+    assert [re.search(r"rule: (\d+)", d).group(1) for d in decided] == ["4", "5"]
+    assert all("verdicts (PARTIAL counts as not correct)" in dict(t.rows) for _, t in headline.cells)
+    assert page_html.count('<details class="cell-headline" open>') == 2
+    # The labels-on-differing-answers warning, as report.md's validity section has it.
+    warning = "judge j: 3 labels of labels.jsonl were each applied to answers that differ"
+    assert warning in view.section("human").warnings[0]
+    assert f"Warning: {warning}" in page_html
+
+
 def test_the_page_escapes_what_it_shows():
     # Every text on the page comes from the run (names, judge outputs, summary keys): none may become markup.
     view = PageView(

@@ -13,7 +13,7 @@ import pandas as pd
 from genjudge.judging import agreement as human_agreement
 from genjudge.judging import modes, tables
 from genjudge.judging import paired as paired_diffs
-from genjudge.judging.headline import headline_rows, labelled_text, truncated_text
+from genjudge.judging.headline import differing_text, headline_rows, labelled_text, truncated_text
 from genjudge.judging.modes.base import pct, rate_text
 from genjudge.report_html import plots
 from genjudge.report_html.view import (
@@ -39,9 +39,13 @@ from genjudge.report_html.view import (
 
 class ResultSections:
     def headline(self) -> Headline:
-        summary = None
+        summary, per_cell = None, []
         if len(self.cells) == 1:
             summary = Table(["measure", "value"], [list(r) for r in headline_rows(self.cells[0].summary)], "narrow")
+        else:  # what the leaderboard's columns leave out (rule-decided counts, PARTIAL verdicts, warnings): as report.md
+            for c in self.cells:
+                rows = [list(r) for r in headline_rows(c.summary)]
+                per_cell.append((self.cell_label(c), Table(["measure", "value"], rows, "narrow")))
         measures = self.measures()
         pairwise = any(r.get("opponent") for r in self.rows)
         answers = self.several_answers()
@@ -84,6 +88,7 @@ class ResultSections:
             exact_match_overlay=not all(modes.get(r["mode"]).needs_baseline for r in self.rows),
             several_modes=len({r["mode"] for r in self.rows}) > 1,
             exact_match_notes=list(dict.fromkeys(em_notes)),
+            cells=per_cell,
         )
 
     def category_frame(self) -> pd.DataFrame:
@@ -233,8 +238,14 @@ class ResultSections:
             plot = self.plot("judge_vs_human", plots.confusions(mats[:12], xlabel="human label"))
         matrices = mats
         pairwise, length = self.bias(v)
+        differing = [
+            differing_text(kind, name, e["human"])
+            for kind, entries in (("judge", v.get("judges") or {}), ("panel", v.get("panels") or {}))
+            for name, e in entries.items()
+            if ((e or {}).get("human") or {}).get("labels_on_differing_answers")
+        ]
         view = Human(
-            warnings=list(v.get("self_preference") or []),
+            warnings=[*(v.get("self_preference") or []), *differing],
             agreement=agreement,
             plot=plot,
             bias_pairwise=pairwise,

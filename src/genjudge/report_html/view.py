@@ -73,6 +73,7 @@ SHOWN = {
     "per_turn",
 }
 PLOT_STUDY = "models_by_benchmarks"  # plots/models_by_benchmarks.png
+CELLS_OPEN = 6  # cells whose headlines the page shows unfolded
 ROW_KEYS = ("generator", "dataset", "judge", "opponent", "mode", "n_items", "n_judged", "n_unparsed", "exact_match")
 
 
@@ -123,7 +124,13 @@ class Headline:
     exact_match_overlay: bool  # some rows' plots carry normalised exact match
     several_modes: bool
     exact_match_notes: list[str] = field(default_factory=list)  # why exact match is not shown for a row
+    cells: list = field(default_factory=list)  # (label, Table): each cell's headline, where there are several
     ident = "headline"
+
+    @property
+    def cells_open(self) -> bool:
+        """Each cell's headline unfolded, up to CELLS_OPEN cells (more: one click each)."""
+        return len(self.cells) <= CELLS_OPEN
 
 
 @dataclass
