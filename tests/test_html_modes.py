@@ -388,6 +388,41 @@ def test_a_page_of_several_cells_shows_each_cells_headline_as_report_md_does(tmp
     assert f"Warning: {warning}" in page_html
 
 
+def test_the_strengths_plot_says_when_it_was_fitted_without_a_failed_pair(tmp_path):
+    """A pairwise judge's cell beta vs gamma failed: the strengths were fitted without its games, and
+    the page's plot says so in its panel's title and in a warning beside it, as report.md's table does."""
+    from genjudge.stages.report_markdown import strengths_markdown
+
+    rng = np.random.default_rng(4)
+    cfg = defaults(
+        run="bt",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={g: {} for g in GENS},
+        datasets={"data": {}},
+        judge={"model": "j"},
+        judges={"pairs": {"mode": "pairwise", "pairs": "all"}},
+    )
+    exp = resolve(cfg)
+    judged = pairwise_judgments(rng)
+    judged = judged[~((judged["generator"] == "beta") & (judged["opponent"] == "gamma"))]
+    gen_metas, judge_metas = metas()
+    run, cells = summarise_experiment(exp, cfg, {"pairs": judged}, gen_metas, judge_metas)
+    summary = run.to_dict()
+    failed = {**FAILED, "generator": "beta", "opponent": "gamma", "judge": "pairs", "stage": "judge"}
+    summary["failed_cells"] = [failed]
+    page = Page(summary, [Cell(k, s, df) for k, (s, df) in cells.items()], gen_metas, judge_metas, {}, ["0"])
+    view = write(page, tmp_path / "report.html", tmp_path / "plots")
+    (warning,) = view.section("distributions").strengths_warnings
+    assert "judge pairs on dataset data were fitted without the games of the failed cell(s) beta vs gamma" in warning
+    assert f"Warning: {warning}" in (tmp_path / "report.html").read_text()
+    assert any("beta vs gamma" in line for line in strengths_markdown(run.across_cells, [failed]))
+    # With no failed cell the plot has no such warning.
+    summary["failed_cells"] = []
+    page = Page(summary, [Cell(k, s, df) for k, (s, df) in cells.items()], gen_metas, judge_metas, {}, ["0"])
+    assert write(page, tmp_path / "clean.html", tmp_path / "plots2").section("distributions").strengths_warnings == []
+
+
 def test_the_page_escapes_what_it_shows():
     # Every text on the page comes from the run (names, judge outputs, summary keys): none may become markup.
     view = PageView(

@@ -174,15 +174,22 @@ class ResultSections:
         wtl = [(self.cell_label(c), c.row) for c in self.cells if c.row.get("opponent") or "win" in c.row]
         if wtl:
             outcomes_plot = self.plot("outcomes", plots.outcomes(wtl))
-        per = []
+        per, warnings = [], []
         for judge, m in (self.s.get("across_cells") or {}).items():
             for dataset, st in (m.get("bradley_terry") or {}).items():
-                per.append((f"Bradley-Terry strengths · dataset {dataset} · judge {judge}", st))
+                title = f"Bradley-Terry strengths · dataset {dataset} · judge {judge}"
+                if gone := tables.failed_pairs(self.s.get("failed_cells"), judge, dataset):
+                    title += f" · without failed {', '.join(gone)}"
+                    warnings.append(
+                        f"the Bradley-Terry strengths of judge {judge} on dataset {dataset} were fitted without the "
+                        f"games of the failed cell(s) {', '.join(gone)} (see Failed cells): every strength lacks them."
+                    )
+                per.append((title, st))
         if per:
             strengths_plot = self.plot("strengths", plots.strengths(per))
         if not (scores_plot or outcomes_plot or strengths_plot):
             return None
-        return Distributions(scores_plot, outcomes_plot, strengths_plot)
+        return Distributions(scores_plot, outcomes_plot, strengths_plot, warnings)
 
     def confusion(self) -> Confusion | None:
         mats, agree = [], []

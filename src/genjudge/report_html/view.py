@@ -146,6 +146,7 @@ class Distributions:
     scores: Plot | None
     outcomes: Plot | None
     strengths: Plot | None
+    strengths_warnings: list[str] = field(default_factory=list)  # a fit that went without a failed cell's games
     ident = "distributions"
 
 
