@@ -170,8 +170,17 @@ def _parsed(df):
     return df[df["verdict"].notna()]
 
 
-def mode_measures(df: pd.DataFrame, mode: str, item=("id",)) -> dict:
-    """The mode's measures over rows `df` (a cell, a category, a turn, a panel), clustered by `item`."""
+def within(m: dict, score_range) -> dict:
+    """A mean score's interval cut at the ends of the scale: no mean lies past them."""
+    if score_range is None or not m["ci95"]:
+        return m
+    lo, hi = m["ci95"]
+    return {**m, "ci95": [max(lo, float(score_range[0])), min(hi, float(score_range[1]))]}
+
+
+def mode_measures(df: pd.DataFrame, mode: str, item=("id",), score_range=None) -> dict:
+    """The mode's measures over rows `df` (a cell, a category, a turn, a panel), clustered by `item`;
+    a mean score's interval kept within `score_range`."""
     parsed = _parsed(df)
     groups = item_keys(parsed, item)
     if mode == "reference":
@@ -185,7 +194,7 @@ def mode_measures(df: pd.DataFrame, mode: str, item=("id",)) -> dict:
     if mode == "score":
         scores = pd.to_numeric(parsed["verdict"], errors="coerce")
         return {
-            "mean_score": cluster_mean(scores, groups),
+            "mean_score": within(cluster_mean(scores, groups), score_range),
             "score_counts": {f"{k:g}": int(v) for k, v in sorted(Counter(scores).items())},
         }
     # AlpacaEval's and Arena's win rate: a win 1, a tie 0.5, a loss 0, averaged over the verdicts
@@ -344,7 +353,7 @@ def cell_figures(df: pd.DataFrame, mode: str, dataset: dict, score_range) -> dic
         "truncated_rate": float(cut.mean()) if n else None,
         "exact_match": exact_match(df),
         "exact_match_shown": exact_match_shown(df, dataset),
-        **mode_measures(df, mode),
+        **mode_measures(df, mode, score_range=score_range),
         "n_reasoning_unfinished": int(unclosed.sum()),
         "reasoning_unfinished_counted_as": next(iter(df.loc[unclosed & df["verdict"].notna(), "verdict"]), None),
     }
@@ -372,10 +381,12 @@ def cell_figures(df: pd.DataFrame, mode: str, dataset: dict, score_range) -> dic
             **counts(g),
             "n_truncated": int(truncated(g).sum()),
             "exact_match": exact_match(g),
-            **mode_measures(g, mode),
+            **mode_measures(g, mode, score_range=score_range),
         }
     if df["turn"].nunique() >= 2:
-        out["per_turn"] = {str(int(t)): {**counts(g), **mode_measures(g, mode)} for t, g in df.groupby("turn")}
+        out["per_turn"] = {
+            str(int(t)): {**counts(g), **mode_measures(g, mode, score_range=score_range)} for t, g in df.groupby("turn")
+        }
     if "sample" in df and df["sample"].nunique() > 1:
         out["samples"] = sample_measures(df, mode)
     return out
@@ -699,7 +710,9 @@ def panel(config: dict, name: str, frames: dict) -> dict:
         for b in judges[i + 1 :]:
             both = votes[votes[a].notna() & votes[b].notna()]
             pairs[f"{a} / {b}"] = {"cohen_kappa": kappa2(list(both[a]), list(both[b]))[0], "n": len(both)}
-    measures = mode_measures(panel_df, mode, item=("generator", "dataset", "opponent", "id"))
+    ranges = [config["_judges"][j].get("score_range") for j in judges] if rule == "mean" else [None]
+    bounds = [min(r[0] for r in ranges), max(r[1] for r in ranges)] if all(ranges) else None
+    measures = mode_measures(panel_df, mode, item=("generator", "dataset", "opponent", "id"), score_range=bounds)
     measures = {
         k: v for k, v in measures.items() if isinstance(v, dict) and "value" in v and k != "position_consistency"
     }

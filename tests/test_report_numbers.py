@@ -99,6 +99,22 @@ def test_rates_over_samples_stay_within_zero_and_one():
     assert "1.0" not in "".join(line for line in md.splitlines() if line.startswith("| pass@"))
 
 
+def test_mean_score_intervals_stay_within_the_score_range():
+    """11 of 12 answers score 10 on a 1-10 scale: the normal interval around 9.75 would reach 10.24,
+    where no mean can be; the headline, the category, the turn and the leaderboard stop it at 10."""
+    scores = ["10"] * 11 + ["7"]
+    run, _, md = summarise(judgments("a", scores), ["a"], judge={"mode": "score"})
+    s = run.to_dict()
+    m = s["mean_score"]
+    assert m["value"] == pytest.approx(9.75) and m["ci95"][1] == 10.0 and 9.0 < m["ci95"][0] < 9.75
+    assert s["per_category"]["c"]["mean_score"]["ci95"][1] == 10.0
+    assert s["leaderboard"][0]["mean_score"]["ci95"][1] == 10.0
+    assert "| mean score (1-10) | 9.75 [" in md and ", 10.00] |" in md
+    # On a 0-100 scale the same scores are far from its end: the interval is the plain one.
+    run, _, _ = summarise(judgments("a", scores), ["a"], judge={"mode": "score", "score_range": [0, 100]})
+    assert run.to_dict()["mean_score"]["ci95"][1] == pytest.approx(10.24, abs=0.01)
+
+
 def test_one_answer_per_item_keeps_the_plain_wilson_interval():
     from genjudge.judging.stats import wilson_interval
 

@@ -134,7 +134,7 @@ def answers_per_item(df: pd.DataFrame) -> str | None:
     return f"{' x '.join(parts)} per item" if parts else None
 
 
-def per_turn(df: pd.DataFrame, mode) -> dict:
+def per_turn(df: pd.DataFrame, mode, options: dict | None = None) -> dict:
     """The mode's measures per turn ({} for a single-turn dataset): "1", "2", ..."""
     if "turn" not in df or df["turn"].nunique() < 2:
         return {}
@@ -145,7 +145,7 @@ def per_turn(df: pd.DataFrame, mode) -> dict:
             "n_answers": len(g),
             "n_judged": int(g["verdict"].notna().sum()),
             "n_unparsed": int(g["verdict"].isna().sum()),
-            **mode.metrics(g),
+            **mode.measures(g, options),
         }
     return out
 

@@ -53,6 +53,10 @@ def resolve_panels(config: dict, exp) -> dict:
         if any(c != cells[0] for c in cells[1:]):
             raise InputError(f"{where}.judges: the judges do not grade the same generators, datasets and pairs")
         out[name] = {"judges": judges, "rule": rule, "mode": mode.name}
+        if rule == "mean":  # the panel's mean score lies within its judges' ranges
+            ranges = [exp.judges[j].get("score_range") for j in judges]
+            if all(ranges):
+                out[name]["score_range"] = [min(r[0] for r in ranges), max(r[1] for r in ranges)]
     return out
 
 
@@ -146,18 +150,20 @@ def panel_summary(panel: dict, df: pd.DataFrame) -> dict:
         "parsed_votes_per_item": {str(k): int(parsed_counts[k]) for k in sorted(parsed_counts)},
         "inter_judge": inter_judge(df, panel["judges"]),
     }
-    out["measures"] = _mode_measures(mode, df)
+    out["measures"] = _mode_measures(
+        mode, df, {"score_range": panel["score_range"]} if "score_range" in panel else None
+    )
     return out
 
 
-def _mode_measures(mode, df: pd.DataFrame) -> dict:
+def _mode_measures(mode, df: pd.DataFrame, options: dict | None) -> dict:
     """The mode's headline measures over the panel's verdicts (rates and means only)."""
     g = df.copy()
     for col, default in (("p_correct", None), ("position_consistent", None)):
         if col not in g:
             g[col] = default
     try:
-        m = mode.metrics(g)
+        m = mode.measures(g, options)
     except (KeyError, AttributeError):  # a plugin mode needing columns a panel does not have
         return {}
     return {k: v for k, v in m.items() if isinstance(v, dict) and "value" in v and k != "position_consistency"}

@@ -42,8 +42,9 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     df = counted_unfinished(df, config["judge"], config)
     n = len(df)  # answers: items x turns x samples
     n_judged = int(df["verdict"].notna().sum())
-    metrics = mode.metrics(df)
-    extra = mode.summary(df, metrics, parse_options(config["judge"]))
+    options = parse_options(config["judge"])
+    metrics = mode.measures(df, options)
+    extra = mode.summary(df, metrics, options)
     if "sample" in df and df["sample"].nunique() > 1:  # generator.n_samples > 1: measures item by item
         extra["samples"] = mode.over_samples(df)
     per_cat = {}
@@ -60,7 +61,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
                 else {}
             ),
             "exact_match": exact_match_rate(g),
-            **mode.metrics(g),
+            **mode.measures(g, options),
         }
     warnings = []
     for m in [*gen_metas, *judge_meta.jobs()]:
@@ -142,7 +143,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
         shards=shards,
         generator=generator,
         judge=judge,
-        metrics={**metrics, **extra, **({"per_turn": turns} if (turns := per_turn(df, mode)) else {})},
+        metrics={**metrics, **extra, **({"per_turn": turns} if (turns := per_turn(df, mode, options)) else {})},
     )
 
 

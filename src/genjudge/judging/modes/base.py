@@ -200,6 +200,21 @@ class JudgeMode:
         """The mode's measures over one group of judgments (the run, or one category)."""
         raise NotImplementedError
 
+    def bounds(self, options: dict | None) -> dict[str, tuple[float, float]]:
+        """Measure -> the range its value cannot leave (a mean score: the score range); none by default."""
+        return {}
+
+    def measures(self, g: pd.DataFrame, options: dict | None = None) -> dict:
+        """`metrics(g)` with each bounded mean's interval kept within its range: a normal interval
+        around a mean near the top of a scale passes the scale's end, where no mean can be. `options`
+        None: the range is not known here, and nothing is cut."""
+        out = self.metrics(g)
+        for name, (lo, hi) in (self.bounds(options) if options is not None else {}).items():
+            m = out.get(name)
+            if isinstance(m, dict) and m.get("ci95"):
+                out[name] = {**m, "ci95": [max(lo, m["ci95"][0]), min(hi, m["ci95"][1])]}
+        return out
+
     def summary(self, df: pd.DataFrame, metrics: dict, options: dict | None = None) -> dict:
         """Run-level fields beside the metrics (e.g. the headline accuracy)."""
         return {}

@@ -53,6 +53,10 @@ class Score(JudgeMode):
             "score_counts": {_fmt(k): int(v) for k, v in score.value_counts().sort_index().items()},
         }
 
+    def bounds(self, options):
+        lo, hi = (options or {}).get("score_range") or DEFAULT_RANGE
+        return {"mean_score": (float(lo), float(hi))}
+
     def headline(self, s: dict) -> list[tuple[str, str]]:
         m = s["mean_score"]
         ci = f" [{m['ci95'][0]:.2f}, {m['ci95'][1]:.2f}]" if m["ci95"] else ""
