@@ -237,7 +237,8 @@ def test_a_dry_run_needs_only_each_models_config_json_and_the_written_overlay_re
     assert "x1.5 more\n# for each kind of figure the estimate assumed rather than measured" in text
     assert re.search(
         r"^# resources\.generate\.runtime, generator demo-login-generator: x1\.5 x 1\.5 per assumed kind of figure = "
-        r"x3\.38; it rests on 2 assumed: compute: .*; load: 1 GB/s read rate assumed",
+        r"x5\.06; it rests on 3 assumed: compute: .*; load: 1 GB/s read rate assumed .*; engine constants never "
+        r"measured on this device \(transformers' job figures: see constants\)",
         text,
         re.M,
     ), text

@@ -504,3 +504,85 @@ def test_the_runtime_margin_grows_with_each_assumed_kind_of_figure():
     text = margin_text(["compute: x", "load: y", "engine constants: z"])
     assert text.startswith("x1.5 x 1.5 per assumed kind of figure = x5.06; it rests on 3 assumed: compute: x;")
     assert margin_text([]) == "x1.5: every figure it rests on was measured"
+
+
+def test_a_cpu_plan_counts_its_fixed_job_figures_as_assumed():
+    """On a CPU the step and bandwidth figures are measured here; a job's start-up and load overhead
+    are this project's machines' figures: the plan names them and widens the runtime's margin for them."""
+    from types import SimpleNamespace
+
+    from genjudge.planning.engines import Engine, VllmEngine
+    from genjudge.stages.plan_roles import assumptions
+
+    cpu = SimpleNamespace(kind="cpu", name="this CPU (2 of 2 cores)", source="measured", step_overhead=None)
+    model = SimpleNamespace(layers=2)
+    (said,) = Engine().sources(model, cpu)
+    assert said.startswith("transformers' job figures: never measured on this CPU (7 s start-up, 3 s load overhead:")
+    assert "31 s compiling" in Engine(compiled=True).sources(model, cpu)[0]
+    (vllm,) = VllmEngine(eager=True).sources(model, cpu)
+    assert vllm.startswith("vLLM's job figures: never measured on this CPU (11 s start-up, 0.40 ms a step:")
+    entry = SimpleNamespace(calibration=None, read_rate=2e9, times={"d": SimpleNamespace(sources=[said])}, device=cpu)
+    assert (
+        assumptions(entry)[-1]
+        == "engine constants never measured on this device (transformers' job figures: see constants)"
+    )
+    # A finished run calibrates them: then they are no longer assumed.
+    from genjudge.planning.hardware import Calibration
+
+    calibrated = SimpleNamespace(
+        calibration=Calibration(source="pilot", load_seconds=2.0, devices=(cpu.name,)),
+        read_rate=2e9,
+        times={"d": SimpleNamespace(sources=[said])},
+        device=cpu,
+    )
+    assert assumptions(calibrated) == []
+
+
+def test_a_judges_prompts_say_which_answers_were_measured_and_which_are_upper_bounds():
+    """A calibration that measured one generator's answers and not the other's: the plan says which
+    figure is which, never 'measured' for both."""
+    import pandas as pd
+
+    from genjudge.config.experiment import Cell
+    from genjudge.planning.workload import judge_workload
+
+    items = {"d": pd.DataFrame({"prompt": ["What is 2 + 2?", "Name a colour."], "reference": ["4", "red"]})}
+    judge = {"templates": None, "verdict": "text", "max_new_tokens": 16}
+    generators = {g: {"max_new_tokens": 256, "n_samples": 1} for g in ("a", "b")}
+    template = str(ROOT / "config/demo/judge_template.txt")
+    cells = [Cell("a", "d"), Cell("b", "d")]
+
+    def how(answers):
+        return judge_workload(items, judge, cells, generators, template, 1, answers).how
+
+    assert "answers of a at their measured mean length, of b at max_new_tokens (an upper bound" in how({"a": 40.0})
+    assert "answers at their measured mean length" in how({"a": 40.0, "b": 30.0})
+    assert "answers at the generators' max_new_tokens (an upper bound)" in how(None)
+
+
+def test_the_plan_checks_the_longest_prompt_against_the_models_context(tmp_path):
+    """The window comes from the model's config.json (or vLLM's max_model_len where smaller); a prompt
+    plus answer past it is named, and a config without one says the check cannot be made."""
+    from genjudge.config.specs import spec_for
+    from genjudge.stages.plan_roles import context_check
+
+    spec = spec_for("generator", model=str(ROOT / "models/demo-generator"), max_new_tokens=16)
+    line, fact = context_check(spec, 100, 16)
+    assert fact == {"window": 2048, "source": "max_position_embeddings", "longest_prompt_and_answer": 116, "fits": True}
+    assert line.endswith(
+        "context: 2048 tokens (max_position_embeddings in its config.json); the longest prompt plus max_new_tokens: about 116"
+    )
+    line, fact = context_check(spec, 2040, 16)
+    assert not fact["fits"] and "is about 2056 tokens, MORE than" in line and "context of 2048" in line
+    vllm = spec_for(
+        "generator",
+        model=str(ROOT / "models/demo-generator"),
+        max_new_tokens=16,
+        engine="vllm",
+        vllm={"max_model_len": 512},
+    )
+    line, fact = context_check(vllm, 500, 16)
+    assert fact["window"] == 512 and not fact["fits"] and "(the engine setting vllm.max_model_len)" in line
+    # A config that cannot be read: the plan says the check was not made.
+    line, fact = context_check(spec_for("generator", model=str(tmp_path / "missing"), max_new_tokens=16), 100, 16)
+    assert fact["window"] is None and fact["fits"] is None and "context: not known" in line

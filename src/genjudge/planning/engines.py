@@ -9,6 +9,15 @@ import math
 from genjudge.planning.hardware import GB, Calibration, Device, ModelNumbers, Requests, datasheet_scale, same_gpu
 
 
+def cpu_source(what: str, figures: str) -> str:
+    """A CPU plan's fixed figures: this project's 2-core machines', not this CPU's (its step and
+    bandwidth figures are measured here; these are not)."""
+    return (
+        f"{what}: never measured on this CPU ({figures}: as on this project's 2-core machines); `--calibrate` "
+        "with a finished run here replaces them"
+    )
+
+
 class Engine:
     """What an inference engine adds to the roofline. Subclass and `register_engine` for another
     engine; every method has the transformers behaviour as its default.
@@ -41,7 +50,7 @@ class Engine:
     def sources(self, model: ModelNumbers, device: Device) -> list[str]:
         """Where this engine's constants for this device come from (printed once per plan entry)."""
         if device.kind != "gpu":
-            return []
+            return [cpu_source("transformers' job figures", self._cpu_figures(device))]
         found = self._gpu("step_overhead_per_layer", device, mode=self.mode) + self._gpu(
             "kv_passes", device, mode=self.mode
         )
@@ -56,6 +65,10 @@ class Engine:
                 seen.add(key)
                 out.append(f.note(device.name))
         return out
+
+    def _cpu_figures(self, device: Device) -> str:
+        out = f"{self.startup_seconds(device):g} s start-up, {self.load_overhead_seconds(device):g} s load overhead"
+        return out + (f", {self.compile_seconds(device, 1):g} s compiling" if self.compiled else "")
 
     def startup_seconds(self, device: Device) -> float:
         """Fixed seconds per job before the weights load: the process and Snakemake's script wrapper,
@@ -181,7 +194,11 @@ class VllmEngine(Engine):
 
     def sources(self, model: ModelNumbers, device: Device) -> list[str]:
         if device.kind != "gpu":
-            return []
+            figures = (
+                f"{self.startup_seconds(device):g} s start-up, {self.step_overhead_seconds(model, device) * 1e3:.2f} ms "
+                "a step"
+            )
+            return [cpu_source("vLLM's job figures", figures)]
         return [
             f"vLLM's start-up and per-step figures: never measured on a GPU by this project (assumed: "
             f"{self.startup_seconds(device):.0f} s start-up, {self.step_overhead_seconds(model, device) * 1e3:.2f} ms "

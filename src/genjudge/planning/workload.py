@@ -172,11 +172,18 @@ def judge_workload(
         mean = sum(s * w for s, w in sized) / n if n else 0.0
         out.requests.setdefault(dataset, []).append(Requests(n, mean, new_tokens, f"turn {k}"))
     out.longest = math.ceil(longest[0])
-    sized_at = (
-        "answers at their measured mean length"
-        if answer_tokens
-        else "answers at the generators' max_new_tokens (an upper bound)"
-    )
+    used = sorted({g for cell in cells for g in (cell.generator, cell.opponent) if g})
+    measured = [g for g in used if g in answer_tokens]
+    bound = [g for g in used if g not in answer_tokens]
+    if not bound:
+        sized_at = "answers at their measured mean length"
+    elif not measured:
+        sized_at = "answers at the generators' max_new_tokens (an upper bound)"
+    else:  # a calibration that measured some of them: say which figure is which
+        sized_at = (
+            f"answers of {', '.join(measured)} at their measured mean length, of {', '.join(bound)} at "
+            "max_new_tokens (an upper bound: no run measured them)"
+        )
     out.how = (
         f"longest prompt: {longest[1]}: the template with the question, reference and every answer it "
         f"holds (~{CHARS_PER_TOKEN} chars/token, {sized_at})"

@@ -286,6 +286,34 @@ def check_max_model_len(config: dict, role: str, name: str, spec, tokens: int, n
         )
 
 
+def context_check(spec, tokens: int, new: int) -> tuple[str, dict]:
+    """The model's context window against the longest prompt plus its answer, or that it is not known:
+    the plan's line and its JSON."""
+    from genjudge.engine.context import CONTEXT_FIELDS, model_context, source_text
+
+    window, source = model_context(spec)
+    need = tokens + new
+    fact = {"window": window, "source": source, "longest_prompt_and_answer": need, "fits": None}
+    if window is None:
+        line = (
+            f"  context: not known ({spec.model}'s config.json names none of {', '.join(CONTEXT_FIELDS)}): "
+            "prompt lengths cannot be checked against it"
+        )
+        return line, fact
+    fact["fits"] = need <= window
+    if need > window:
+        line = (
+            f"  context: the longest prompt (about {tokens} tokens) plus max_new_tokens ({new}) is about {need} "
+            f"tokens, MORE than {spec.model}'s context of {window} ({source_text(source)}): items that long stop "
+            "their job before its weights load, or are left out where the dataset's on_too_long is skip"
+        )
+        return line, fact
+    return (
+        f"  context: {window} tokens ({source_text(source)}); the longest prompt plus max_new_tokens: about {need}",
+        fact,
+    )
+
+
 def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, cal, read_rate) -> Entry:
     from genjudge.engine.memory_plan import plan, render
     from genjudge.planning.time_model import Layout, ModelNumbers, job_time
@@ -339,6 +367,8 @@ def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, 
         f"  jobs: {n_jobs} x {n} GPU(s) each (generator {name}); requests per job (item, turn, sample): "
         f"{per_job_txt}; prompt: {tokens} tokens ({how})"
     )
+    line, p["context"] = context_check(spec, tokens, spec.max_new_tokens)
+    e.lines.append(line)
     e.lines += _batch_lines(batch, batch_how, engine, compile_why)
     e.lines.append(host_memory_line(p, "generate"))
     e.lines += _time_lines(e, device, layout, e.calibration)
@@ -419,6 +449,8 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
         + (" (cascade: fewer reach the judge; counted as all)" if spec.cascade else "")
         + f"; prompt: {tokens} tokens ({how})"
     )
+    line, p["context"] = context_check(spec, tokens, new)
+    e.lines.append(line)
     e.lines.append(f"  judge.parallel: {lay.parallel} ({parallel_reason(spec, lay, p)})")
     unknown_size = (known.parallel, known.jobs) != (lay.parallel, lay.jobs) and gpus
     if unknown_size:
