@@ -501,8 +501,14 @@ def table(config: dict, rows: list[dict], strengths: dict, silent: set = frozens
         have = [(g, values[g][col["key"]]["value"]) for g in config["_generators"]]
         have = [(g, v) for g, v in have if v is not None]
         ranks = dict(zip([g for g, _ in have], stats.rankdata([-v for _, v in have]))) if len(have) >= 2 else {}
+        # FastChat's leaderboard rank (recompute_final_ranking): 1, plus one for each model whose lower
+        # bound is above this one's upper bound
+        ci = {g: values[g][col["key"]]["ci95"] or [v, v] for g, v in have}
         for g in config["_generators"]:
             values[g][col["key"]]["rank"] = float(ranks[g]) if g in ranks else None
+            values[g][col["key"]]["rank_ub"] = (
+                1 + sum(1 for o in ranks if o != g and ci[o][0] > ci[g][1]) if g in ranks else None
+            )
     out_rows = []
     for i, g in enumerate(config["_generators"]):
         ranked = [v["rank"] for v in values[g].values() if v["rank"] is not None]

@@ -135,7 +135,7 @@ def test_the_reviewers_values_exactly():
     html = python_markdown(_cell("[x](javascript:alert(1))") + " " + _cell("![t](http://evil.example/p.png)"))
     assert "<a" not in html and "<img" not in html and "javascript:alert(1)" in html
     # intervals, signs and ranks of the report's own cells are as they were
-    for own in ("90.0% [80.0, 100.0] (1)", "-0.20 [-1.20, +0.80] (2)", "1.33 (3 columns)", "mean_score", "a - b"):
+    for own in ("90.0% [80.0, 100.0] (1)", "-0.20 [-1.20, +0.80] (2; 1 by intervals)", "1.33 (3 columns)", "a - b"):
         assert md_text(own) == own
 
 

@@ -179,7 +179,12 @@ def test_the_pairwise_headline_is_the_win_rate_with_ties_half_and_ranks_by_it():
     lines = report_table.markdown(t)
     assert "data · j (win rate)" in lines[0]
     tied = next(line for line in lines if line.startswith("| tied |"))
-    assert "49.6% [" in tied and "(W/T/L 2/115/3) (3)" in tied
+    assert "49.6% [" in tied and "(W/T/L 2/115/3) (3" in tied
+    ub = {r["generator"]: r["values"][col["key"]]["rank_ub"] for r in t["rows"]}
+    # Ranked by interval only where one lies wholly above another (FastChat's leaderboard rank).
+    ci = {r["generator"]: r["values"][col["key"]]["ci95"] for r in t["rows"] if r["generator"] != "base"}
+    assert ub == {g: 1 + sum(ci[o][0] > ci[g][1] for o in ci if o != g) for g in ci} | {"base": None}
+    assert ("; " in tied) == (ub["tied"] != 3)
 
 
 # --- truncated answers ----------------------------------------------------------------------------

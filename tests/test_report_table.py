@@ -99,10 +99,17 @@ def test_markdown_and_heat_map_show_values_intervals_ranks_and_failures():
         "mtbench · vs_a (win rate) | mean rank |"
     )
     b = next(line for line in lines if line.startswith("| b |"))
+    # The strengths' intervals overlap: by intervals every generator ranks 1 there (Chatbot Arena's rank);
+    # b's accuracy interval lies wholly above a's and c's, which share rank 2 by intervals.
     assert (
-        b == "| b | 90.0% [80.0, 100.0] (1) | -0.20 [-1.20, +0.80] (2) | failed | 70.0% [60.0, 80.0] (W/T/L 6/2/2) (1) "
-        "| 1.33 (3 columns) |"
+        b == "| b | 90.0% [80.0, 100.0] (1) | -0.20 [-1.20, +0.80] (2; 1 by intervals) | failed | 70.0% [60.0, 80.0] "
+        "(W/T/L 6/2/2) (1) | 1.33 (3 columns) |"
     )
+    a_line = next(line for line in lines if line.startswith("| a |"))
+    assert "50.0% [40.0, 60.0] (2.5; 2 by intervals)" in a_line and "+0.50 [-0.50, +1.50] (1)" in a_line
+    by = {r["generator"]: {k: v["rank_ub"] for k, v in r["values"].items()} for r in t["rows"]}
+    assert by["b"]["gsm8k/ref"] == 1 and by["a"]["gsm8k/ref"] == by["c"]["gsm8k/ref"] == 2
+    assert {by[g]["gsm8k/all"] for g in "abc"} == {1}
     assert "| a | " in lines[3] and "| baseline |" in lines[3]
     assert plots.models_by_benchmarks(t) is not None
     assert plots.models_by_benchmarks({"columns": [], "rows": []}) is None

@@ -11,7 +11,9 @@ from genjudge.judging.headline import value_text
 STUDY_NOTE = (
     "Each column is one judge on one dataset: its headline measure with the 95% interval and, in "
     "parentheses, the generator's rank in the column (1 = best; ties share their mean rank; a column ranks "
-    "only where two or more generators have a value). Mean rank: over the columns where the generator has a "
+    "only where two or more generators have a value) and, where it differs, its rank by intervals (Chatbot "
+    "Arena's: 1 + the generators whose 95% interval lies wholly above its own): a rank from the values alone "
+    "separates generators whose intervals overlap. Mean rank: over the columns where the generator has a "
     "rank (how many in parentheses). A pairwise column's win rate counts ties half (AlpacaEval, Chatbot "
     "Arena); W/T/L beside it counts the verdicts won, tied and lost."
 )
@@ -27,8 +29,12 @@ def study_shown(table: dict) -> bool:
     return bool(table.get("columns")) and (len(table["columns"]) > 1 or len(table["rows"]) > 1)
 
 
-def _rank(x) -> str:
-    return "" if x is None else f"{x:g}"
+def _rank(v: dict) -> str:
+    """` (2)`, or ` (2; 1 by intervals)` where the intervals do not separate what the values rank apart."""
+    if v.get("rank") is None:
+        return ""
+    ub = v.get("rank_ub")
+    return f" ({v['rank']:g}" + (f"; {ub:g} by intervals" if ub is not None and ub != v["rank"] else "") + ")"
 
 
 def columns_text(n: int) -> str:
@@ -46,7 +52,7 @@ def study_rows(table: dict) -> tuple[list[str], list[list[str]]]:
         cells = [r["generator"]]
         for c in cols:
             v = r["values"][c["key"]]
-            cells.append(value_text(v, c["kind"]) + (f" ({_rank(v['rank'])})" if v["rank"] is not None else ""))
+            cells.append(value_text(v, c["kind"]) + _rank(v))
         cells.append("" if r["mean_rank"] is None else f"{r['mean_rank']:.2f} ({columns_text(r['n_ranked'])})")
         rows.append(cells)
     return head, rows

@@ -4,7 +4,9 @@ One row per generator, one column per (dataset, judge): the judge's headline mea
 dataset with its 95% interval (reference: accuracy; score: mean score; pairwise against a baseline:
 win rate; pairwise `pairs: all`: Bradley-Terry strength; a plugin mode: the first measure of its
 leaderboard row), the generator's rank in the column (1 = best, higher values better; ties share
-the mean of their ranks), and each generator's mean rank over the columns it has a rank in. A
+the mean of their ranks) and its rank by intervals (`rank_ub`, Chatbot Arena's: 1 + the generators
+whose 95% interval lies wholly above its own, so generators the intervals do not separate share
+it), and each generator's mean rank over the columns it has a rank in. A
 column ranks its generators only where two or more have a value: a generator alone in a column
 (the only one a judge grades, or the others failed) compares with nobody there, and a free rank 1
 would lift its mean rank.
@@ -13,7 +15,7 @@ would lift its mean rank.
 
     {"columns": [{"key": "<dataset>/<judge>", "dataset", "judge", "mode", "measure", "kind"}],
      "rows": [{"generator", "mean_rank", "n_ranked",
-               "values": {"<dataset>/<judge>": {"status", "value", "ci95", "n", "rank"}}}]}
+               "values": {"<dataset>/<judge>": {"status", "value", "ci95", "n", "rank", "rank_ub"}}}]}
 
 `kind` is `rate` (0-1), `mean` or `strength`; `status` is `ok`, `failed` (the cell was not judged:
 see `failed_cells`), `baseline` (the pairwise judge's baseline) or `not graded` (the judge does not
@@ -92,8 +94,14 @@ def build(exp, leaderboard: list[dict], across_cells: dict, failed: list[dict]) 
         if len(have) < 2:
             have = {}
         ranks = pd.Series(have, dtype=float).rank(ascending=False, method="average")
+        bounds = {r["generator"]: _bounds(r["values"][col["key"]]) for r in rows if r["generator"] in have}
         for r in rows:
-            r["values"][col["key"]]["rank"] = float(ranks[r["generator"]]) if r["generator"] in ranks else None
+            g, v = r["generator"], r["values"][col["key"]]
+            v["rank"] = float(ranks[g]) if g in ranks else None
+            # Chatbot Arena's rank: 1 + the generators whose interval lies wholly above this one's
+            v["rank_ub"] = (
+                1 + sum(lo > bounds[g][1] for o, (lo, _) in bounds.items() if o != g) if g in bounds else None
+            )
     for r in rows:
         ranked = [v["rank"] for v in r["values"].values() if v["rank"] is not None]
         r["mean_rank"] = round(sum(ranked) / len(ranked), 3) if ranked else None
@@ -108,6 +116,12 @@ def build(exp, leaderboard: list[dict], across_cells: dict, failed: list[dict]) 
     if warning:
         out["mean_rank_warning"] = warning
     return out
+
+
+def _bounds(v: dict) -> tuple[float, float]:
+    """A value's 95% interval, or the value itself where it has none."""
+    ci = v.get("ci95")
+    return (float(ci[0]), float(ci[1])) if ci else (float(v["value"]), float(v["value"]))
 
 
 def mean_rank_warning(rows: list[dict]) -> str | None:
