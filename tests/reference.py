@@ -389,6 +389,8 @@ def cell_figures(df: pd.DataFrame, mode: str, dataset: dict, score_range) -> dic
         }
     if "sample" in df and df["sample"].nunique() > 1:
         out["samples"] = sample_measures(df, mode)
+        if mode == "score":  # a mean of item means lies within the scale too
+            out["samples"]["mean_score_over_items"] = within(out["samples"]["mean_score_over_items"], score_range)
     return out
 
 

@@ -110,6 +110,10 @@ def test_mean_score_intervals_stay_within_the_score_range():
     assert s["per_category"]["c"]["mean_score"]["ci95"][1] == 10.0
     assert s["leaderboard"][0]["mean_score"]["ci95"][1] == 10.0
     assert "| mean score (1-10) | 9.75 [" in md and ", 10.00] |" in md
+    # Two samples per item: the mean of the items' mean scores stops at 10 as well.
+    run, _, _ = summarise(judgments("a", ["10"] * 22 + ["7", "7"], samples=2), ["a"], judge={"mode": "score"})
+    over = run.to_dict()["samples"]["mean_score_over_items"]
+    assert over["value"] == pytest.approx(9.75) and over["ci95"][1] == 10.0
     # On a 0-100 scale the same scores are far from its end: the interval is the plain one.
     run, _, _ = summarise(judgments("a", scores), ["a"], judge={"mode": "score", "score_range": [0, 100]})
     assert run.to_dict()["mean_score"]["ci95"][1] == pytest.approx(10.24, abs=0.01)

@@ -46,7 +46,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     metrics = mode.measures(df, options)
     extra = mode.summary(df, metrics, options)
     if "sample" in df and df["sample"].nunique() > 1:  # generator.n_samples > 1: measures item by item
-        extra["samples"] = mode.over_samples(df)
+        extra["samples"] = mode.within_bounds(mode.over_samples(df), options)
     per_cat = {}
     for cat, g in df.groupby(df["category"].fillna("(none)"), sort=True):
         per_cat[str(cat)] = {

@@ -208,7 +208,10 @@ class JudgeMode:
         """`metrics(g)` with each bounded mean's interval kept within its range: a normal interval
         around a mean near the top of a scale passes the scale's end, where no mean can be. `options`
         None: the range is not known here, and nothing is cut."""
-        out = self.metrics(g)
+        return self.within_bounds(self.metrics(g), options)
+
+    def within_bounds(self, out: dict, options: dict | None) -> dict:
+        """`out` (measures by name) with each bounded measure's interval cut at its range."""
         for name, (lo, hi) in (self.bounds(options) if options is not None else {}).items():
             m = out.get(name)
             if isinstance(m, dict) and m.get("ci95"):

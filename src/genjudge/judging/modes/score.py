@@ -55,7 +55,7 @@ class Score(JudgeMode):
 
     def bounds(self, options):
         lo, hi = (options or {}).get("score_range") or DEFAULT_RANGE
-        return {"mean_score": (float(lo), float(hi))}
+        return {"mean_score": (float(lo), float(hi)), "mean_score_over_items": (float(lo), float(hi))}
 
     def headline(self, s: dict) -> list[tuple[str, str]]:
         m = s["mean_score"]
