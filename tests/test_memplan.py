@@ -161,3 +161,65 @@ def test_quantized_layers_that_would_go_to_cpu_are_refused_before_loading(llama7
     ):
         refuse_quantized_offload(p)
     refuse_quantized_offload(plan70(llama70b, "1x80GiB", "4bit"))  # fits: no error
+
+
+FACTS_PROBE = """
+import json, sys
+from genjudge.config.specs import spec_for
+from genjudge.engine.judge_parallel import model_facts
+f = model_facts(spec_for("judge", model=sys.argv[1], dtype="bfloat16"))
+print(json.dumps({"facts": f.__dict__, "torch": "torch" in sys.modules}))
+"""
+
+
+def test_a_models_facts_are_remembered_per_machine_and_read_back_without_torch(tmp_path, monkeypatch):
+    """Planning a tensor or auto judge builds the model on the meta device (torch and transformers:
+    about 5 CPU-s a process, in every Snakemake process that plans); the facts are remembered by the
+    config's bytes, the precision and the library versions, and a later process reads them without
+    importing torch. A changed config, another precision or a damaged file computes them again."""
+    import dataclasses
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from genjudge.engine.judge_parallel import model_facts
+
+    monkeypatch.setenv("GENJUDGE_MACHINE_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "cfg70"
+    shutil.copytree(CFG70, model)
+    stored = tmp_path / "cache" / "model_facts"
+
+    def facts(quant="none"):
+        return dataclasses.asdict(
+            model_facts(spec_for("judge", model=str(model), dtype="bfloat16", quantization=quant))
+        )
+
+    first = facts()
+    assert first["model_class"] == "LlamaForCausalLM" and first["has_tp_plan"]
+    assert (first["attention_heads"], first["kv_heads"]) == (64, 8)
+    assert first["weight_bytes"] == 141_107_413_248  # bf16, as the memory plan weighs it
+    (path,) = stored.glob("*.json")
+    # Another process reads them back, without torch.
+    out = subprocess.run(
+        [sys.executable, "-c", FACTS_PROBE, str(model)],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    again = json.loads(out.stdout.strip().splitlines()[-1])
+    assert again == {"facts": first, "torch": False}
+
+    four = facts("4bit")
+    assert four["weight_bytes"] < first["weight_bytes"] / 3 and len(list(stored.glob("*.json"))) == 2
+
+    path.write_text("{not json")  # damaged: computed and written again
+    assert facts() == first and json.loads(path.read_text())["facts"] == first
+
+    config = json.loads((model / "config.json").read_text())
+    config["num_key_value_heads"] = 16
+    (model / "config.json").write_text(json.dumps(config))
+    changed = facts()
+    assert changed["kv_heads"] == 16 and changed["weight_bytes"] > first["weight_bytes"]
+    assert len(list(stored.glob("*.json"))) == 3

@@ -20,11 +20,16 @@ from genjudge.cluster.judge_layout import Layout, ModelFacts
 
 def model_facts(spec, model=None) -> ModelFacts:
     """The judge model's facts, from `model` (on the meta device) or its config.json; InputError
-    where the config cannot be read here (never downloads)."""
-    from genjudge.engine.memory_plan import meta_model, weight_bytes
-
+    where the config cannot be read here (never downloads). Without `model`, they are remembered
+    per machine (remembered_facts): planning reads them back without importing torch."""
     if model is None:
-        model = meta_model(spec.model, spec.revision)
+        return remembered_facts(spec)
+    return _facts_of(spec, model)
+
+
+def _facts_of(spec, model) -> ModelFacts:
+    from genjudge.engine.memory_plan import weight_bytes
+
     config = model.config
     heads = getattr(config, "num_attention_heads", None)
     return ModelFacts(
@@ -34,6 +39,77 @@ def model_facts(spec, model=None) -> ModelFacts:
         kv_heads=getattr(config, "num_key_value_heads", None) or heads,
         weight_bytes=weight_bytes(model, spec.precision, spec.bnb_4bit_use_double_quant),
     )
+
+
+# The facts' form, and how they are computed: a change to either stores them under new keys.
+FACTS_VERSION = 1
+
+
+def facts_key(spec) -> dict | None:
+    """What a model's facts depend on: its config.json's bytes, the judge's precision and the
+    installed transformers and accelerate (which build the model and size it; read from their
+    metadata, nothing is imported). None where config.json is not found here (the facts are then
+    computed, which raises where the config cannot be read)."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from genjudge.models.modelref import config_path
+
+    path = config_path(spec.model, spec.revision)
+    if path is None:
+        return None
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+    def installed(name):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {
+        "config_sha256": digest,
+        "config_name": path.name,  # config.json, or a bare config file (its model_type inside)
+        "precision": spec.precision,
+        "double_quant": bool(spec.bnb_4bit_use_double_quant),
+        "transformers": installed("transformers"),
+        "accelerate": installed("accelerate"),
+        "version": FACTS_VERSION,
+    }
+
+
+def remembered_facts(spec) -> ModelFacts:
+    """model_facts() for `spec`'s model, remembered under machine_cache_dir()/model_facts/ by
+    facts_key(): every Snakemake process that plans (a dry run, each cluster job's own) would
+    otherwise import torch and transformers and build the model on the meta device, about 5 CPU-s
+    before its first job starts (a 70B judge: about one more). A file that cannot be read or
+    written is computed again."""
+    import dataclasses
+
+    from genjudge.engine.devices import machine_cache_dir
+    from genjudge.store import atomic
+    from genjudge.store.item_store import item_key
+
+    key = facts_key(spec)
+    path = machine_cache_dir() / "model_facts" / f"{item_key(**key)[:32]}.json" if key else None
+    if path is not None:
+        try:
+            stored = json.loads(path.read_text())
+            if stored.get("key") == key:
+                return ModelFacts(**stored["facts"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    from genjudge.engine.memory_plan import meta_model
+
+    facts = _facts_of(spec, meta_model(spec.model, spec.revision))
+    if path is not None:
+        try:
+            atomic.write_json(path, {"key": key, "facts": dataclasses.asdict(facts)})
+        except OSError:  # a read-only home: computed again next time
+            pass
+    return facts
 
 
 def gpu_bytes_from_nvidia_smi(inventory: list) -> list[int] | None:

@@ -35,6 +35,27 @@ def looks_like_path(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~")) or os.path.isdir(os.path.expanduser(name))
 
 
+def config_path(model: str, revision: str | None = None) -> Path | None:
+    """The config file a model is planned from, without loading anything: `config.json` of a local
+    directory, a `.json` file named directly, or `config.json` in the local Hugging Face cache;
+    None where none is found here (never downloads)."""
+    path = Path(os.path.expanduser(model))
+    if path.is_dir():
+        f = path / "config.json"
+        return f if f.is_file() else None
+    if path.suffix == ".json":
+        return path if path.is_file() else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - the hub client ships with transformers
+        return None
+    try:
+        hit = try_to_load_from_cache(model, "config.json", revision=revision)
+    except ValueError:  # not a hub id either (the hub client's validation error)
+        return None
+    return Path(hit) if isinstance(hit, str) else None
+
+
 # Files a tokenizer is loaded from (any one): fast tokenizers, sentencepiece, BPE vocabularies.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt", "tekken.json")
 WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
