@@ -6,6 +6,9 @@
     .venv/bin/python tests/budget.py /tmp/cpu.tsv --write NOTE    # record the log as the new budget
     .venv/bin/python tests/budget.py /tmp/a.tsv /tmp/b.tsv --write NOTE    # each module's costliest run
 
+    GENJUDGE_TEST_PROCESS_LOG=/tmp/procs make test    # every Python process the suite starts records its CPU
+    .venv/bin/python tests/budget.py /tmp/procs --processes    # their CPU by kind: Snakemake, jobs by rule, ...
+
 A module is over budget when its CPU seconds grew by more than GROWTH and by more than SLACK
 seconds (a module of a few seconds varies by more than 30% from run to run), beyond the machine's
 factor: the median, over the modules that run no model and no snakemake, of their CPU seconds over
@@ -174,12 +177,65 @@ def budget_of(modules: dict[str, Module], note: str) -> dict:
     }
 
 
+def process_kind(rec: dict) -> str:
+    """What a process of a GENJUDGE_TEST_PROCESS_LOG record was: a Snakemake invocation (a dry run,
+    the two inside each SLURM job), a job by rule, a pytest worker, a model server, a torchrun group."""
+    script = rec["argv"][0] if rec.get("argv") else ""
+    torch = " (imports torch)" if rec.get("torch") else ""
+    if script.endswith("snakemake/__main__.py") or script.endswith("/bin/snakemake"):
+        what = "inside a SLURM job" if rec.get("cluster_job") else "dry run" if rec.get("dry_run") else "run"
+        return f"snakemake: {what}{torch}"
+    if "/.snakemake/scripts/" in script:  # Snakemake's copy of scripts/<rule>.py: tmpXXXX.<rule>.py
+        return f"job: {Path(script).name.split('.')[-2]}{torch}"
+    if rec.get("pytest_worker"):
+        return "pytest worker (the tests' own work)"
+    if script.endswith("api_server.py"):
+        return "vLLM OpenAI server"
+    if script.endswith("distributed/run.py"):
+        return "torchrun"
+    if "/bench/" in script:
+        return f"bench: {Path(script).name}{torch}"
+    return f"other: {Path(script).name or script}{torch}"
+
+
+def read_processes(directory) -> dict[str, list[float]]:
+    """CPU seconds of each process of a GENJUDGE_TEST_PROCESS_LOG directory, by process_kind."""
+    kinds: dict[str, list[float]] = {}
+    for path in Path(directory).glob("*.json"):
+        try:
+            rec = json.loads(path.read_text())
+            cpu = float(rec["cpu_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a process killed while writing its record
+        kinds.setdefault(process_kind(rec), []).append(cpu)
+    return kinds
+
+
+def process_table(kinds: dict[str, list[float]]) -> str:
+    total = sum(sum(v) for v in kinds.values())
+    rows = [
+        "| process | processes | CPU-s | CPU-s each (median) | share |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for kind, cpu in sorted(kinds.items(), key=lambda kv: -sum(kv[1])):
+        rows.append(
+            f"| {kind} | {len(cpu)} | {sum(cpu):.0f} | {statistics.median(cpu):.2f} | {sum(cpu) / max(total, 1e-9):.0%} |"
+        )
+    rows.append(f"| **total** | {sum(len(v) for v in kinds.values())} | {total:.0f} | | |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "log", nargs="+", help="a GENJUDGE_TEST_CPU_LOG file of a full run (--write: one or more, on one machine)"
     )
     ap.add_argument("--table", action="store_true", help="print the per-module table (markdown) and exit")
+    ap.add_argument(
+        "--processes",
+        action="store_true",
+        help="LOG is a GENJUDGE_TEST_PROCESS_LOG directory: print the CPU of the suite's processes by kind",
+    )
     ap.add_argument(
         "--write",
         metavar="NOTE",
@@ -189,6 +245,13 @@ def main(argv=None) -> int:
         "--factor", type=float, help="the machine's speed against the budget's (default: measured from the log)"
     )
     args = ap.parse_args(argv)
+    if args.processes:
+        kinds = read_processes(args.log[0])
+        if not kinds:
+            print(f"{args.log[0]}: no process records (was GENJUDGE_TEST_PROCESS_LOG set for the run?)")
+            return 2
+        print(process_table(kinds))
+        return 0
     if len(args.log) > 1 and not args.write:
         ap.error("several logs are for --write; a check or a table reads one")
     if args.write and args.table:

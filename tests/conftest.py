@@ -33,9 +33,25 @@ sys.dont_write_bytecode = False
 WORKFLOW_PARTS = ["Snakefile", "rules", "scripts", "config", "profiles", "slurm", "report"]
 
 
+PROBE_DIR = ROOT / "tests" / "job_probe"
+
+
+def _with_probe(pythonpath: str | None) -> str | None:
+    """PYTHONPATH with tests/job_probe first where GENJUDGE_TEST_PROCESS_LOG is set: every Python
+    process the suite starts then records what it cost (tests/job_probe/sitecustomize.py)."""
+    if not os.environ.get("GENJUDGE_TEST_PROCESS_LOG"):
+        return pythonpath
+    parts = [p for p in (pythonpath or "").split(os.pathsep) if p and p != str(PROBE_DIR)]
+    return os.pathsep.join([str(PROBE_DIR), *parts])
+
+
 def pytest_configure(config):
     """The directory of the run's shared model servers (tests/endpoints.py shared_servers), made by the
-    pytest process that starts the workers, which inherit it."""
+    pytest process that starts the workers, which inherit it. With GENJUDGE_TEST_PROCESS_LOG=dir, every
+    process started from here on records its CPU there (`tests/budget.py --processes dir`)."""
+    if (log := os.environ.get("GENJUDGE_TEST_PROCESS_LOG")) and not hasattr(config, "workerinput"):
+        os.makedirs(log, exist_ok=True)
+        os.environ["PYTHONPATH"] = _with_probe(os.environ.get("PYTHONPATH"))
     if not hasattr(config, "workerinput") and "GENJUDGE_TEST_SERVER_DIR" not in os.environ:
         os.environ["GENJUDGE_TEST_SERVER_DIR"] = tempfile.mkdtemp(prefix="genjudge-test-servers-")
         config._genjudge_servers = os.environ["GENJUDGE_TEST_SERVER_DIR"]
@@ -122,6 +138,8 @@ def clean_env(**extra) -> dict:
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.update({k: v for k, v in extra.items() if v is not None})
+    if "PYTHONPATH" in extra:
+        env["PYTHONPATH"] = _with_probe(env.get("PYTHONPATH"))
     return env
 
 

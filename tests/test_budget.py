@@ -186,3 +186,36 @@ def test_the_reaper_stopped_stops_its_daemon_then_what_the_daemon_left_running(t
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_process_log_is_summed_by_kind(tmp_path):
+    """GENJUDGE_TEST_PROCESS_LOG's records (tests/job_probe/sitecustomize.py): one per process."""
+    records = [
+        {"argv": ["/v/lib/python3.11/site-packages/snakemake/__main__.py"], "cpu_s": 1.5},
+        {"argv": ["/v/lib/python3.11/site-packages/snakemake/__main__.py"], "dry_run": True, "cpu_s": 1.25},
+        {"argv": ["/v/lib/python3.11/site-packages/snakemake/__main__.py"], "cluster_job": True, "cpu_s": 2.0},
+        {"argv": ["/w/.snakemake/scripts/tmpab12cd.generate.py"], "torch": True, "cpu_s": 5.0},
+        {"argv": ["/w/.snakemake/scripts/tmpzz99.generate.py"], "torch": True, "cpu_s": 6.0},
+        {"argv": ["/w/.snakemake/scripts/tmp_x.merge.py"], "cpu_s": 0.5},
+        {"argv": ["-c"], "pytest_worker": True, "torch": True, "cpu_s": 40.0},
+        {"argv": ["/v/lib/python3.11/site-packages/vllm/entrypoints/openai/api_server.py"], "cpu_s": 12.0},
+    ]
+    for i, rec in enumerate(records):
+        (tmp_path / f"{i}.json").write_text(json.dumps(rec))
+    (tmp_path / "cut.json").write_text('{"argv": ')  # a process killed while writing
+    kinds = budget.read_processes(tmp_path)
+    assert {kind: sorted(cpu) for kind, cpu in kinds.items()} == {
+        "snakemake: run": [1.5],
+        "snakemake: dry run": [1.25],
+        "snakemake: inside a SLURM job": [2.0],
+        "job: generate (imports torch)": [5.0, 6.0],
+        "job: merge": [0.5],
+        "pytest worker (the tests' own work)": [40.0],
+        "vLLM OpenAI server": [12.0],
+    }
+    table = budget.process_table(kinds)
+    assert "| job: generate (imports torch) | 2 | 11 | 5.50 | 16% |" in table
+    assert table.splitlines()[2].startswith("| pytest worker")  # costliest first
+    assert "| **total** | 8 | 68 | | |" in table
+    assert budget.main([str(tmp_path), "--processes"]) == 0
+    assert budget.main([str(tmp_path / "none"), "--processes"]) == 2
