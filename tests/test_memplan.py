@@ -214,8 +214,11 @@ def test_a_models_facts_are_remembered_per_machine_and_read_back_without_torch(t
     four = facts("4bit")
     assert four["weight_bytes"] < first["weight_bytes"] / 3 and len(list(stored.glob("*.json"))) == 2
 
-    path.write_text("{not json")  # damaged: computed and written again
-    assert facts() == first and json.loads(path.read_text())["facts"] == first
+    good = json.loads(path.read_text())
+    bad_type = {**good, "facts": {**good["facts"], "weight_bytes": "141 GB"}}
+    for damaged in ("{not json", "null", "[]", json.dumps(bad_type), json.dumps({**good, "facts": None})):
+        path.write_text(damaged)  # computed and written again
+        assert facts() == first and json.loads(path.read_text()) == good, damaged
 
     config = json.loads((model / "config.json").read_text())
     config["num_key_value_heads"] = 16

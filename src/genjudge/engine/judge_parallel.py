@@ -94,22 +94,47 @@ def remembered_facts(spec) -> ModelFacts:
 
     key = facts_key(spec)
     path = machine_cache_dir() / "model_facts" / f"{item_key(**key)[:32]}.json" if key else None
-    if path is not None:
-        try:
-            stored = json.loads(path.read_text())
-            if stored.get("key") == key:
-                return ModelFacts(**stored["facts"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+    if path is not None and (stored := _stored_facts(path, key)) is not None:
+        return stored
     from genjudge.engine.memory_plan import meta_model
 
-    facts = _facts_of(spec, meta_model(spec.model, spec.revision))
-    if path is not None:
+    if key is None:
+        return _facts_of(spec, meta_model(spec.model, spec.revision))
+    # Built under the digest of the bytes just read (a process's model of an earlier version of a hub
+    # snapshot's config is not reused), and stored only when the file still holds those bytes.
+    facts = _facts_of(spec, meta_model(spec.model, spec.revision, ("sha256", key["config_sha256"])))
+    if facts_key(spec) == key:
         try:
             atomic.write_json(path, {"key": key, "facts": dataclasses.asdict(facts)})
         except OSError:  # a read-only home: computed again next time
             pass
     return facts
+
+
+_FACT_TYPES = {
+    "model_class": (str,),
+    "has_tp_plan": (bool,),
+    "attention_heads": (int, type(None)),
+    "kv_heads": (int, type(None)),
+    "weight_bytes": (int,),
+}
+
+
+def _stored_facts(path, key: dict) -> ModelFacts | None:
+    """The facts stored at `path` for `key`, or None where the file is missing, of another key, or not
+    what this code writes (damaged, or edited by hand)."""
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    facts = stored.get("facts") if isinstance(stored, dict) and stored.get("key") == key else None
+    if not isinstance(facts, dict) or set(facts) != set(_FACT_TYPES):
+        return None
+    for name, types in _FACT_TYPES.items():
+        value = facts[name]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            return None
+    return ModelFacts(**facts)
 
 
 def gpu_bytes_from_nvidia_smi(inventory: list) -> list[int] | None:

@@ -101,11 +101,12 @@ def load_config(name: str, revision: str | None = None):
     return _load_config(name, revision, _config_version(name))
 
 
-def meta_model(name: str, revision: str | None = None):
+def meta_model(name: str, revision: str | None = None, version=None):
     """`empty_model(load_config(name, revision))`, built once per version of the config in a process
     (callers only read it): a plan weighs many options of one model, and building a 70B on the meta
-    device takes about a CPU-second."""
-    return _meta_model(name, revision, _config_version(name))
+    device takes about a CPU-second. `version`: what names that version where the caller knows (the
+    digest of the config's bytes); else the local file's path, mtime and size (none for a hub id)."""
+    return _meta_model(name, revision, version if version is not None else _config_version(name))
 
 
 @functools.lru_cache(maxsize=16)
