@@ -41,7 +41,7 @@ def _with_probe(pythonpath: str | None) -> str | None:
     process the suite starts then records what it cost (tests/job_probe/sitecustomize.py)."""
     if not os.environ.get("GENJUDGE_TEST_PROCESS_LOG"):
         return pythonpath
-    parts = [p for p in (pythonpath or "").split(os.pathsep) if p and p != str(PROBE_DIR)]
+    parts = [p for p in pythonpath.split(os.pathsep) if p != str(PROBE_DIR)] if pythonpath else []
     return os.pathsep.join([str(PROBE_DIR), *parts])
 
 
@@ -50,7 +50,13 @@ def pytest_configure(config):
     pytest process that starts the workers, which inherit it. With GENJUDGE_TEST_PROCESS_LOG=dir, every
     process started from here on records its CPU there (`tests/budget.py --processes dir`)."""
     if (log := os.environ.get("GENJUDGE_TEST_PROCESS_LOG")) and not hasattr(config, "workerinput"):
+        log = os.path.abspath(log)  # the processes write from their own working directories
         os.makedirs(log, exist_ok=True)
+        if any(Path(log).glob("*.json")):
+            raise pytest.UsageError(
+                f"GENJUDGE_TEST_PROCESS_LOG={log} holds an earlier run's records: give an empty directory"
+            )
+        os.environ["GENJUDGE_TEST_PROCESS_LOG"] = log
         os.environ["PYTHONPATH"] = _with_probe(os.environ.get("PYTHONPATH"))
     if not hasattr(config, "workerinput") and "GENJUDGE_TEST_SERVER_DIR" not in os.environ:
         os.environ["GENJUDGE_TEST_SERVER_DIR"] = tempfile.mkdtemp(prefix="genjudge-test-servers-")
@@ -138,8 +144,8 @@ def clean_env(**extra) -> dict:
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.update({k: v for k, v in extra.items() if v is not None})
-    if "PYTHONPATH" in extra:
-        env["PYTHONPATH"] = _with_probe(env.get("PYTHONPATH"))
+    if extra.get("PYTHONPATH") is not None:
+        env["PYTHONPATH"] = _with_probe(env["PYTHONPATH"])
     return env
 
 

@@ -44,23 +44,26 @@ def _record(exit="interpreter"):
             json.dump({"argv": sys.argv[:1], "heavy": heavy, "exit": exit}, f)
     if _PROCESSES:
         import resource
+        import time
 
         own = resource.getrusage(resource.RUSAGE_SELF)
         try:
-            with open(os.path.join(_PROCESSES, f"{os.getpid()}.json"), "w") as f:
-                json.dump(
-                    {
-                        "argv": sys.argv[:1],
-                        "dry_run": any(a in ("-n", "--dry-run", "--dryrun") for a in sys.argv),
-                        "cluster_job": "slurm-jobstep" in sys.argv,  # Snakemake inside a SLURM job
-                        "pytest_worker": "execnet" in sys.modules,
-                        "cwd": os.getcwd(),
-                        "cpu_s": round(own.ru_utime + own.ru_stime, 3),
-                        "torch": "torch" in sys.modules,
-                        "exit": exit,
-                    },
-                    f,
-                )
+            cwd = os.getcwd()
+        except OSError:  # its working directory was removed under it
+            cwd = None
+        record = {
+            "argv": sys.argv[:1],
+            "dry_run": any(a in ("-n", "--dry-run", "--dryrun") for a in sys.argv),
+            "cluster_job": "slurm-jobstep" in sys.argv,  # Snakemake inside a SLURM job
+            "pytest_worker": "execnet" in sys.modules,
+            "cwd": cwd,
+            "cpu_s": round(own.ru_utime + own.ru_stime, 3),
+            "torch": "torch" in sys.modules,
+            "exit": exit,
+        }
+        try:  # named by pid and time: a pid the kernel hands out again is another process
+            with open(os.path.join(_PROCESSES, f"{os.getpid()}-{time.time_ns()}.json"), "x") as f:
+                json.dump(record, f)
         except OSError:  # the directory is gone (a process outliving the run): nothing to add to
             pass
 
