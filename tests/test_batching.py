@@ -142,8 +142,18 @@ def test_the_chooser_on_the_tiny_models_real_probes(generator):
     # A memory line of a stated GPU beside the measured speed: the batch is the smaller cap.
     mem = MemoryLine(1e9, 50e6, 4e9, "stated")
     c = choose(mem, speed, 10_000, 0.9, probes=probes)
-    caps = [int((0.9 * 4e9 - 1e9) // 50e6 * HEADROOM), speed.knee() or 10_000, 10_000]
+    # The speed cap as the chooser's rules give it for whatever these probes measured (a loaded machine
+    # can put the line's knee anywhere): a line with no fixed cost takes the probe fastest per token;
+    # otherwise the knee, never below the smallest batch that ran.
+    if speed.overhead_seconds <= 0 < speed.per_sequence_seconds:
+        speed_cap = min(probes, key=lambda p: (p.seconds_per_token, p.batch)).batch
+    elif speed.knee() is None:
+        speed_cap = 10_000
+    else:
+        speed_cap = max(speed.knee(), 8)
+    caps = [int((0.9 * 4e9 - 1e9) // 50e6 * HEADROOM), speed_cap, 10_000]
     assert c.batch == min(caps) and c.probes == probes
+    assert c.speed_cap == (None if speed.knee() is None else speed_cap)
 
 
 def test_compiled_decoding_gives_eager_decodings_greedy_text(generator):
