@@ -168,18 +168,21 @@ def machine_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "genjudge"
 
 
+def installed(name: str) -> str | None:
+    """A distribution's installed version, read from its metadata (nothing is imported); None if absent."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 def cpu_identity(threads: int, size_mb: int, repeats: int) -> dict:
     """What a CPU measurement depends on: the host, its processor and cores, the thread count and the
     library versions that run the step (read from the installed metadata; nothing is imported)."""
     import platform
     import socket
-    from importlib.metadata import PackageNotFoundError, version
-
-    def installed(name):
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return None
 
     model = platform.processor()
     try:

@@ -51,8 +51,8 @@ def facts_key(spec) -> dict | None:
     metadata, nothing is imported). None where config.json is not found here (the facts are then
     computed, which raises where the config cannot be read)."""
     import hashlib
-    from importlib.metadata import PackageNotFoundError, version
 
+    from genjudge.engine.devices import installed
     from genjudge.models.modelref import config_path
 
     path = config_path(spec.model, spec.revision)
@@ -62,12 +62,6 @@ def facts_key(spec) -> dict | None:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
-
-    def installed(name):
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return None
 
     return {
         "config_sha256": digest,
