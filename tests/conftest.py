@@ -46,9 +46,10 @@ def _with_probe(pythonpath: str | None) -> str | None:
 
 
 def pytest_configure(config):
-    """The directory of the run's shared model servers (tests/endpoints.py shared_servers), made by the
-    pytest process that starts the workers, which inherit it. With GENJUDGE_TEST_PROCESS_LOG=dir, every
-    process started from here on records its CPU there (`tests/budget.py --processes dir`)."""
+    """The directories of the run's shared model servers (tests/endpoints.py shared_servers) and of its
+    machine cache, made by the pytest process that starts the workers, which inherit them. With
+    GENJUDGE_TEST_PROCESS_LOG=dir, every process started from here on records its CPU there
+    (`tests/budget.py --processes dir`)."""
     if (log := os.environ.get("GENJUDGE_TEST_PROCESS_LOG")) and not hasattr(config, "workerinput"):
         log = os.path.abspath(log)  # the processes write from their own working directories
         os.makedirs(log, exist_ok=True)
@@ -61,9 +62,20 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput") and "GENJUDGE_TEST_SERVER_DIR" not in os.environ:
         os.environ["GENJUDGE_TEST_SERVER_DIR"] = tempfile.mkdtemp(prefix="genjudge-test-servers-")
         config._genjudge_servers = os.environ["GENJUDGE_TEST_SERVER_DIR"]
+    # The run's own machine cache (the CPU figures, the model facts: genjudge.engine.devices.machine_cache_dir),
+    # shared by the workers and every process they start. CPU figures measured while the suite loads the
+    # cores would otherwise be what the user's later plans read, and a warm machine would skip the paths a
+    # fresh one (CI) takes. GENJUDGE_MACHINE_CACHE set beforehand is used as it is.
+    if not hasattr(config, "workerinput") and "GENJUDGE_MACHINE_CACHE" not in os.environ:
+        os.environ["GENJUDGE_MACHINE_CACHE"] = tempfile.mkdtemp(prefix="genjudge-test-machine-")
+        os.environ["GENJUDGE_TEST_MACHINE_CACHE"] = os.environ["GENJUDGE_MACHINE_CACHE"]  # made here, not given
+        config._genjudge_machine_cache = os.environ["GENJUDGE_MACHINE_CACHE"]
 
 
 def pytest_unconfigure(config):
+    if cache := getattr(config, "_genjudge_machine_cache", None):
+        shutil.rmtree(cache, ignore_errors=True)
+        del os.environ["GENJUDGE_MACHINE_CACHE"], os.environ["GENJUDGE_TEST_MACHINE_CACHE"]
     root = getattr(config, "_genjudge_servers", None)
     if root:
         from endpoints import stop_shared_servers
