@@ -50,7 +50,9 @@ def pytest_configure(config):
     machine cache, made by the pytest process that starts the workers, which inherit them. With
     GENJUDGE_TEST_PROCESS_LOG=dir, every process started from here on records its CPU there
     (`tests/budget.py --processes dir`)."""
-    if (log := os.environ.get("GENJUDGE_TEST_PROCESS_LOG")) and not hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):  # a worker: it inherits what the starting process made
+        return
+    if log := os.environ.get("GENJUDGE_TEST_PROCESS_LOG"):
         log = os.path.abspath(log)  # the processes write from their own working directories
         os.makedirs(log, exist_ok=True)
         if any(Path(log).glob("*.json")):
@@ -59,14 +61,14 @@ def pytest_configure(config):
             )
         os.environ["GENJUDGE_TEST_PROCESS_LOG"] = log
         os.environ["PYTHONPATH"] = _with_probe(os.environ.get("PYTHONPATH"))
-    if not hasattr(config, "workerinput") and "GENJUDGE_TEST_SERVER_DIR" not in os.environ:
+    if "GENJUDGE_TEST_SERVER_DIR" not in os.environ:
         os.environ["GENJUDGE_TEST_SERVER_DIR"] = tempfile.mkdtemp(prefix="genjudge-test-servers-")
         config._genjudge_servers = os.environ["GENJUDGE_TEST_SERVER_DIR"]
     # The run's own machine cache (the CPU figures, the model facts: genjudge.engine.devices.machine_cache_dir),
     # shared by the workers and every process they start. CPU figures measured while the suite loads the
     # cores would otherwise be what the user's later plans read, and a warm machine would skip the paths a
     # fresh one (CI) takes. GENJUDGE_MACHINE_CACHE set beforehand is used as it is.
-    if not hasattr(config, "workerinput") and "GENJUDGE_MACHINE_CACHE" not in os.environ:
+    if "GENJUDGE_MACHINE_CACHE" not in os.environ:
         os.environ["GENJUDGE_MACHINE_CACHE"] = tempfile.mkdtemp(prefix="genjudge-test-machine-")
         os.environ["GENJUDGE_TEST_MACHINE_CACHE"] = os.environ["GENJUDGE_MACHINE_CACHE"]  # made here, not given
         config._genjudge_machine_cache = os.environ["GENJUDGE_MACHINE_CACHE"]

@@ -433,7 +433,7 @@ def test_this_cpu_is_measured_once_per_machine_and_read_back_without_torch(tmp_p
     assert measured(1)[1] != 1.0
 
 
-def test_the_suite_measures_into_a_machine_cache_of_its_own_not_the_users():
+def test_the_suite_measures_into_a_machine_cache_of_its_own_not_the_users(monkeypatch):
     """The suite's processes (here one a test starts, as Snakemake's jobs are) keep what they measure in the
     run's machine cache (tests/conftest.py): figures taken while the suite loads the cores never reach
     the user's ~/.cache/genjudge, and a warm machine takes the paths a fresh one takes."""
@@ -442,12 +442,15 @@ def test_the_suite_measures_into_a_machine_cache_of_its_own_not_the_users():
 
     from conftest import clean_env
 
+    from genjudge.engine.devices import machine_cache_dir
+
     run_cache = os.environ.get("GENJUDGE_MACHINE_CACHE")
     if os.environ.get("GENJUDGE_TEST_MACHINE_CACHE") != run_cache:
         pytest.skip(f"GENJUDGE_MACHINE_CACHE={run_cache} was set before the run: the suite uses it as it is")
-    users = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "genjudge"
     probe = "from genjudge.engine.devices import machine_cache_dir; print(machine_cache_dir())"
     out = subprocess.run([sys.executable, "-c", probe], env=clean_env(), capture_output=True, text=True, check=True)
+    monkeypatch.delenv("GENJUDGE_MACHINE_CACHE")
+    users = machine_cache_dir()  # where it would be without the suite's
     seen = Path(out.stdout.strip())
     assert seen == Path(run_cache) and seen.is_dir() and seen.resolve() != users.resolve()
 
