@@ -705,10 +705,13 @@ def test_a_job_killed_while_a_request_is_in_flight_leaves_it_counted_for_the_rer
     while standin.requests.get("slow", 0) < 1 or standin.requests.get("fine", 0) < 1:
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.02)
-    time.sleep(0.2)  # "fine" answered and stored
+    ledger = tmp_path / "store" / "tries" / "w.jsonl"
+    # "fine" answered, stored and settled (a fixed pause is too short on a loaded machine)
+    while '"settled"' not in (ledger.read_text() if ledger.exists() else ""):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
     proc.kill()
     proc.wait(30)
-    ledger = tmp_path / "store" / "tries" / "w.jsonl"
     n, usd = unsettled(ledger)
     assert n == 1 and usd > 0  # the slow one: "fine" was answered and settled
     standin.errors.clear()  # the provider answers again

@@ -399,7 +399,11 @@ def test_a_queued_waiter_keeps_its_place_and_a_killed_one_leaves_nothing_behind(
     )
     try:
         assert devices == "0" and waiter.stdout.readline().strip() == "waiting"
-        time.sleep(1.0)  # the waiter has queued for both GPUs
+        # the waiter has queued for both GPUs (a fixed pause is too short on a loaded machine)
+        deadline = time.monotonic() + 60
+        while not any("need=2" in p.read_text() for p in tmp_path.glob("wait-*.lock")):
+            assert waiter.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
         # GPU 1 is free, but the job queued first needs it: a later one-GPU job waits behind it.
         with pytest.raises(TimeoutError, match="job=waiter"):
             acquire(1, ["0", "1"], tmp_path, poll_seconds=0.05, timeout=1)
