@@ -15,10 +15,12 @@ JOB = textwrap.dedent(
     atexit.register(lambda: print("atexit ran", flush=True))
     sys.stdout.write("written, not flushed")  # a pipe: block-buffered
     case = sys.argv[1]
-    if case == "child":
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
+    # The child and the thread run until this process lets them go, however slow the machine.
+    if case == "child":  # it ends when this process's end closes the pipe
+        child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     elif case == "thread":
-        threading.Thread(target=__import__("time").sleep, args=(1,)).start()
+        go = threading.Event()
+        threading.Thread(target=go.wait).start()
     elif case == "daemon":
         threading.Thread(target=__import__("time").sleep, args=(60,), daemon=True).start()
     elif case == "reaped":
@@ -28,6 +30,8 @@ JOB = textwrap.dedent(
 
         ctypes.CDLL(None).printf(b" / from C")  # C's own stdout buffer, not Python's
     end(3)
+    if case == "thread":
+        go.set()
     print(" / returned", end="")
     sys.exit(4)
     """
