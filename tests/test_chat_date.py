@@ -162,6 +162,7 @@ def test_the_plan_says_which_templates_stamp_the_date_and_that_an_endpoint_dates
     (served,) = [line for line in lines if "the server renders the chat template" in line]
     assert "generator served (gpt-4o-2024-08-06)" in served and "cannot be pinned here" in served
     pinned = chat_date.pin(tmp_path / "results" / "dates", None)
+    assert pinned.date in (before.isoformat(), day().isoformat())
     lines, _ = make_plan(config, "1x80GiB", workflow_dir=ROOT)
     assert any(f"renders it with {pinned.date} (pinned in results/dates/chat_date.json)" in line for line in lines)
     config["chat_date"] = "2024-11-26"

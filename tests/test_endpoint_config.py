@@ -442,6 +442,7 @@ class ChatStandIn:
     def __init__(self, errors: dict):
         self.errors = errors
         self.requests: dict = {}
+        self.stopped = threading.Event()  # a slow answer still pending when the test ends is dropped
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -453,8 +454,8 @@ class ChatStandIn:
                 standin.requests[prompt] = standin.requests.get(prompt, 0) + 1
                 status, payload, headers = standin.errors.get(prompt, (200, None, {}))
                 cut = status == "cut"
-                if status == "slow":
-                    time.sleep(payload)
+                if status == "slow" and standin.stopped.wait(payload):
+                    return
                 if status in ("slow", "cut"):
                     status, payload = 200, None
                 if status == 200 and payload is None:
@@ -486,6 +487,7 @@ class ChatStandIn:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self):
+        self.stopped.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -641,7 +643,7 @@ def test_tries_with_no_answer_count_at_their_worst_case_so_that_the_budget_bound
     # would pass the budget: never past it, counting every try that got no answer at its worst case.
     total = e["cost_usd"] + e["possibly_billed_usd"]
     for _ in range(20):
-        c, _ = endpoint_job(standin.url, tmp_path, texts, PRICED, max_attempts=2, timeout=0.3)
+        c, _ = endpoint_job(standin.url, tmp_path, texts, PRICED, max_attempts=2, timeout=1.0)
         e = c.info["endpoint"]
         assert e["possibly_billed_usd_earlier_attempts"] == pytest.approx(
             unsettled(ledger)[1] - e["possibly_billed_usd"]
@@ -656,7 +658,7 @@ def test_tries_with_no_answer_count_at_their_worst_case_so_that_the_budget_bound
     assert standin.requests["fine"] == 1
     # The same budget again sends nothing.
     before = dict(standin.requests)
-    c, _ = endpoint_job(standin.url, tmp_path, texts, PRICED, max_attempts=2, timeout=0.3)
+    c, _ = endpoint_job(standin.url, tmp_path, texts, PRICED, max_attempts=2, timeout=1.0)
     assert standin.requests == before and c.info["endpoint"]["budget_stopped"]
 
 

@@ -14,7 +14,6 @@ import psutil
 import pytest
 from conftest import clean_env, new_workflow, planned_jobs
 
-from genjudge.cluster.interrupt import GRACE_SECONDS
 from genjudge.store.item_store import count_keys
 
 pytestmark = pytest.mark.workflow
@@ -279,11 +278,11 @@ def job_processes(proc, script):
     return out
 
 
-def interrupt_when_running(workflow, cfg, store, at_least, group: bool, within=GRACE_SECONDS + 5, sig=signal.SIGINT):
+def interrupt_when_running(workflow, cfg, store, at_least, group: bool, within=10.0, sig=signal.SIGINT):
     """Start `cfg` in a session of its own, and once `store` holds `at_least` records send `sig` to the
     process group (a terminal's Ctrl-C) or to snakemake alone (`kill -INT PID`, `kill PID`). Every generation
     job must be gone `within` seconds and snakemake must end with an error. Returns (stored at the signal,
-    its output). `within`: the job's own backstop (GRACE_SECONDS) and room for a loaded machine."""
+    its output). `within`: the job's own backstop (interrupt.GRACE_SECONDS, 5 s) and 5 s for a loaded machine."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", str(cfg)],
         cwd=workflow.path,
