@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -161,6 +162,17 @@ def clean_env(**extra) -> dict:
     if extra.get("PYTHONPATH") is not None:
         env["PYTHONPATH"] = _with_probe(env["PYTHONPATH"])
     return env
+
+
+def wait_until(cond, what: str, proc=None, timeout: float = 300) -> None:
+    """Poll `cond` until it holds: what a fixed pause would guess at, which a loaded machine can miss.
+    Fails naming `what` when `proc` ends first or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process ended before {what}")
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.05)
 
 
 def genjudge_cli(*args, cwd=None, env=None, check=False) -> subprocess.CompletedProcess:

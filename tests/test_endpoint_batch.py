@@ -19,7 +19,7 @@ import pandas as pd
 import psutil
 import pytest
 from batch_standin import BatchStandIn
-from conftest import Workflow, clean_env, new_workflow
+from conftest import Workflow, clean_env, new_workflow, wait_until
 from endpoints import shared_servers
 
 pytestmark = [pytest.mark.workflow, pytest.mark.vllm, pytest.mark.servers]
@@ -154,15 +154,6 @@ def test_batched_requests_cost_the_batch_discount(wf, study):
 
 
 # --- kill and rerun -------------------------------------------------------------------------------------
-
-
-def wait_until(cond, what: str, proc=None, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the workflow ended before {what}")
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.05)
 
 
 def start(wf, cfg, log: Path) -> subprocess.Popen:

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
+from conftest import wait_until
 from judges import ROOT
 
 from genjudge import config as wfconfig
@@ -705,15 +706,11 @@ def test_a_job_killed_while_a_request_is_in_flight_leaves_it_counted_for_the_rer
     script = tmp_path / "job.py"
     script.write_text(KILLED_JOB)
     proc = subprocess.Popen([sys.executable, str(script), standin.url, str(tmp_path / "store")])
-    deadline = time.monotonic() + 60
-    while standin.requests.get("slow", 0) < 1 or standin.requests.get("fine", 0) < 1:
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.02)
+    sent = lambda: standin.requests.get("slow", 0) >= 1 and standin.requests.get("fine", 0) >= 1  # noqa: E731
+    wait_until(sent, "both requests were sent", proc, timeout=60)
     ledger = tmp_path / "store" / "tries" / "w.jsonl"
-    # "fine" answered, stored and settled (a fixed pause is too short on a loaded machine)
-    while '"settled"' not in (ledger.read_text() if ledger.exists() else ""):
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.02)
+    settled = '"fine" was answered, stored and settled'
+    wait_until(lambda: ledger.exists() and '"settled"' in ledger.read_text(), settled, proc, timeout=60)
     proc.kill()
     proc.wait(30)
     n, usd = unsettled(ledger)

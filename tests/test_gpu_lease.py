@@ -12,6 +12,7 @@ from pathlib import Path
 
 import fake_nvidia_smi
 import pytest
+from conftest import wait_until
 from fake_nvidia_smi import UUID0, UUID1
 
 from genjudge.cluster.gpu_lease import acquire, lease_status, nvidia_smi_gpus, resolve_inventory
@@ -399,11 +400,8 @@ def test_a_queued_waiter_keeps_its_place_and_a_killed_one_leaves_nothing_behind(
     )
     try:
         assert devices == "0" and waiter.stdout.readline().strip() == "waiting"
-        # the waiter has queued for both GPUs (a fixed pause is too short on a loaded machine)
-        deadline = time.monotonic() + 60
-        while not any("need=2" in p.read_text() for p in tmp_path.glob("wait-*.lock")):
-            assert waiter.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        queued = "the waiter queued for both GPUs"
+        wait_until(lambda: any("need=2" in p.read_text() for p in tmp_path.glob("wait-*.lock")), queued, waiter, 60)
         # GPU 1 is free, but the job queued first needs it: a later one-GPU job waits behind it.
         with pytest.raises(TimeoutError, match="job=waiter"):
             acquire(1, ["0", "1"], tmp_path, poll_seconds=0.05, timeout=1)
