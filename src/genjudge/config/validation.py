@@ -15,6 +15,7 @@ import functools
 import hashlib
 import importlib
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -111,12 +112,33 @@ def remove_nulls(config: dict) -> list[str]:
     return removed
 
 
+def non_finite(value, where: str = "") -> str | None:
+    """The first number in `value` (a config or part of one) that is NaN or infinite, as `key: value`.
+    JSON Schema's bounds compare false with NaN, so `price: .nan` would pass every one of them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where or 'config'}: {value} is not a finite number"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = non_finite(v, f"{where}.{k}" if where else str(k))
+            if found:
+                return found
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            found = non_finite(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def validate(config: dict, root=None) -> dict:
     """Coerce command-line strings, validate against the schema and fill in its defaults (in place)."""
     from snakemake.utils import validate as sm_validate
 
     coerce(config, schema(root))
     remove_nulls(config)
+    bad = non_finite(config)
+    if bad:
+        raise InputError(f"{bad} (a YAML .nan or .inf): every number of the config must be finite")
     for key in ("generators", "datasets", "judges"):
         # Before validation, a key present is one the user wrote (the schema's {} comes after).
         if key in config and config[key] == {}:
