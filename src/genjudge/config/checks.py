@@ -5,6 +5,7 @@ Every error names the key the user wrote (or the file, line and field)."""
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import logging
 import os
 from pathlib import Path
@@ -442,7 +443,17 @@ def check_endpoint(config: dict, kind: str, name: str, section: dict) -> None:
 
     e = section["endpoint"]
     where = key("endpoint.base_url").rsplit(".", 1)[0]
+    if importlib.util.find_spec("openai") is None:  # named now, not as a ModuleNotFoundError in the job
+        raise InputError(
+            f"{key('engine')}: openai needs the Python package openai, which this environment lacks: "
+            f"pip install openai (make setup installs it)"
+        )
     check_url(e["base_url"], where, e["allow_http"])
+    if kind == "judge" and e.get("on_filtered") == "count_wrong":
+        raise InputError(
+            f"{key('endpoint.on_filtered')}: count_wrong grades a generator's withheld answer as wrong; a judge's "
+            f"withheld reply is never turned into a verdict: use fail (the item is left for a rerun)"
+        )
     if section["use_chat_template"] is False:
         raise InputError(
             f"{key('use_chat_template')}: false needs a local model; an endpoint applies its own chat template "
