@@ -46,6 +46,12 @@ def check_url(url: str | None, where: str, allow_http: bool) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"{where}.base_url: {public_url(url)!r} is not an http(s) URL with a host")
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        raise InputError(
+            f"{where}.base_url: {public_url(url)!r} carries a query string or fragment, which the client would "
+            f"send wrongly and the results would record; put what a gateway needs in {where}.extra_headers "
+            f"(a value may be {{env: NAME}}) or {where}.extra_body"
+        )
     if parts.username or parts.password:
         raise InputError(
             f"{where}.base_url: holds credentials; put the key in an environment variable and name it in "

@@ -36,8 +36,8 @@ from pathlib import Path
 from genjudge.engine.endpoint import policy
 from genjudge.engine.endpoint.client import Report, api_errors, charge
 from genjudge.engine.endpoint.cost import BudgetReached
-from genjudge.engine.endpoint.requests import Incomplete, result
-from genjudge.engine.endpoint.settings import redact
+from genjudge.engine.endpoint.requests import FilteredAnswer, Incomplete, result
+from genjudge.engine.endpoint.settings import SECRETS, redact
 from genjudge.store import atomic
 
 log = logging.getLogger("endpoint")
@@ -64,8 +64,13 @@ class BatchFailed(Exception):
 class BatchSender:
     """Same interface as client.Sender: run(bodies, key) -> Report."""
 
-    def __init__(self, endpoint, budget, on_result, verdict, names, desc, store, keys, on_unkept=None):
+    def __init__(
+        self, endpoint, budget, on_result, verdict, names, desc, store, keys, on_unkept=None, reasoning=None, items=None
+    ):
         self.endpoint = endpoint
+        self.store = store
+        self.reasoning = reasoning  # the (open, close) markers a separate reasoning trace is kept between
+        self.items = items  # each body's item id (and sample), recorded with its line for whoever reads it
         self.budget = budget
         self.on_result = on_result
         self.on_unkept = on_unkept  # (cost) -> None: a paid line thrown away, recorded for later attempts
@@ -111,12 +116,21 @@ class BatchSender:
     # --- running ----------------------------------------------------------------------------------
 
     def run(self, bodies: list[dict], key: str) -> Report:
-        from openai import OpenAI
+        import openai
 
         for name in ("httpx", "httpx2", "openai"):
             logging.getLogger(name).setLevel(logging.WARNING)
         t0 = time.monotonic()
-        self.client = OpenAI(base_url=self.endpoint.base_url, api_key=key, max_retries=0, timeout=self.endpoint.timeout)
+        # Redirects are not followed (policy.redirected), as the direct requests' client.
+        http = openai.DefaultHttpxClient(follow_redirects=False, timeout=self.endpoint.timeout)
+        self.client = openai.OpenAI(
+            base_url=self.endpoint.base_url,
+            api_key=key,
+            max_retries=0,
+            timeout=self.endpoint.timeout,
+            default_headers=self.endpoint.headers() or None,
+            http_client=http,
+        )
         self.secrets = [key]
         index = {k: j for j, k in enumerate(self.keys)}
         self.tries = dict.fromkeys(range(len(bodies)), 0)
@@ -234,6 +248,8 @@ class BatchSender:
         entry = {
             "input_file_id": upload.id,
             "custom_ids": [self.keys[j] for j in allowed],
+            # Whoever reads the batch stores every paid line under its key, for the job it belongs to.
+            "items": {self.keys[j]: self.items[j] for j in allowed} if self.items else {},
             "submitted_at": time.time(),
             "endpoint": self.endpoint.url,
             "job": self.writer,
@@ -314,7 +330,11 @@ class BatchSender:
         seen = set()
         for line in self._lines(batch.output_file_id) + self._lines(batch.error_file_id):
             cid = line.get("custom_id")
-            if cid not in index or cid in seen:
+            if cid in seen:
+                continue
+            if cid not in index:  # another job's item (another shard layout): paid, so stored for it
+                seen.add(cid)
+                self._store_foreign(entry, cid, line)
                 continue
             seen.add(cid)
             j = index[cid]
@@ -339,6 +359,29 @@ class BatchSender:
                 f"batch {entry['id']} (file {entry['input_file_id']}) failed: {json.dumps(errors)[:2000]}"
             )
 
+    def _store_foreign(self, entry: dict, cid: str, line: dict) -> None:
+        """A paid line of an item this job does not hold (an earlier job of another shard layout submitted
+        it): stored under its key for the job that submitted it, whose later attempts count its cost, so
+        that no job uploads it again. Lines without a usable answer are left to that item's own job."""
+        response = line.get("response") or {}
+        if response.get("status_code") != 200 or line.get("error") or self.store.load({cid}):
+            return
+        try:
+            res = result(response.get("body") or {}, self.verdict, self.endpoint.prefill, self.reasoning)
+        except (Incomplete, FilteredAnswer):
+            return
+        price = self.budget.price
+        res["cost_usd"] = (
+            None
+            if res.get("usage_missing")
+            else price.cost(res["n_prompt_tokens"], res["completion_tokens"], True, res.get("cached_tokens", 0))
+        )
+        item = (entry.get("items") or {}).get(cid) or {}
+        rec = {**res, "attempts": 1, "batch_id": entry.get("id"), "key": cid, "job": entry.get("job"), **item}
+        rec.setdefault("id", None)
+        self.store.append([SECRETS.scrub(rec, exact=True)])
+        self.report.stored_for_others += 1
+
     def _line_result(self, entry: dict, j: int, line: dict, bodies: list[dict], pending: set) -> None:
         """One line of an output or error file: stored, or retried, or given up."""
         response = line.get("response") or {}
@@ -349,16 +392,35 @@ class BatchSender:
             return
         if status == 200 and not line.get("error"):
             try:
-                res = result(response.get("body") or {}, self.verdict, self.endpoint.prefill)
+                res = result(response.get("body") or {}, self.verdict, self.endpoint.prefill, self.reasoning)
             except Incomplete as exc:
                 self.report.retries["incomplete"] += 1
-                if exc.usage is not None:  # billed though not kept
-                    charge(self.budget, ("batch", j), bodies[j], exc.usage, self.report, self.on_unkept)
+                charge(self.budget, ("batch", j), bodies[j], exc.usage, self.report, self.on_unkept)
                 log.info("%s: item %r: %s; into the next file", self.desc, self.names[j], exc)
                 return
-            res["cost_usd"] = self.budget.paid(
-                ("batch", j), bodies[j], res["n_prompt_tokens"], res["completion_tokens"]
-            )
+            except FilteredAnswer as exc:
+                self.report.filtered += 1
+                if self.endpoint.on_filtered != "count_wrong":
+                    charge(self.budget, ("batch", j), bodies[j], exc.usage, self.report, self.on_unkept)
+                    self.report.unkept -= 1
+                    self.report.failed[j] = f"{exc} (endpoint.on_filtered: fail; a rerun asks again)"
+                    self.report.given_up[exc.partial["finish_reason"]] += 1
+                    pending.discard(j)
+                    return
+                res = dict(exc.partial)
+            if res.get("usage_missing"):
+                res["cost_usd"] = None
+                res["possibly_billed_usd"] = self.budget.unbilled(("batch", j), bodies[j])
+                self.report.usage_missing += 1
+            else:
+                res["cost_usd"] = self.budget.paid(
+                    ("batch", j),
+                    bodies[j],
+                    res["n_prompt_tokens"],
+                    res["completion_tokens"],
+                    cached_tokens=res.get("cached_tokens", 0),
+                    reasoning_tokens=res.get("reasoning_tokens", 0),
+                )
             res["attempts"] = self.tries[j]
             res["batch_id"] = entry["id"]
             self.report.served_models[res.get("served_model")] += 1

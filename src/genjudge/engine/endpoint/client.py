@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from genjudge.engine.endpoint import policy
-from genjudge.engine.endpoint.cost import Budget, BudgetReached
-from genjudge.engine.endpoint.requests import Incomplete, LogprobVerdict, result, split
+from genjudge.engine.endpoint.cost import Budget, BudgetReached, BudgetWait
+from genjudge.engine.endpoint.requests import FilteredAnswer, Incomplete, LogprobVerdict, result, split
 from genjudge.engine.endpoint.settings import Endpoint, redact
 from genjudge.engine.endpoint.tries import Tries
 
@@ -36,9 +36,11 @@ class Report:
     too_long: dict = field(default_factory=dict)  # index -> the server's message
     failed: dict = field(default_factory=dict)  # index -> why it was given up (retry budget spent, content filter)
     unsent: list = field(default_factory=list)  # indices the budget stopped before they were sent
-    refused: str | None = None  # a 4xx that every request would get: the job stops
+    refused: str | None = None  # a 4xx that every request would get, or the circuit breaker: the job stops
     unkept: int = 0  # 200s billed and thrown away (no logprobs, no choice): retried, and counted as spent
     unknown: int = 0  # tries sent with no answer (timed out, dropped, cut off, stopped in flight): possibly billed
+    filtered: int = 0  # answers the provider withheld (content_filter, only tool calls), failed or counted wrong
+    usage_missing: int = 0  # answers kept without usage: possibly billed at their worst case
     requests: int = 0  # tries sent, successes and failures
     retries: Counter = field(default_factory=Counter)  # cause -> failed tries that were retried
     given_up: Counter = field(default_factory=Counter)  # cause -> items left for a rerun
@@ -48,16 +50,33 @@ class Report:
     fingerprints: Counter = field(default_factory=Counter)
     lowest_concurrency: float | None = None
     rate_limit_cuts: int = 0
+    budget_waits: int = 0  # requests that waited for those in flight near the end of the budget
+    stored_for_others: int = 0  # batch lines of another job's items, paid, stored for that job
+
+
+# Failures that the next item will most likely meet too (a proxy that strips what was asked, a filter on
+# the template): where the first BREAKER distinct items all meet one with no success between them, the job
+# stops instead of paying for every item's tries.
+NON_TRANSIENT = ("incomplete", "content_filter", "tool_calls")
+BREAKER = 5
 
 
 def make_client(endpoint: Endpoint, key: str):
-    from openai import AsyncOpenAI
+    import openai
 
     # One line per request would drown the retries and the progress in the job's log.
     for name in ("httpx", "httpx2", "openai"):
         logging.getLogger(name).setLevel(logging.WARNING)
-
-    return AsyncOpenAI(base_url=endpoint.base_url, api_key=key, max_retries=0, timeout=endpoint.timeout)
+    # Redirects are not followed (policy.redirected): the prompt goes only where base_url says.
+    http = openai.DefaultAsyncHttpxClient(follow_redirects=False, timeout=endpoint.timeout)
+    return openai.AsyncOpenAI(
+        base_url=endpoint.base_url,
+        api_key=key,
+        max_retries=0,
+        timeout=endpoint.timeout,
+        default_headers=endpoint.headers() or None,
+        http_client=http,
+    )
 
 
 @contextmanager
@@ -90,21 +109,26 @@ def reached_server(exc: BaseException) -> bool:
     return type(exc.__cause__).__name__ not in NOT_SENT
 
 
-async def send_once(client, body: dict, verdict: LogprobVerdict | None, prefill: bool) -> dict:
-    """One try: the result, or an exception of the policy (Retry, TooLong, Filtered, Refused)."""
+async def send_once(client, body: dict, verdict: LogprobVerdict | None, prefill: bool, reasoning=None) -> dict:
+    """One try: the result, or an exception of the policy (Retry, TooLong, Filtered, Refused) or a
+    FilteredAnswer (the provider withheld the answer of a 200)."""
     known, extra = split(body)
     with api_errors():
         response = await client.chat.completions.create(**known, extra_body=extra or None)
     try:
-        return result(response.model_dump(), verdict, prefill)
+        return result(response.model_dump(), verdict, prefill, reasoning)
     except Incomplete as exc:
         raise policy.Retry("incomplete", str(exc), usage=exc.usage) from None
 
 
-def charge(budget: Budget, token, body: dict, usage: tuple[int, int], report: Report, on_unkept) -> None:
-    """A 200 the job could not keep: what it was billed is spent, and recorded so that a rerun counts it."""
-    cost = budget.paid(token, body, *usage)
+def charge(budget: Budget, token, body: dict, usage: tuple[int, int] | None, report: Report, on_unkept) -> None:
+    """A 200 the job could not keep: what it was billed is spent, and recorded so that a rerun counts it;
+    one that says nothing of its usage counts at its worst case."""
     report.unkept += 1
+    if usage is None:
+        cost = budget.unbilled(token, body)
+    else:
+        cost = budget.paid(token, body, *usage)
     if on_unkept is not None and cost:
         on_unkept(cost)
 
@@ -121,6 +145,8 @@ class Sender:
         seed: int = 0,
         on_unkept=None,
         tries: Tries | None = None,
+        reasoning: tuple | None = None,
+        hints: dict | None = None,
     ):
         self.endpoint = endpoint
         self.budget = budget
@@ -130,9 +156,12 @@ class Sender:
         self.verdict = verdict
         self.names = names  # each request's item, for the log
         self.desc = desc
+        self.reasoning = reasoning  # the (open, close) markers a separate reasoning trace is kept between
+        self.hints = hints or {}  # cause -> the setting that would have caught it, for the circuit breaker
         self.rng = random.Random(seed)
         self.report = Report()
         self.waiting = 0  # requests sleeping before a retry
+        self.failing: dict = {}  # non-transient cause -> the distinct items it hit since the last success
 
     def run(self, bodies: list[dict], key: str) -> Report:
         return asyncio.run(self._run(bodies, key))
@@ -141,8 +170,8 @@ class Sender:
         t0 = time.monotonic()
         self.concurrency = policy.Concurrency(self.endpoint.max_connections)
         self.client = make_client(self.endpoint, key)
-        self.secrets = [key]
         self.stop = asyncio.Event()
+        self._changed = asyncio.Event()  # set whenever a try's cost is settled: the budget may let one more go
         ticker = asyncio.create_task(self._progress(len(bodies)))
         try:
             async with self.client:
@@ -159,35 +188,76 @@ class Sender:
     def _name(self, i: int) -> str:
         return f"item {self.names[i]!r}" if self.names else f"request {i}"
 
-    async def _item(self, i: int, body: dict) -> None:
-        r, tries, waited, limited = self.report, 0, 0.0, 0
+    def _settled(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def _give_up(self, i: int, cause: str, why: str) -> None:
+        r = self.report
+        r.failed[i], r.given_up[cause] = why, r.given_up[cause] + 1
+        log.error("%s: %s", self._name(i), why)
+
+    def _breaker(self, i: int, cause: str, message: str) -> None:
+        """Count a non-transient failure; stop the job where the first BREAKER distinct items met it."""
+        hit = self.failing.setdefault(cause, set())
+        hit.add(i)
+        if len(hit) < BREAKER or self.report.refused is not None:
+            return
+        hint = self.hints.get(cause, "")
+        self.report.refused = (
+            f"the requests of {len(hit)} items in a row failed the same way with no success between them "
+            f"({cause}: {message[:300]}); nothing more is sent, so that no more is paid for answers that are "
+            f"thrown away" + (f"; {hint}" if hint else "")
+        )
+        log.error("%s: %s", self.desc, self.report.refused)
+        self.stop.set()
+
+    async def _reserve(self, i: int, body: dict, token) -> tuple[bool, float | None, float]:
+        """(whether to go on, the try's worst case, when it was let through): a slot, then the budget;
+        near the end of the budget a request waits for those in flight rather than stopping the job."""
+        r = self.report
         while True:
             if self.stop.is_set():
                 r.unsent.append(i)
-                return
-            token = object()
+                return False, None, 0.0
             sent_at = await self.concurrency.acquire()  # then the budget: only what is in flight is set aside
+            changed = self._changed
             try:
                 at_most = self.budget.reserve(token, body)
+            except BudgetWait:
+                await self.concurrency.release()
+                r.budget_waits += 1
+                await changed.wait()
+                continue
             except BudgetReached as exc:
                 await self.concurrency.release()
                 if not self.stop.is_set():
                     log.warning("%s: budget reached, no more requests are sent: %s", self.desc, exc)
                 self.stop.set()
+                self._settled()
                 r.unsent.append(i)
-                return
+                return False, None, 0.0
             if self.stop.is_set():
                 self.budget.release(token)
                 await self.concurrency.release()
                 r.unsent.append(i)
+                return False, None, 0.0
+            return True, at_most, sent_at
+
+    async def _item(self, i: int, body: dict) -> None:
+        r, tries, waited, limited = self.report, 0, 0.0, 0
+        while True:
+            token = object()
+            going, at_most, sent_at = await self._reserve(i, body, token)
+            if not going:
                 return
             tries += 1
             r.requests += 1
             tid = self.tries.sent(at_most)
             try:
-                res = await send_once(self.client, body, self.verdict, self.endpoint.prefill)
+                res = await send_once(self.client, body, self.verdict, self.endpoint.prefill, self.reasoning)
             except policy.Retry as exc:
-                if exc.usage is not None:  # billed though not kept: spent all the same
+                if exc.usage is not None or exc.cause == "incomplete":  # billed though not kept: spent all the same
                     charge(self.budget, token, body, exc.usage, r, self.on_unkept)
                     self.tries.settled(tid)
                 elif exc.unknown:  # may have been billed: its worst case stays counted, here and in later attempts
@@ -196,25 +266,32 @@ class Sender:
                 else:
                     self.budget.release(token)
                     self.tries.settled(tid)
+                self._settled()
                 await self.concurrency.release()
                 if exc.cause == "429":
                     self.concurrency.rate_limited(sent_at)
+                if policy.says_not_now(exc):
                     limited += 1
-                message = redact(str(exc), self.secrets)
+                message = redact(str(exc))
+                if exc.cause in NON_TRANSIENT:
+                    self._breaker(i, exc.cause, message)
                 # A rate limit says "not now": its tries are bounded by max_wait alone, the others' by max_attempts.
                 if tries - limited >= self.endpoint.max_attempts:
-                    why = f"gave up after {tries} tries ({waited:.0f} s of waiting): last {message}"
-                    r.failed[i], r.given_up[exc.cause] = why, r.given_up[exc.cause] + 1
-                    log.error("%s: %s", self._name(i), why)
+                    self._give_up(
+                        i, exc.cause, f"gave up after {tries} tries ({waited:.0f} s of waiting): last {message}"
+                    )
                     return
                 wait = policy.wait_for(exc, tries - 1, self.rng)
                 if waited + wait > self.endpoint.max_wait:
-                    why = (
+                    self._give_up(
+                        i,
+                        exc.cause,
                         f"gave up after {tries} tries: the next wait ({wait:.0f} s) would pass endpoint.max_wait "
-                        f"({self.endpoint.max_wait:g} s, {waited:.0f} s waited); last {message}"
+                        f"({self.endpoint.max_wait:g} s, {waited:.0f} s waited); last {message}",
                     )
-                    r.failed[i], r.given_up[exc.cause] = why, r.given_up[exc.cause] + 1
-                    log.error("%s: %s", self._name(i), why)
+                    return
+                if self.stop.is_set():
+                    r.unsent.append(i)
                     return
                 r.retries[exc.cause] += 1
                 log.info(
@@ -234,27 +311,34 @@ class Sender:
                     pass
                 self.waiting -= 1
                 continue
+            except FilteredAnswer as exc:
+                await self._filtered(i, exc, token, body, tid)
+                return
             except policy.TooLong as exc:
                 self.budget.release(token)
                 self.tries.settled(tid)
+                self._settled()
                 await self.concurrency.release()
-                r.too_long[i] = redact(str(exc), self.secrets)[:500]
+                r.too_long[i] = redact(str(exc))[:500]
                 return
             except policy.Filtered as exc:
                 # This prompt's own text: the same request would be refused again, the other items may pass.
                 self.budget.release(token)
                 self.tries.settled(tid)
+                self._settled()
                 await self.concurrency.release()
-                why = f"refused by the provider's content filter (not retried): {redact(str(exc), self.secrets)[:500]}"
-                r.failed[i], r.given_up["content_filter"] = why, r.given_up["content_filter"] + 1
-                log.error("%s: %s", self._name(i), why)
+                why = f"refused by the provider's content filter (not retried): {redact(str(exc))[:500]}"
+                r.filtered += 1
+                self._give_up(i, "content_filter", why)
+                self._breaker(i, "content_filter", why)
                 return
             except policy.Refused as exc:
                 self.budget.release(token)
                 self.tries.settled(tid)
+                self._settled()
                 await self.concurrency.release()
                 if r.refused is None:
-                    r.refused = redact(str(exc), self.secrets)
+                    r.refused = redact(str(exc))
                     log.error("%s: %s refused: %s; no more requests are sent", self.desc, self._name(i), r.refused)
                 self.stop.set()
                 r.unsent.append(i)
@@ -266,14 +350,51 @@ class Sender:
                 raise
             await self.concurrency.release()
             await self.concurrency.succeeded()
-            res["cost_usd"] = self.budget.paid(token, body, res["n_prompt_tokens"], res["completion_tokens"])
-            res["attempts"] = tries
-            r.served_models[res.get("served_model")] += 1
-            r.fingerprints[res.get("system_fingerprint")] += 1
-            self.on_result(i, res)  # stored first: a kill between the two counts it twice, never not at all
+            self.failing.clear()
+            self._keep(i, res, token, body, tries)
             self.tries.settled(tid)
-            r.done += 1
+            self._settled()
             return
+
+    def _keep(self, i: int, res: dict, token, body: dict, tries: int) -> None:
+        """A usable answer: priced (at its worst case where it says nothing of its usage) and stored."""
+        r = self.report
+        if res.get("usage_missing"):
+            res["cost_usd"] = None
+            res["possibly_billed_usd"] = self.budget.unbilled(token, body)
+            r.usage_missing += 1
+        else:
+            res["cost_usd"] = self.budget.paid(
+                token,
+                body,
+                res["n_prompt_tokens"],
+                res["completion_tokens"],
+                cached_tokens=res.get("cached_tokens", 0),
+                reasoning_tokens=res.get("reasoning_tokens", 0),
+            )
+        res["attempts"] = tries
+        r.served_models[res.get("served_model")] += 1
+        r.fingerprints[res.get("system_fingerprint")] += 1
+        self.on_result(i, res)  # stored first: a kill between the two counts it twice, never not at all
+        r.done += 1
+
+    async def _filtered(self, i: int, exc: FilteredAnswer, token, body: dict, tid) -> None:
+        """The provider withheld a 200's answer: billed all the same; the item fails (on_filtered: fail,
+        left for a rerun like a refused prompt) or is kept as a withheld answer (count_wrong)."""
+        r = self.report
+        r.filtered += 1
+        cause = exc.partial["finish_reason"]
+        if self.endpoint.on_filtered == "count_wrong":
+            await self.concurrency.release()
+            self._keep(i, dict(exc.partial), token, body, 1)
+        else:
+            charge(self.budget, token, body, exc.usage, r, self.on_unkept)
+            r.unkept -= 1  # counted as filtered, not as an answer thrown away for want of what was asked
+            await self.concurrency.release()
+            self._give_up(i, cause, f"{exc} (endpoint.on_filtered: fail; a rerun asks again)")
+            self._breaker(i, cause, str(exc))
+        self.tries.settled(tid)
+        self._settled()
 
     async def _progress(self, total: int) -> None:
         while True:

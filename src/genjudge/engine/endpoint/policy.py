@@ -81,6 +81,7 @@ class Retry(Exception):
         self.after = after
         self.usage = usage
         self.unknown = unknown
+        self.longest = after  # the longest wait the server's headers state (policy.longest_wait)
 
 
 def duration(text: str | None) -> float | None:
@@ -128,6 +129,25 @@ def server_wait(headers) -> float | None:
     return max(spent) if spent else min((r for _, r in resets), default=None)
 
 
+def longest_wait(headers) -> float | None:
+    """The longest wait any of the server's headers states (a server that sends `retry-after: 1` beside
+    `retry-after-ms: 300` asks for a wait worth waiting)."""
+    if headers is None:
+        return None
+    waits = [server_wait({name: headers.get(name)}) for name in ("retry-after-ms", "retry-after")]
+    waits.append(server_wait({k: headers.get(k) for k in RESET_HEADERS if headers.get(k) is not None} or None))
+    waits = [w for w in waits if w is not None]
+    return max(waits) if waits else None
+
+
+RESET_HEADERS = (
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-reset-tokens",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-remaining-tokens",
+)
+
+
 def _spent(remaining: str | None) -> bool:
     try:
         return remaining is None or int(float(remaining)) <= 0
@@ -139,6 +159,8 @@ def classify(status: int, message: str, headers, code: str | None = None) -> Exc
     """The exception for an HTTP error answer: Retry, TooLong, Filtered or Refused. `code`: the error
     body's `code`, where it has one."""
     message = message or ""
+    if 300 <= status < 400:
+        return redirected(status, headers)
     if status == 400 and code not in FILTERED_CODES and CONTEXT.search(message):
         return TooLong(message)
     if status == 400 and (code in FILTERED_CODES or FILTERED.search(message)):
@@ -146,7 +168,9 @@ def classify(status: int, message: str, headers, code: str | None = None) -> Exc
     if status == 429 and (code in QUOTA_CODES or QUOTA.search(message)):
         return Refused(status, message[:2000])
     if status in RETRIED_STATUS or status >= 500:
-        return Retry(str(status), message[:300], server_wait(headers))
+        retry = Retry(str(status), message[:300], server_wait(headers))
+        retry.longest = longest_wait(headers)
+        return retry
     return Refused(status, message[:2000])
 
 
@@ -156,11 +180,31 @@ def backoff(attempt: int, rng: random.Random) -> float:
 
 
 def wait_for(error: Retry, attempt: int, rng: random.Random) -> float:
-    """The server's wait and up to as long again at random (the requests it refused together then come
-    back spread out, not all at the moment it named), else backoff."""
+    """The server's wait, at least BACKOFF_BASE (a `retry-after-ms: 1` would otherwise make a try every few
+    milliseconds), and up to as long again at random (the requests it refused together then come back
+    spread out, not all at the moment it named), else backoff."""
     if error.after is not None:
-        return error.after + rng.uniform(0, max(error.after, JITTER_FLOOR))
+        after = max(error.after, BACKOFF_BASE)
+        return after + rng.uniform(0, max(after, JITTER_FLOOR))
     return backoff(attempt, rng)
+
+
+def says_not_now(error: Retry) -> bool:
+    """A rate limit whose wait is worth waiting: its tries are bounded by max_wait alone. One that asks
+    for less than BACKOFF_BASE counts against max_attempts like any failed try."""
+    stated = max((w for w in (error.after, error.longest) if w is not None), default=None)
+    return error.cause == "429" and (stated is None or stated >= BACKOFF_BASE)
+
+
+def redirected(status: int, headers) -> Refused:
+    """A redirect is never followed: the prompt and the key would go to a server the config does not
+    name, and the result would be stored under the first URL's key."""
+    location = (headers or {}).get("location") or "no location"
+    return Refused(
+        status,
+        f"the server redirects to {location}; a redirect is not followed (the prompt would go to a server "
+        f"endpoint.base_url does not name): set endpoint.base_url to the address you mean",
+    )
 
 
 class Concurrency:

@@ -14,7 +14,7 @@ import asyncio
 
 from genjudge.engine.endpoint import policy
 from genjudge.engine.endpoint.client import make_client, send_once
-from genjudge.engine.endpoint.requests import LogprobVerdict, body, messages, with_prefill
+from genjudge.engine.endpoint.requests import FilteredAnswer, LogprobVerdict, body, messages, with_prefill
 from genjudge.engine.endpoint.settings import Endpoint, redact
 from genjudge.errors import InputError
 from genjudge.models.endpoints import OUTPUT_FIELDS
@@ -25,8 +25,8 @@ TRIES = 4
 
 def probe(spec, endpoint: Endpoint, key: str, role: str, verdict: LogprobVerdict | None) -> dict:
     """What the probe saw: {served_model, system_fingerprint, body, usage}; InputError where a capability
-    is missing. `usage`: the (prompt, completion) tokens of every try billed, and the InputError's
-    `usage` where the probe failed: the job's budget counts them either way."""
+    is missing. `usage`: the (prompt, completion) tokens of every try billed (None for one billed without
+    saying), and the InputError's `usage` where the probe failed: the job's budget counts them either way."""
     paid: list = []
     try:
         return asyncio.run(_probe(spec, endpoint, key, role, verdict, paid))
@@ -43,10 +43,17 @@ async def _once(client, b, verdict, endpoint, key, role, spec, paid: list) -> di
     for attempt in range(TRIES):
         try:
             res = await send_once(client, b, verdict, endpoint.prefill)
-            paid.append((res["n_prompt_tokens"], res["completion_tokens"]))
+            # None: an answer without usage, counted at its worst case
+            paid.append(None if res.get("usage_missing") else (res["n_prompt_tokens"], res["completion_tokens"]))
             return res
+        except FilteredAnswer as exc:  # its one harmless sentence withheld: every item's answer would be
+            paid.append(exc.usage)
+            raise InputError(
+                f"{role}.endpoint: {endpoint.url} withheld the answer to the capability probe ({exc}); every "
+                f"item's would most likely be withheld too"
+            ) from None
         except policy.Retry as exc:
-            if exc.usage is not None:  # a 200 it could not use: billed all the same
+            if exc.usage is not None or exc.cause == "incomplete":  # a 200 it could not use: billed all the same
                 paid.append(exc.usage)
             if exc.cause == "incomplete" and verdict is not None:
                 raise InputError(

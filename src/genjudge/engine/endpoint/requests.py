@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 
 TOP_LOGPROBS = 20
 # The finish reason of a logprob verdict the response did not allow, read by the parse stage.
 LOGPROB_UNSEEN = "logprob-unseen"
 FINISH = {"stop": "eos", "length": "length"}
+# Tokens between a verdict marker and its label that say nothing: spaces, markdown emphasis, quotes.
+FORMATTING = re.compile(r"[\s*_`'\"]*")
 STANDARD = {
     "model",
     "messages",
@@ -94,45 +97,108 @@ class Incomplete(Exception):
         self.usage = usage
 
 
-def billed(response: dict) -> tuple[int, int] | None:
-    """The (prompt, completion) tokens a response says it was billed, or None where it does not say."""
-    usage = response.get("usage") or {}
-    if usage.get("prompt_tokens") is None or usage.get("completion_tokens") is None:
+class FilteredAnswer(Exception):
+    """A 200 whose answer the provider withheld: `finish_reason: content_filter`, or a reply of only
+    tool calls (no text). Billed where its usage says; the item fails, or counts as wrong (on_filtered)."""
+
+    def __init__(self, message: str, usage: tuple[int, int] | None, partial: dict):
+        super().__init__(message)
+        self.usage = usage
+        self.partial = partial  # the result it would have been (its usage, served model), for count_wrong
+
+
+def _count(usage: dict, name: str) -> int | None:
+    value = usage.get(name)
+    if value is None or isinstance(value, bool):
         return None
-    return int(usage["prompt_tokens"]), int(usage["completion_tokens"])
-
-
-def result(response: dict, verdict: LogprobVerdict | None, prefill: bool) -> dict:
-    """The job's result of one response (the parsed JSON body). Incomplete: one the job cannot keep,
-    with what it was billed where it says (a paid answer thrown away still counts against the budget)."""
     try:
-        return _result(response, verdict, prefill)
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if math.isfinite(number) and number >= 0 else None
+
+
+def billed(response: dict) -> tuple[int, int] | None:
+    """The (prompt, completion) tokens a response says it was billed, or None where it does not say
+    (no `usage`, or a count that is null, missing or not a number: some servers and gateways)."""
+    usage = response.get("usage") or {}
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+    return None if prompt is None or completion is None else (prompt, completion)
+
+
+def details(response: dict) -> dict:
+    """What providers bill apart: prompt tokens served from their cache, and reasoning tokens (part of
+    the completion tokens)."""
+    usage = response.get("usage") or {}
+    if not isinstance(usage, dict):
+        return {"cached_tokens": 0, "reasoning_tokens": 0}
+    prompt = usage.get("prompt_tokens_details") or {}
+    completion = usage.get("completion_tokens_details") or {}
+    return {
+        "cached_tokens": (_count(prompt, "cached_tokens") or 0) if isinstance(prompt, dict) else 0,
+        "reasoning_tokens": (_count(completion, "reasoning_tokens") or 0) if isinstance(completion, dict) else 0,
+    }
+
+
+def result(response: dict, verdict: LogprobVerdict | None, prefill: bool, reasoning: tuple | None = None) -> dict:
+    """The job's result of one response (the parsed JSON body). Incomplete: one the job cannot keep,
+    with what it was billed where it says (a paid answer thrown away still counts against the budget).
+    FilteredAnswer: the provider withheld the answer. A result without usage is kept, marked
+    `usage_missing` (its cost is counted at its worst case by the sender). `reasoning`: the (open, close)
+    markers a trace the server returned apart (`reasoning_content`) is kept between, as a local engine's."""
+    try:
+        return _result(response, verdict, prefill, reasoning)
     except Incomplete as exc:
         raise Incomplete(str(exc), billed(response)) from None
 
 
-def _result(response: dict, verdict: LogprobVerdict | None, prefill: bool) -> dict:
+def _text(message: dict, choice: dict, reasoning: tuple | None) -> tuple[str, object]:
+    """The answer's text and finish reason; a reasoning trace the server sent apart goes before it
+    between the markers, left open where the answer never came (cut off inside the trace)."""
+    text = message.get("content")
+    finish = choice.get("finish_reason")
+    if text is None and message.get("refusal"):
+        text, finish = message["refusal"], "refusal"
+    trace = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(trace, str) and trace:
+        opener, closer = reasoning or ("<think>", "</think>")
+        closed = bool(text) or finish not in ("length", None)
+        text = f"{opener}{trace}{closer if closed else ''}{text or ''}"
+    return text or "", finish
+
+
+def _result(response: dict, verdict: LogprobVerdict | None, prefill: bool, reasoning: tuple | None) -> dict:
     choices = response.get("choices") or []
     if not choices:
         raise Incomplete("no choices in the response")
     choice = choices[0]
     message = choice.get("message") or {}
-    usage = response.get("usage") or {}
-    if "prompt_tokens" not in usage or "completion_tokens" not in usage:
-        raise Incomplete("no token usage in the response")
-    text = message.get("content")
+    usage = billed(response)
     finish = choice.get("finish_reason")
-    if text is None and message.get("refusal"):
-        text, finish = message["refusal"], "refusal"
-    out = {
-        "output": text or "",
-        "n_prompt_tokens": int(usage["prompt_tokens"]),
-        "n_generated_tokens": int(usage["completion_tokens"]),
-        "completion_tokens": int(usage["completion_tokens"]),  # billed (a prefilled verdict's one token too)
-        "finish_reason": FINISH.get(finish, finish),
+    counts = usage or (0, 0)
+    base = {
+        "n_prompt_tokens": counts[0],
+        "n_generated_tokens": counts[1],
+        "completion_tokens": counts[1],  # billed (a prefilled verdict's one token too)
+        **details(response),
         "served_model": response.get("model"),
         "system_fingerprint": response.get("system_fingerprint"),
     }
+    if usage is None:
+        base["usage_missing"] = True
+    if finish == "content_filter" or (message.get("tool_calls") and not message.get("content")):
+        cause = "content_filter" if finish == "content_filter" else "tool_calls"
+        raise FilteredAnswer(
+            f"the provider withheld the answer (finish_reason {finish!r}"
+            + (", a reply of only tool calls" if cause == "tool_calls" else "")
+            + ")",
+            usage,
+            {**base, "output": "", "finish_reason": cause},
+        )
+    text, finish = _text(message, choice, reasoning)
+    out = {"output": text, **base, "finish_reason": FINISH.get(finish, finish)}
     if verdict is not None:
         out.update(read_verdict(choice, verdict, prefill))
         out["n_generated_tokens"] = 0 if prefill else out["n_generated_tokens"]
@@ -146,9 +212,15 @@ def read_verdict(choice: dict, verdict: LogprobVerdict, prefill: bool) -> dict:
     if prefill:
         position = 0
     else:
-        position = after_marker([t.get("token") or "" for t in content], verdict.marker)
+        tokens = [t.get("token") or "" for t in content]
+        position = after_marker(tokens, verdict.marker)
         if position is None:
             return unseen(f"no {verdict.marker!r} followed by a token in the reply")
+        # `VERDICT: **CORRECT**`: the label is the next word after spaces and emphasis, never the `**`.
+        while position < len(tokens) and FORMATTING.fullmatch(tokens[position]):
+            position += 1
+        if position == len(tokens):
+            return unseen(f"nothing but spaces and emphasis after the last {verdict.marker!r}")
     top = content[position].get("top_logprobs") or []
     if not top:
         raise Incomplete("no top_logprobs in the response (the request asked for them)")

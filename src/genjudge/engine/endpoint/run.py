@@ -17,7 +17,7 @@ from pathlib import Path
 
 from genjudge.engine.endpoint.cost import Budget
 from genjudge.engine.endpoint.requests import LogprobVerdict, body, messages, with_prefill
-from genjudge.engine.endpoint.settings import Endpoint
+from genjudge.engine.endpoint.settings import SECRETS, Endpoint, scrubbed
 from genjudge.engine.endpoint.tries import Tries, ledger_path, unsettled
 from genjudge.errors import InputError
 from genjudge.models.endpoints import identity
@@ -49,6 +49,7 @@ class EndpointPromptSet:
         self.budget = Budget(self.endpoint.price, self.endpoint.max_cost_usd, batch=self.endpoint.batch)
         self._counted: set = set()  # keys whose earlier cost the budget holds
         self._probes_counted = False  # the earlier attempts' probes, likewise
+        self.probe_requests = 0  # the capability probe's requests (counted among the requests sent)
         self.setup_seconds = time.monotonic() - t0
 
     def check_labels(self, labels, marker) -> None:
@@ -75,6 +76,108 @@ class EndpointPromptSet:
         return sample_seed(self.spec.seed, self.key(prompt), sample)
 
 
+HELD: dict = {}  # the writers' locks this process holds: path -> file descriptor
+
+
+class Ledgers:
+    """What a job (one writer of the item store) keeps beside the store across its attempts: what it paid
+    for and did not store (`probes/`, `unkept/`), its tries (`tries/`), the capability probe it passed
+    (`probes/<writer>.checked.json`), the budget it stopped at (`budget/`) and the lock that keeps a
+    second live process of the same writer (a requeue while the old job still runs) from sending too."""
+
+    def __init__(self, store):
+        d, w = Path(store.directory), store.writer
+        self.writer = w
+        self.probes, self.unkept = d / "probes" / f"{w}.jsonl", d / "unkept" / f"{w}.jsonl"
+        self.tries = ledger_path(d, w)
+        self.checked = d / "probes" / f"{w}.checked.json"
+        self.stopped = d / "budget" / f"{w}.json"
+        self.lock = d / "locks" / f"{w}.lock"
+
+    def hold(self, desc: str) -> None:
+        """Take the writer's lock for this process's lifetime (the kernel lets it go when it ends)."""
+        if str(self.lock) in HELD:  # this process holds it already (a conversation's turns, a rerun)
+            return
+        import fcntl
+        import os
+        import socket
+
+        self.lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise InputError(
+                f"{desc}: another live process is this job ({self.writer}): {holder}; it is sending these items "
+                f"now, and a second one would send every item again (a requeued job while the old one still "
+                f"runs?): stop it or let it finish, then run again"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"host {socket.gethostname()}, pid {os.getpid()}, since {time.ctime()}\n".encode(), 0)
+        HELD[str(self.lock)] = fd
+
+    def count_earlier(self, budget: Budget, desc: str) -> None:
+        """What this job's earlier attempts paid for and did not store, and their tries that may have been
+        billed (no answer, or killed in flight), into the budget."""
+        for ledger in (self.probes, self.unkept):
+            if ledger.exists():
+                for line in ledger.read_text().splitlines():
+                    budget.stored(json.loads(line)["cost_usd"] if line.strip() else 0.0)
+        n_unknown, usd = unsettled(self.tries)
+        if n_unknown:
+            budget.stored_unknown(usd)
+            log.info(
+                "%s: %d tries of earlier attempts got no answer: up to $%.4f possibly billed", desc, n_unknown, usd
+            )
+
+    def stopped_at(self) -> float | None:
+        """The max_cost_usd an earlier attempt stopped at, if any."""
+        try:
+            return float(json.loads(self.stopped.read_text())["max_cost_usd"])
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None
+
+    def stop(self, budget: Budget) -> None:
+        from genjudge.store import atomic
+
+        record = {"max_cost_usd": budget.limit, "spent_usd": budget.spent, "possibly_billed_usd": budget.possibly}
+        atomic.write_text(self.stopped, json.dumps(record))
+
+    def passed_probe(self, probe_id: str) -> dict | None:
+        try:
+            rec = json.loads(self.checked.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        return rec.get("probed") if rec.get("probe") == probe_id else None
+
+    def probe_passed(self, probe_id: str, probed: dict) -> None:
+        from genjudge.store import atomic
+
+        atomic.write_text(self.checked, json.dumps({"probe": probe_id, "probed": probed}))
+
+
+def probe_id(pset, probe_body_: dict) -> str:
+    """What the capability probe checked: the endpoint's public URL and the probe's request (the model,
+    the settings it relies on), never the key."""
+    return item_key(url=pset.endpoint.url, body=probe_body_, headers=sorted(k for k, _ in pset.endpoint.extra_headers))
+
+
+def hints(pset) -> dict:
+    """The setting that would have caught each non-transient failure, for the circuit breaker's message."""
+    where = pset.where
+    checked = pset.spec.endpoint["check_capabilities"]
+    capability = (
+        f"{where}.endpoint.check_capabilities: true checks this with one request before any item is sent"
+        if not checked
+        else f"check what {where}.endpoint.base_url returns for {pset.spec.model!r}"
+    )
+    filtered = f"the provider's filter withholds every answer: check the prompts and {where}.endpoint.on_filtered"
+    return {"incomplete": capability, "content_filter": filtered, "tool_calls": filtered}
+
+
+@scrubbed
 def complete_endpoint(
     pset: EndpointPromptSet,
     texts: list[str],
@@ -87,12 +190,13 @@ def complete_endpoint(
     keep_going: bool = False,
 ):
     """engine.completion.complete for an endpoint model; `incomplete` of the result names the items
-    the retry budget or max_cost_usd left without a result (each with why)."""
+    the retry budget or max_cost_usd left without a result (each with why). What it returns and raises
+    is redacted (settings.scrubbed): no path out of the endpoint engine carries a secret."""
     from genjudge.engine import collector
-    from genjudge.engine.results import Completion, keyed, to_compute
+    from genjudge.engine.results import keyed, to_compute
 
     collector.resume()  # paused for a model's loading, which an endpoint job has none of
-    spec, ep = pset.spec, pset.endpoint
+    ep, ledgers = pset.endpoint, Ledgers(store)
     prompts = pset.render(texts, conversations)
     keys, samples = keyed(pset, prompts, samples, pset.sampling)
     done = store.load(set(keys))
@@ -109,127 +213,218 @@ def complete_endpoint(
     for k, rec in done.items():  # what this job's earlier attempts paid counts against its budget
         if rec.get("job") == store.writer and k not in pset._counted:
             pset._counted.add(k)
-            budget.stored(rec.get("cost_usd"))
-    # ... and what they paid for and did not store: their capability probes, and answers thrown away
-    probes, unkept = (Path(store.directory) / d / f"{store.writer}.jsonl" for d in ("probes", "unkept"))
-    tried = ledger_path(store.directory, store.writer)  # tries sent, settled once their outcome is known
-    if not pset._probes_counted:
+            budget.stored(rec.get("cost_usd"), rec.get("n_prompt_tokens"), rec.get("completion_tokens"))
+            budget.stored_unknown(rec.get("possibly_billed_usd"))
+    if not pset._probes_counted:  # ... and what they paid for and did not store
         pset._probes_counted = True
-        for ledger in (probes, unkept):
-            if ledger.exists():
-                for line in ledger.read_text().splitlines():
-                    budget.stored(json.loads(line)["cost_usd"] if line.strip() else 0.0)
-        # ... and, at their worst case, their tries that may have been billed: no answer, or killed in flight
-        n_unknown, usd = unsettled(tried)
-        if n_unknown:
-            budget.stored_unknown(usd)
-            log.info(
-                "%s: %d tries of earlier attempts got no answer: up to $%.4f possibly billed", desc, n_unknown, usd
-            )
+        ledgers.count_earlier(budget, desc)
     setup, pset.setup_seconds = pset.setup_seconds, 0.0
-    stats, too_long, incomplete, computed = None, {}, {}, 0
     t1 = time.monotonic()
     bodies = [
         body(
-            spec, ep, json.loads(prompts[i]), pset.seed(prompts[i], samples[i]) if pset.sampling else None, pset.verdict
+            pset.spec,
+            ep,
+            json.loads(prompts[i]),
+            pset.seed(prompts[i], samples[i]) if pset.sampling else None,
+            pset.verdict,
         )
         for i in todo
     ]
-    probing = bool(todo) and pset.probed is None and spec.endpoint["check_capabilities"]
-    from genjudge.engine.endpoint.probe import probe, probe_body, tries
+    report, stats = None, None
+    if todo and not _budget_allows(pset, ledgers, bodies[0], desc):
+        stats = endpoint_stats(pset, None, budget)
+        stats["not_sent"] = len(todo)
+        incomplete = {i: "not sent: max_cost_usd reached" for i, k in enumerate(keys) if k in queued}
+        return _completion(
+            pset,
+            prompts,
+            keys,
+            done,
+            queued,
+            todo=[],
+            report=None,
+            stats=stats,
+            t1=t1,
+            setup=setup,
+            too_long={},
+            incomplete=incomplete,
+        )
+    probes_before = pset.probe_requests
+    if todo:
+        ledgers.hold(desc)
+        key = ep.api_key(pset.where)
+        setup += _probe(pset, ledgers, desc, key) if pset.probed is None else 0.0
+        report = _send(pset, ledgers, store, desc, key, keys, ids, samples, todo, bodies, done)
+        if budget.stopped:
+            ledgers.stop(budget)
+    too_long, incomplete = _outcomes(pset, report, keys, ids, todo, desc, keep_going)
+    if report is not None:
+        stats = endpoint_stats(pset, report, budget, pset.probe_requests - probes_before)
+        log.info("%s: %s", desc, summary_line(stats))
+    return _completion(pset, prompts, keys, done, queued, todo, report, stats, t1, setup, too_long, incomplete)
 
-    first = [bodies[0]] if todo else []
-    if probing:
-        first += [probe_body(spec, ep, pset.verdict)] * tries(spec, pset.verdict)
-    if todo and not budget.affords(*first):  # not even the probe and one request can be sent
+
+def _budget_allows(pset, ledgers: Ledgers, first: dict, desc: str) -> bool:
+    """Whether the job may send anything: not where an earlier attempt stopped at this budget (the same
+    command again sends nothing more), nor where the probe and one request do not fit."""
+    from genjudge.engine.endpoint.probe import probe_body, tries
+
+    ep, budget = pset.endpoint, pset.budget
+    if ep.max_cost_usd is None or not ep.price.known:
+        return True
+    stopped_at = ledgers.stopped_at()
+    if stopped_at is not None and ep.max_cost_usd <= stopped_at:
+        budget.stopped = True
         log.warning(
-            "%s: max_cost_usd %g reached (spent $%.4f, possibly billed $%.4f); no request is sent",
+            "%s: an earlier attempt stopped at max_cost_usd %g (spent $%.4f, possibly billed $%.4f); no request "
+            "is sent: rerun with a larger budget to go on",
             desc,
-            ep.max_cost_usd,
+            stopped_at,
             budget.spent,
             budget.possibly,
         )
-        incomplete = {i: "not sent: max_cost_usd reached" for i, k in enumerate(keys) if k in queued}
-        stats = endpoint_stats(pset, None, budget)
-        stats["not_sent"] = len(todo)
-        todo = []
-    if todo:
-        key = ep.api_key()
-        if probing:
-            t0 = time.monotonic()
-            try:
-                probed = probe(spec, ep, key, pset.where, pset.verdict)
-            except InputError as exc:  # what its tries were billed counts for the rerun too
-                if ep.price.known and exc.usage:
-                    b = probe_body(spec, ep, pset.verdict)
-                    spent_on(probes, sum(budget.paid(None, b, p, c, batch=False) for p, c in exc.usage))
-                raise
-            paid = [budget.paid(None, probed["body"], p, c, batch=False) for p, c in probed.pop("usage")]
-            probed.pop("body")
-            if ep.price.known:
-                spent_on(probes, sum(paid))
-            pset.probed = probed
-            setup += time.monotonic() - t0
-            log.info("%s: capability probe passed (served model %s)", desc, pset.probed.get("served_model"))
+        return False
+    first = [first]
+    if pset.probed is None and pset.spec.endpoint["check_capabilities"]:
+        b = probe_body(pset.spec, ep, pset.verdict)
+        if ledgers.passed_probe(probe_id(pset, b)) is None:
+            first += [b] * tries(pset.spec, pset.verdict)
+    if budget.affords(*first):
+        return True
+    log.warning(
+        "%s: max_cost_usd %g reached (spent $%.4f, possibly billed $%.4f); no request is sent",
+        desc,
+        ep.max_cost_usd,
+        budget.spent,
+        budget.possibly,
+    )
+    ledgers.stop(budget)
+    return False
 
-        def on_result(j: int, res: dict) -> None:
-            i = todo[j]
-            extra = {"sample": samples[i]} if pset.sampling else {}
-            rec = {**res, "key": keys[i], "id": ids[i], "job": store.writer, **extra}
-            store.append([rec])
-            done[keys[i]] = rec
-            pset._counted.add(keys[i])
 
-        names = [str(ids[i]) for i in todo]
-        if ep.batch:
-            from genjudge.engine.endpoint.batch import BatchSender
+def _probe(pset, ledgers: Ledgers, desc: str, key: str) -> float:
+    """The capability probe, once per job and not again where this job's earlier attempt passed the same
+    one; what its tries were billed counts in the budget, passed or not. Returns its seconds."""
+    from genjudge.engine.endpoint.probe import probe, probe_body
 
-            sender = BatchSender(
-                ep,
-                budget,
-                on_result,
-                pset.verdict,
-                names,
-                desc,
-                store,
-                [keys[i] for i in todo],
-                lambda c: spent_on(unkept, c),
-            )
-        else:
-            from genjudge.engine.endpoint.client import Sender
+    spec, ep, budget = pset.spec, pset.endpoint, pset.budget
+    if not spec.endpoint["check_capabilities"]:
+        return 0.0
+    t0 = time.monotonic()
+    b = probe_body(spec, ep, pset.verdict)
+    pid = probe_id(pset, b)
+    earlier = ledgers.passed_probe(pid)
+    if earlier is not None:
+        pset.probed = {**earlier, "skipped": "passed by an earlier attempt of this job"}
+        log.info(
+            "%s: capability probe passed by an earlier attempt (served model %s)", desc, earlier.get("served_model")
+        )
+        return 0.0
 
-            sender = Sender(
-                ep,
-                budget,
-                on_result,
-                pset.verdict,
-                names,
-                desc,
-                on_unkept=lambda c: spent_on(unkept, c),
-                tries=Tries(tried if ep.price.known else None),
-            )
-        report = sender.run(bodies, key)
-        computed = report.done
-        if report.refused:
-            raise InputError(f"{desc}: {ep.url} refused a request ({report.refused}); nothing more was sent")
-        by_key = {keys[todo[j]]: why for j, why in report.too_long.items()}
-        if by_key and not keep_going:
-            j = min(report.too_long)
-            raise InputError(
-                f"{desc}: item {ids[todo[j]]!r} is too long for {spec.model} at {ep.url}: {report.too_long[j]} "
-                f"(the dataset's on_too_long: skip would skip it)"
-            )
-        too_long = {i: by_key[k] for i, k in enumerate(keys) if k in by_key}
-        stopped = {keys[todo[j]]: why for j, why in report.failed.items()}
-        for j in report.unsent:
-            stopped.setdefault(keys[todo[j]], "not sent: " + ("max_cost_usd reached" if budget.stopped else "stopped"))
-        incomplete = {i: stopped[k] for i, k in enumerate(keys) if k in stopped}
-        stats = endpoint_stats(pset, report, budget)
+    def priced(usage: list) -> float:
+        return sum(
+            budget.unbilled(None, b) if u is None else budget.paid(None, b, *u, batch=False) or 0.0 for u in usage
+        )
+
+    try:
+        probed = probe(spec, ep, key, pset.where, pset.verdict)
+    except InputError as exc:  # what its tries were billed counts for the rerun too
+        usage = getattr(exc, "usage", None) or []
+        pset.probe_requests += len(usage)
+        cost = priced(usage)
+        if ep.price.known and usage:
+            spent_on(ledgers.probes, cost)
+        raise
+    usage = probed.pop("usage")
+    probed.pop("body")
+    pset.probe_requests += len(usage)
+    cost = priced(usage)  # its tokens count whether or not the price is known
+    if ep.price.known:
+        spent_on(ledgers.probes, cost)
+    pset.probed = probed
+    ledgers.probe_passed(pid, probed)
+    log.info("%s: capability probe passed (served model %s)", desc, probed.get("served_model"))
+    return time.monotonic() - t0
+
+
+def _send(pset, ledgers: Ledgers, store, desc, key, keys, ids, samples, todo, bodies, done):
+    """The requests of `todo`, each result stored the moment it arrives; the sender's report."""
+    ep = pset.endpoint
+
+    def on_result(j: int, res: dict) -> None:
+        i = todo[j]
+        extra = {"sample": samples[i]} if pset.sampling else {}
+        rec = {**res, "key": keys[i], "id": ids[i], "job": store.writer, **extra}
+        store.append([SECRETS.scrub(rec, exact=True)])
+        done[keys[i]] = rec
+        pset._counted.add(keys[i])
+
+    names = [str(ids[i]) for i in todo]
+    reasoning = (pset.spec.reasoning["open"], pset.spec.reasoning["close"]) if pset.spec.reasoning else None
+    if ep.batch:
+        from genjudge.engine.endpoint.batch import BatchSender
+
+        sender = BatchSender(
+            ep,
+            pset.budget,
+            on_result,
+            pset.verdict,
+            names,
+            desc,
+            store,
+            [keys[i] for i in todo],
+            lambda c: spent_on(ledgers.unkept, c),
+            reasoning=reasoning,
+            items=[{"id": ids[i], **({"sample": samples[i]} if pset.sampling else {})} for i in todo],
+        )
+    else:
+        from genjudge.engine.endpoint.client import Sender
+
+        sender = Sender(
+            ep,
+            pset.budget,
+            on_result,
+            pset.verdict,
+            names,
+            desc,
+            on_unkept=lambda c: spent_on(ledgers.unkept, c),
+            tries=Tries(ledgers.tries if ep.price.known else None),
+            reasoning=reasoning,
+            hints=hints(pset),
+        )
+    report = sender.run(bodies, key)
+    if report.refused:
+        raise InputError(f"{desc}: {ep.url} refused a request ({report.refused}); nothing more was sent")
+    return report
+
+
+def _outcomes(pset, report, keys, ids, todo, desc, keep_going) -> tuple[dict, dict]:
+    """(too_long, incomplete) by position: items the server found too long, and items without a result."""
+    if report is None:
+        return {}, {}
+    by_key = {keys[todo[j]]: why for j, why in report.too_long.items()}
+    if by_key and not keep_going:
+        j = min(report.too_long)
+        raise InputError(
+            f"{desc}: item {ids[todo[j]]!r} is too long for {pset.spec.model} at {pset.endpoint.url}: "
+            f"{report.too_long[j]} (the dataset's on_too_long: skip would skip it)"
+        )
+    too_long = {i: by_key[k] for i, k in enumerate(keys) if k in by_key}
+    stopped = {keys[todo[j]]: why for j, why in report.failed.items()}
+    for j in report.unsent:
+        stopped.setdefault(keys[todo[j]], "not sent: " + ("max_cost_usd reached" if pset.budget.stopped else "stopped"))
+    return too_long, {i: stopped[k] for i, k in enumerate(keys) if k in stopped}
+
+
+def _completion(pset, prompts, keys, done, queued, todo, report, stats, t1, setup, too_long, incomplete):
+    from genjudge.engine.results import Completion
+
+    ep = pset.endpoint
     results = [None if i in too_long or i in incomplete else done.get(k) for i, k in enumerate(keys)]
     tokens, computed_keys = computed_of(keys, todo, done)
     info = {
         "engine": "openai",
-        "endpoint": stats or endpoint_stats(pset, None, budget),
+        "endpoint": stats or endpoint_stats(pset, None, pset.budget),
         "engine_settings": {"base_url": ep.url, "max_connections": ep.max_connections, "batch": ep.batch},
     }
     return Completion(
@@ -237,7 +432,7 @@ def complete_endpoint(
         keys,
         results,
         len(keys) - sum(k in queued for k in keys),
-        computed,
+        report.done if report is not None else 0,
         pset.fp,
         True,
         0.0,
@@ -266,16 +461,19 @@ def computed_of(keys: list[str], todo: list[int], done: dict) -> tuple[int, set]
     return sum(done[k]["n_generated_tokens"] for k in got), got
 
 
-def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget) -> dict:
-    """The endpoint's part of the job's meta: what was asked, what came back, what it cost."""
+def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget, probe_requests: int = 0) -> dict:
+    """The endpoint's part of the job's meta: what was asked, what came back, what it cost
+    (`probe_requests`: the capability probe's, sent by this completion)."""
     ep = pset.endpoint
+    known = ep.price.known
     out = {
         "base_url": ep.url,
         "model": pset.spec.model,
         "batch": ep.batch,
         "max_connections": ep.max_connections,
         "probe": pset.probed,
-        "requests": 0,
+        "probe_requests": probe_requests,
+        "requests": probe_requests,  # the probe's included: its tokens and cost are
         "completed": 0,
         "retries": {},
         "given_up": {},
@@ -286,8 +484,12 @@ def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget) -> dict:
         "requests_per_second": None,
         "prompt_tokens": budget.prompt_tokens,
         "completion_tokens": budget.completion_tokens,
-        "cost_usd": round(budget.spent - budget.earlier, 6) if ep.price.known else None,
-        "cost_usd_earlier_attempts": round(budget.earlier, 6) if ep.price.known else None,
+        "cached_tokens": budget.cached_tokens,
+        "reasoning_tokens": budget.reasoning_tokens,
+        "cost_usd": round(budget.spent - budget.earlier, 6) if known else None,
+        "cost_usd_earlier_attempts": round(budget.earlier, 6) if known else None,
+        "prompt_tokens_earlier_attempts": budget.earlier_prompt_tokens,
+        "completion_tokens_earlier_attempts": budget.earlier_completion_tokens,
         "max_cost_usd": ep.max_cost_usd,
         "budget_stopped": budget.stopped,
         "served_models": {},
@@ -298,12 +500,18 @@ def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget) -> dict:
         # Tries with no answer (timed out, dropped, cut off, stopped in flight), which a provider may bill:
         # their worst case, counted against max_cost_usd beside cost_usd.
         "unknown_outcome": 0,
-        "possibly_billed_usd": round(budget.possibly - budget.possibly_earlier, 6) if ep.price.known else None,
-        "possibly_billed_usd_earlier_attempts": round(budget.possibly_earlier, 6) if ep.price.known else None,
+        "possibly_billed_usd": round(budget.possibly - budget.possibly_earlier, 6) if known else None,
+        "possibly_billed_usd_earlier_attempts": round(budget.possibly_earlier, 6) if known else None,
+        "usage_missing": budget.usage_missing,  # answers kept without usage: counted as possibly billed
+        "filtered": 0,  # answers the provider withheld (content_filter, only tool calls)
+        "over_reservation": budget.over_reservation,  # responses billed above what was set aside for them
+        "over_bound": budget.over_bound,  # responses billed above max_tokens x n (reasoning billed apart)
+        "budget_waits": 0,
+        "on_filtered": ep.on_filtered,
     }
     if report is not None:
         out.update(
-            requests=report.requests,
+            requests=report.requests + probe_requests,
             completed=report.done,
             retries=dict(report.retries),
             given_up=dict(report.given_up),
@@ -318,10 +526,24 @@ def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget) -> dict:
             rate_limit_cuts=report.rate_limit_cuts,
             unkept=report.unkept,
             unknown_outcome=getattr(report, "unknown", 0),
+            filtered=getattr(report, "filtered", 0),
+            budget_waits=getattr(report, "budget_waits", 0),
         )
         if getattr(report, "batches", None) is not None:
             out["batches"] = report.batches
     return out
+
+
+def summary_line(e: dict) -> str:
+    """The job's last word on its requests: sent, retried, tokens, cost."""
+    cost = "" if e["cost_usd"] is None else f", ${e['cost_usd']:.4f} spent"
+    if e.get("possibly_billed_usd"):
+        cost += f" and up to ${e['possibly_billed_usd']:.4f} possibly billed"
+    return (
+        f"{e['requests']} requests sent ({e['probe_requests']} of them the capability probe), {e['completed']} "
+        f"results, {sum(e['retries'].values())} retries, {e['prompt_tokens']:,} prompt and "
+        f"{e['completion_tokens']:,} completion tokens{cost}"
+    )
 
 
 SUMMED = (
@@ -334,6 +556,9 @@ SUMMED = (
     "rate_limit_cuts",
     "unkept",
     "unknown_outcome",
+    "filtered",
+    "budget_waits",
+    "probe_requests",
 )
 
 
