@@ -142,6 +142,8 @@ class JudgeMode:
             history = row_history(row)
             if unfinished(row):  # no answer to grade: the trace never closed
                 out.append(JudgeRequest(row.id, 0, NOT_FINISHED, None, turn, sample))
+            elif withheld(row):  # the provider withheld it (endpoint.on_filtered: count_wrong): wrong, unjudged
+                out.append(JudgeRequest(row.id, 0, WITHHELD, None, turn, sample))
             elif spec.cascade and decided_by_rule(
                 check_answer(row.output, row.reference, methods_for(answer, getattr(row, "category", None)))
             ):
@@ -184,6 +186,8 @@ class JudgeMode:
         parsed = [
             None
             if d == "rule"
+            else self.withheld_verdict(options)
+            if d == WITHHELD
             else Verdict(None, UNJUDGED[d], 0)
             if d in UNJUDGED
             else truncated(self.parse_text(t, rx, bool(pattern), options), f, t)
@@ -194,6 +198,13 @@ class JudgeMode:
         df["unparsed_detail"] = [None if p is None else p.detail for p in parsed]
         df["n_verdict_markers"] = [0 if p is None else p.n_markers for p in parsed]
         return df
+
+    def withheld_verdict(self, options: dict | None = None) -> Verdict:
+        """The verdict of an answer the provider withheld, counted wrong (endpoint.on_filtered: count_wrong):
+        the mode's wrong verdict; a mode without one leaves it unparsed, saying why."""
+        if self.unfinished_verdict is None:
+            return Verdict(None, f"{WITHHELD} (mode {self.name!r} has no wrong verdict to count it as)", 0)
+        return Verdict(self.unfinished_verdict, None, 0)
 
     # --- measures ---
     def metrics(self, g: pd.DataFrame) -> dict:
@@ -287,6 +298,16 @@ def count_unfinished(df: pd.DataFrame, mode: JudgeMode, options: dict | None, po
     if "score" in df:
         df["score"] = pd.to_numeric(df["verdict"], errors="coerce")
     return df
+
+
+# An answer the provider withheld (finish_reason content_filter, or only tool calls) kept under
+# endpoint.on_filtered: count_wrong: its decided_by; graded as the mode's wrong verdict, never judged.
+WITHHELD = "withheld by the provider"
+WITHHELD_REASONS = ("content_filter", "tool_calls")
+
+
+def withheld(row) -> bool:
+    return getattr(row, "finish_reason", None) in WITHHELD_REASONS
 
 
 # Requests no judge saw, by their decided_by, and the reason their verdict is missing.

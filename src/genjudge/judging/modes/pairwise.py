@@ -15,6 +15,8 @@ from genjudge.judging.items import item_codes, item_rate_where, item_share, rate
 from genjudge.judging.modes.base import (
     NO_REFERENCE,
     UNJUDGED,
+    WITHHELD,
+    WITHHELD_REASONS,
     JudgeMode,
     JudgeRequest,
     lacks_reference,
@@ -24,6 +26,7 @@ from genjudge.judging.modes.base import (
     register,
     row_history,
     truncated,
+    withheld,
 )
 from genjudge.judging.reasoning import NOT_FINISHED, UNCLOSED, unfinished
 from genjudge.judging.templates import render_request
@@ -57,11 +60,23 @@ def answers_by_turn(path) -> dict:
     import pyarrow.parquet as pq
 
     names = pq.read_schema(path).names
-    wanted = ("id", "turn", "sample", "output", "reasoning_state")
+    wanted = ("id", "turn", "sample", "output", "reasoning_state", "finish_reason")
     df = pd.read_parquet(path, columns=[c for c in wanted if c in names])
     if "reasoning_state" in df:  # no answer where the trace never closed: None, never judged
         df["output"] = df["output"].astype(object).where(df["reasoning_state"] != UNCLOSED, None)
+    if "finish_reason" in df:  # withheld by the provider (on_filtered: count_wrong): loses, never judged
+        df["output"] = df["output"].astype(object).where(~df["finish_reason"].isin(WITHHELD_REASONS), WITHHELD_ANSWER)
     return answers_by_row(df)
+
+
+class Withheld(str):
+    """The answer a provider withheld (kept under endpoint.on_filtered: count_wrong): an empty text that
+    says so."""
+
+
+WITHHELD_ANSWER = Withheld("")
+# Which side's answer was withheld -> the candidate's outcome.
+WITHHELD_OUTCOME = {"candidate": "loss", "opponent": "win", "both": "tie"}
 
 
 def load_baseline(path, keys) -> dict:
@@ -109,6 +124,15 @@ class Pairwise(JudgeMode):
             if unfinished(row) or theirs[(row.id, turn)] is None:  # a side without an answer: no judge call
                 out += [JudgeRequest(row.id, order, NOT_FINISHED, None, turn, sample) for order in (0, 1)]
                 continue
+            sides = [
+                s
+                for s, w in (("candidate", withheld(row)), ("opponent", isinstance(theirs[(row.id, turn)], Withheld)))
+                if w
+            ]
+            if sides:  # the withheld side loses, without a judge call
+                side = "both" if len(sides) == 2 else sides[0]
+                out += [JudgeRequest(row.id, order, f"{WITHHELD}: {side}", None, turn, sample) for order in (0, 1)]
+                continue
             values = placeholders(history, theirs, row.id)
             pair = (row.output, theirs[(row.id, turn)])
             for order, (a, b) in enumerate((pair, pair[::-1])):
@@ -136,6 +160,15 @@ class Pairwise(JudgeMode):
         f0 = first["judge_finish_reason"] if "judge_finish_reason" in first else [None] * len(df)
         f1 = second["judge_finish_reason"] if "judge_finish_reason" in second else [None] * len(df)
         for d, t0, t1, e0, e1 in zip(df["decided_by"], df["judge_output"], df["judge_output_swapped"], f0, f1):
+            if isinstance(d, str) and d.startswith(f"{WITHHELD}: "):
+                outcome = WITHHELD_OUTCOME[d.split(": ", 1)[1]]
+                verdicts.append(outcome)
+                reasons.append(None)
+                details.append(None)
+                o0s.append(outcome)
+                o1s.append(outcome)
+                consistent.append(None)
+                continue
             if d in UNJUDGED:
                 verdicts.append(None)
                 reasons.append(UNJUDGED[d])

@@ -40,6 +40,10 @@ class Score(JudgeMode):
             return Verdict(None, f"score outside {_fmt(lo)}-{_fmt(hi)}", v.n_markers, f"score {_fmt(score)}")
         return Verdict(_fmt(score), None, v.n_markers)
 
+    def withheld_verdict(self, options=None) -> Verdict:
+        lo, _ = (options or {}).get("score_range") or DEFAULT_RANGE
+        return Verdict(_fmt(lo), None, 0)  # the bottom of the scale
+
     def parse(self, df, raw, pattern, options=None):
         df = super().parse(df, raw, pattern, options)
         df["score"] = pd.to_numeric(df["verdict"], errors="coerce")
