@@ -17,6 +17,18 @@ STUDY_NOTE = (
     "rank (how many in parentheses). A pairwise column's win rate counts ties half (AlpacaEval, Chatbot "
     "Arena); W/T/L beside it counts the verdicts won, tied and lost."
 )
+BUDGET_NOTE = (
+    "A cell stopped by max_cost_usd is not broken: what was paid for is stored, and the same command with a larger "
+    "max_cost_usd sends only what is left."
+)
+
+
+def failed_note(failed: list[dict]) -> str:
+    """FAILED_NOTE, and what a budget stop asks for where a cell was stopped by one."""
+    budget = any(e.get("type") == "BudgetReached" for c in failed for e in c.get("errors") or [])
+    return f"{FAILED_NOTE} {BUDGET_NOTE}" if budget else FAILED_NOTE
+
+
 FAILED_NOTE = (
     "Not judged (or, failed job parse, judged with no verdict parsed), and left out of every measure of this "
     "report; the rest of the run is complete. Fix the cause and run the same command again: only the failed jobs "

@@ -39,6 +39,16 @@ def endpoint_rows(gen_metas, judge_metas: dict) -> list[dict]:
                 "possibly_billed_usd": e.get("possibly_billed_usd"),
                 "possibly_billed_usd_earlier_attempts": e.get("possibly_billed_usd_earlier_attempts"),
                 "max_cost_usd": e["max_cost_usd"],
+                # metas written before these were counted lack them
+                "probe_requests": e.get("probe_requests", 0),
+                "filtered": e.get("filtered", 0),
+                "usage_missing": e.get("usage_missing", 0),
+                "over_reservation": e.get("over_reservation", 0),
+                "over_bound": e.get("over_bound", 0),
+                "cached_tokens": e.get("cached_tokens", 0),
+                "reasoning_tokens": e.get("reasoning_tokens", 0),
+                "prompt_tokens_earlier_attempts": e.get("prompt_tokens_earlier_attempts", 0),
+                "completion_tokens_earlier_attempts": e.get("completion_tokens_earlier_attempts", 0),
                 "budget_stopped": e["budget_stopped"],
                 "seconds": e["seconds"],
                 "requests_per_second": e["requests_per_second"],
@@ -72,6 +82,13 @@ def cost_text(r: dict) -> str:
         text += f" (possibly billed: up to {_usd(possibly)})" if possibly else ""
     if r.get("possibly_billed_usd_earlier_attempts"):
         text += f" (+up to {_usd(r['possibly_billed_usd_earlier_attempts'])} possibly billed earlier)"
+    if r.get("usage_missing"):
+        text += f", {r['usage_missing']} answer(s) without usage (counted as possibly billed at their worst case)"
+    if r.get("over_reservation") or r.get("over_bound"):
+        text += (
+            f", {r.get('over_reservation', 0)} billed above what was set aside"
+            f" ({r.get('over_bound', 0)} above max_tokens)"
+        )
     if r["max_cost_usd"] is not None:
         text += f" of {_usd(r['max_cost_usd'])}" + (": **budget reached**" if r["budget_stopped"] else "")
     return text
@@ -82,7 +99,7 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         "job",
         "model",
         "requests sent",
-        "results",
+        "results (items)",
         "retries by cause",
         "left for a rerun",
         "tokens in / out",
@@ -97,11 +114,14 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
             [
                 r["job"],
                 f"{r['model']} at {r['base_url']}" + (" (batch)" if r["batch"] else ""),
-                str(r["requests"]),
-                f"{r['completed']} new, {r['resumed']} stored before",
+                str(r["requests"]) + (f" ({r['probe_requests']} probe)" if r.get("probe_requests") else ""),
+                f"{r['completed']} new, {r['resumed']} stored before"
+                + (f", {r['filtered']} withheld by the provider" if r.get("filtered") else ""),
                 _counts(r["retries"]),
                 f"{left}" + (f" ({_counts(r['given_up'])} given up)" if r["given_up"] else ""),
-                f"{r['prompt_tokens']:,} / {r['completion_tokens']:,}",
+                f"{r['prompt_tokens']:,} / {r['completion_tokens']:,}"
+                + (f" ({r['cached_tokens']:,} cached in)" if r.get("cached_tokens") else "")
+                + (f" ({r['reasoning_tokens']:,} reasoning out)" if r.get("reasoning_tokens") else ""),
                 cost_text(r),
                 "-" if r["requests_per_second"] is None else f"{r['requests_per_second']:.1f}",
                 "-"
@@ -110,6 +130,22 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return head, body
+
+
+def totals_line(rows: list[dict]) -> str:
+    """What the run's endpoint jobs spent over all their attempts, and their tokens."""
+    spent = sum((r["cost_usd"] or 0.0) + (r["cost_usd_earlier_attempts"] or 0.0) for r in rows)
+    possibly = sum(
+        (r.get("possibly_billed_usd") or 0.0) + (r.get("possibly_billed_usd_earlier_attempts") or 0.0) for r in rows
+    )
+    tokens_in = sum(r["prompt_tokens"] + r.get("prompt_tokens_earlier_attempts", 0) for r in rows)
+    tokens_out = sum(r["completion_tokens"] + r.get("completion_tokens_earlier_attempts", 0) for r in rows)
+    priced = any(r["cost_usd"] is not None for r in rows)
+    money = f"{_usd(spent)} spent" + (f", up to {_usd(possibly)} more possibly billed" if possibly else "")
+    return (
+        f"Over all attempts: {money if priced else 'no price known'}; {tokens_in:,} prompt and {tokens_out:,} "
+        f"completion tokens (the results stored by earlier attempts included)."
+    )
 
 
 def endpoint_markdown(rows: list[dict]) -> list[str]:
@@ -127,6 +163,7 @@ def endpoint_markdown(rows: list[dict]) -> list[str]:
         "|" + "---|" * len(head),
     ]
     out += ["| " + " | ".join(md_text(c) if i < 2 else c for i, c in enumerate(row)) + " |" for row in body]
+    out += ["", totals_line(rows)]
     models = {}
     for r in rows:
         for served, n in r["served_models"].items():

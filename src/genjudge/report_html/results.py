@@ -348,7 +348,7 @@ class ResultSections:
 
     def failed(self) -> Failed | None:
         failed = self.s.get("failed_cells") or []
-        return Failed(Table(*tables.failed_rows(failed), "ex"), tables.FAILED_NOTE) if failed else None
+        return Failed(Table(*tables.failed_rows(failed), "ex"), tables.failed_note(failed)) if failed else None
 
     def paired(self) -> Paired | None:
         rows = self.s.get("paired") or []

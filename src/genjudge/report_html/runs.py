@@ -82,7 +82,7 @@ class RunSections:
         return Throughput(Table([*head, "waited for GPUs s"], rows))
 
     def endpoints(self) -> Endpoints | None:
-        from genjudge.report_html.endpoints import table_rows
+        from genjudge.report_html.endpoints import table_rows, totals_line
 
         rows = self.s.get("endpoints") or []
         if not rows:
@@ -102,7 +102,7 @@ class RunSections:
             )
             for model, served in models.items()
         ]
-        return Endpoints(Table(head, body), lines)
+        return Endpoints(Table(head, body), [*lines, totals_line(rows)])
 
     def provenance_section(self) -> Provenance:
         p = self.provenance or {}

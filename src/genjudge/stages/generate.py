@@ -117,8 +117,16 @@ def run_generate(
             from genjudge.errors import InputError
 
             first = min(c.incomplete)
+            e = c.info.get("endpoint") or {}
+            if e.get("budget_stopped"):
+                spent = (e.get("cost_usd") or 0.0) + (e.get("cost_usd_earlier_attempts") or 0.0)
+                raise InputError(
+                    f"{desc}: stopped by max_cost_usd: ${spent:.4f} of ${e['max_cost_usd']:g} spent, "
+                    f"{len(c.incomplete)} of {len(ids)} answer(s) left; the answers received are stored: rerun "
+                    f"with a larger max_cost_usd to finish (only the rest is sent)"
+                )
             raise InputError(
-                f"{desc}: {len(c.incomplete)} of {len(ids)} requests got no result, e.g. item {ids[first]!r}: "
+                f"{desc}: {len(c.incomplete)} of {len(ids)} answer(s) got no result, e.g. item {ids[first]!r}: "
                 f"{c.incomplete[first]}; the answers received are stored and a rerun sends only the rest"
             )
         for j, ((i, s), item_id, p, r, key) in enumerate(zip(idx, ids, c.prompts, c.results, c.keys)):

@@ -169,7 +169,8 @@ def run_judge(
     cell_errors = _too_long_for_the_judge(
         {to_judge[p]: reason for p, reason in c.too_long.items()}, requests, owners, why, on_too_long, log_path, spec
     )
-    for key, errors in _incomplete({to_judge[p]: w for p, w in c.incomplete.items()}, owners, log_path).items():
+    missing = {to_judge[p]: w for p, w in c.incomplete.items()}
+    for key, errors in _incomplete(missing, requests, owners, log_path, c.info.get("endpoint")).items():
         cell_errors.setdefault(key, errors)
     rows, per_cell, attributed = [], {}, set()
     for j, (r, cell) in enumerate(zip(requests, owners)):
@@ -293,26 +294,39 @@ def _too_long_for_the_judge(over: dict, requests, owners, why: dict, on_too_long
     return errors
 
 
-def _incomplete(missing: dict, owners, log_path) -> dict:
+def _incomplete(missing: dict, requests, owners, log_path, budget: dict | None = None) -> dict:
     """{cell key: [error]} for the cells of an endpoint judge whose requests got no result (`missing`:
-    request index -> why: retries given up, or max_cost_usd reached). The cell is failed and listed;
-    its stored verdicts stay, and a rerun sends only the requests that have none."""
+    request index -> why: retries given up, or max_cost_usd reached). The cell is failed and listed,
+    its answers counted in items (an item's two orders are one); its stored verdicts stay, and a rerun
+    sends only the requests that have none. `budget`: the job's endpoint stats, to name a budget stop."""
     import time
 
     by_cell: dict = {}
     for j, reason in sorted(missing.items()):
-        by_cell.setdefault(owners[j].key, []).append(reason)
+        by_cell.setdefault(owners[j].key, []).append((requests[j], reason))
     errors = {}
-    for key, reasons in by_cell.items():
-        budget = any("max_cost_usd" in r for r in reasons)
+    for key, got in by_cell.items():
+        reasons = [r for _, r in got]
+        items = len({(q.id, q.turn, q.sample) for q, _ in got})
+        stopped = any("max_cost_usd" in r for r in reasons)
+        if stopped:
+            spent, limit = (budget or {}).get("cost_usd"), (budget or {}).get("max_cost_usd")
+            earlier = (budget or {}).get("cost_usd_earlier_attempts") or 0.0
+            money = f": ${(spent or 0.0) + earlier:.4f} of ${limit:g} spent" if limit is not None else ""
+            message = (
+                f"cell {key}: stopped by max_cost_usd{money}, {items} item(s) left without a verdict; the "
+                f"verdicts received are stored: rerun with a larger max_cost_usd to finish (only the rest is sent)"
+            )
+        else:
+            message = (
+                f"cell {key}: {items} item(s) got no verdict, e.g. {reasons[0]}; the verdicts received are stored "
+                f"and a rerun sends only the rest"
+            )
         errors[key] = [
             {
-                "type": "BudgetReached" if budget else "EndpointIncomplete",
-                "message": f"cell {key}: {len(reasons)} request(s) got no result"
-                + (" (max_cost_usd reached)" if budget else "")
-                + f", e.g. {reasons[0]}; the verdicts received are stored and a rerun"
-                + (" with a larger max_cost_usd" if budget else "")
-                + " sends only the rest",
+                "type": "BudgetReached" if stopped else "EndpointIncomplete",
+                "message": message,
+                "items_left": items,
                 "log": str(log_path or ""),
                 "at": round(time.time(), 3),
             }

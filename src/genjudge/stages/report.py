@@ -85,6 +85,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     unparsed_reasons, unparsed_examples = unparsed_causes(df, int(config["report"]["n_examples"]))
     generator = {
         "model": g["model"],
+        **served(g, gen_metas),
         "revision": g["revision"],
         "max_new_tokens": g["max_new_tokens"],
         "load_seconds": round(sum(m.load_seconds for m in gen_metas), 3),
@@ -95,6 +96,7 @@ def summarise(df: pd.DataFrame, gen_metas: list[GenerateMeta], judge_meta: Judge
     }
     judge = {
         "model": j["model"],
+        **served(j, judge_meta.jobs()),
         "mode": mode.name,
         "verdict": j["verdict"],
         "cascade": j["cascade"],
@@ -155,6 +157,17 @@ def fallback_counts(df: pd.DataFrame) -> dict:
         df["exact_match"].notna() & df["answer_extraction"].notna() & ~df["answer_strict"].fillna(False).astype(bool)
     )
     return {str(k): int(v) for k, v in df["answer_extraction"][loose].value_counts().items()}
+
+
+def served(section: dict, metas) -> dict:
+    """Where a model behind an endpoint was served: its public base URL and the model ids the server
+    named (nothing for a local model, whose quantization and GPUs say where it ran)."""
+    if section.get("engine") != "openai":
+        return {}
+    from genjudge.models.endpoints import public_url
+
+    ids = sorted({str(k) for m in metas for k in ((m.endpoint or {}).get("served_models") or {})})
+    return {"engine": "openai", "base_url": public_url(section["endpoint"]["base_url"] or ""), "served_models": ids}
 
 
 def on_cpu_despite_lease(meta) -> bool:

@@ -73,16 +73,25 @@ def skipped_markdown(s: RunSummary) -> list[str]:
     return [*out, ""]
 
 
+def behind(model: dict) -> str:
+    """`behind https://api.example.com/v1, model gpt-4.1-2025-04-14` for a model behind an endpoint."""
+    ids = model.get("served_models") or []
+    return f"behind {md_text(model['base_url'])}" + (f", served as {md_text(', '.join(ids))}" if ids else "")
+
+
 def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str:
     j = s.judge
     out = [f"# Report: run {md_code(s.run)}", ""]
-    out += [
-        f"- Generator: {md_code(s.generator['model'])}",
-        f"- Judge: {md_code(j['model'])} "
-        f"(mode {md_text(j['mode'])}, verdict {md_text(j['verdict'])}, quantization {md_text(j['quantization'])}, "
-        f"GPUs {md_text(j['cuda_visible_devices'] or 'none (CPU)')}"
+    where = (
+        behind(j)
+        if j.get("engine") == "openai"
+        else f"quantization {md_text(j['quantization'])}, GPUs {md_text(j['cuda_visible_devices'] or 'none (CPU)')}"
         + (" leased, ran on the CPU: torch saw no CUDA device" if j.get("ran_on_cpu") else "")
-        + ")",
+    )
+    gen = s.generator
+    out += [
+        f"- Generator: {md_code(gen['model'])}" + (f" ({behind(gen)})" if gen.get("engine") == "openai" else ""),
+        f"- Judge: {md_code(j['model'])} (mode {md_text(j['mode'])}, verdict {md_text(j['verdict'])}, {where})",
         "",
     ]
     for w in s.placement_warnings:
@@ -175,8 +184,12 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         "",
         f"Judge: set-up {j.get('setup_seconds', 0.0)} s, load {j['load_seconds']} s, judging {j['judge_seconds']} s; verdicts from an earlier run "
         f"{j['resumed_items']}, shared with an identical request in this run {j.get('shared_items', 0)}, computed "
-        f"{j['computed_items']}; parameters per device: "
-        f"{md_text(json.dumps(j['placement']))}",
+        f"{j['computed_items']}; "
+        + (
+            "no weights here (behind an endpoint)"
+            if j.get("engine") == "openai"
+            else f"parameters per device: {md_text(json.dumps(j['placement']))}"
+        ),
         "",
     ]
     return "\n".join(out)

@@ -28,10 +28,10 @@ import pandas as pd
 
 from genjudge.judging import modes
 from genjudge.judging.tables import (
-    FAILED_NOTE,
     STUDY_NOTE,
     cell_name,
     columns_text,
+    failed_note,
     failed_rows,
     headline_lines,
     markdown_table,
@@ -179,7 +179,7 @@ def markdown(table: dict) -> list[str]:
 def failed_markdown(failed: list[dict]) -> list[str]:
     if not failed:
         return []
-    return ["## Failed cells", "", FAILED_NOTE, "", *markdown_table(*failed_rows(failed)), ""]
+    return ["## Failed cells", "", failed_note(failed), "", *markdown_table(*failed_rows(failed)), ""]
 
 
 def sections(table: dict, failed: list[dict]) -> list[str]:
