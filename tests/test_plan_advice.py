@@ -358,3 +358,29 @@ def test_the_plan_shows_the_batch_a_job_remembered_on_this_kind_of_gpu(study, tm
     _, _, e = generator_entry(cfg)
     assert e.batch == 100 and "remembered from an earlier job" in e.plan["batch_source"]
     assert e.times["gsm8k"].term("batch search") == 0
+
+
+def test_a_hosted_generator_gets_no_engine_advice_and_cpu_jobs_say_so(tmp_path):
+    """A local demo generator beside gpt-4o-mini behind api.openai.com, planned for this machine (no GPUs):
+    the advice and the written overlay leave the hosted model's engine alone, and count no GPU."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": "q?", "answer": "x"}) + "\n" for i in range(6)))
+    hosted = {
+        "model": "gpt-4o-mini-2024-07-18",
+        "engine": "openai",
+        "endpoint": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"},
+    }
+    cfg = {
+        "run": "mixed",
+        "shards": 2,
+        "dataset": {"path": str(data)},
+        "generators": {"local": {"model": str(ROOT / "models/demo-generator")}, "mini": hosted},
+        "judge": {"model": str(ROOT / "models/demo-judge")},
+    }
+    overlay = tmp_path / "overlay.yaml"
+    out, _ = plan_lines(cfg, None, write=str(overlay), allow_result_changes=True)
+    advice = out[out.index("advice (") :]
+    assert "on the CPU" in advice and "GPU(s)" not in advice, advice
+    written = yaml.safe_load(overlay.read_text())
+    assert "mini" not in (written.get("generators") or {}), written
+    assert "generators mini" not in advice

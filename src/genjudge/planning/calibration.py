@@ -254,16 +254,21 @@ class RunCalibration:
     by_model: dict = field(default_factory=dict)  # (model, role) -> Calibration
     answer_tokens: dict = field(default_factory=dict)  # generator model -> mean tokens per answer
     jobs: int = 0
+    endpoints: dict = field(default_factory=dict)  # (model, role) -> EndpointSpeed of its endpoint jobs
 
     def for_model(self, model: str, role: str) -> Calibration | None:
         return self.by_model.get((model, role))
 
+    def for_endpoint(self, model: str, role: str) -> EndpointSpeed | None:
+        return self.endpoints.get((model, role))
+
     def describe(self, planned: list[tuple[str, str]] | None = None) -> list[str]:
         """What this calibration replaces in a plan of `planned` ((model, role) pairs; None: all it has), and
         what it does not, and why: it knows only the models and roles its run ran."""
-        planned = list(self.by_model) if planned is None else list(dict.fromkeys(planned))
-        used = [k for k in planned if k in self.by_model]
-        missing = [k for k in planned if k not in self.by_model]
+        known = {**self.by_model, **self.endpoints}
+        planned = list(known) if planned is None else list(dict.fromkeys(planned))
+        used = [k for k in planned if k in known]
+        missing = [k for k in planned if k not in known]
         if not used:
             out = [
                 f"calibrated from {self.source} ({self.jobs} finished jobs): nothing replaced: it ran none of the "
@@ -275,20 +280,65 @@ class RunCalibration:
                 f"assumptions of {len(used)} of the {len(planned)} planned model(s)"
             ]
         for model, role in used:
-            out.append(f"  replaced, {role} {model}: {self.by_model[(model, role)].note}")
-        ran = ", ".join(f"{r} {m}" for m, r in self.by_model) or "none with timings"
+            out.append(f"  replaced, {role} {model}: {known[(model, role)].note}")
+        ran = ", ".join(f"{r} {m}" for m, r in known) or "none with timings"
         for model, role in missing:
             out.append(f"  not replaced, {role} {model}: {self.source} ran no {role} job of this model (it ran: {ran})")
         for model, tokens in self.answer_tokens.items():
-            if any(m == model for m, r in planned if r == "generator") or planned == list(self.by_model):
+            if any(m == model for m, r in planned if r == "generator") or planned == list(known):
                 out.append(f"  answers of {model}: {tokens:,.0f} tokens on average (judge prompts sized with that)")
         return out
 
 
-def calibrate(job_checks: list[JobCheck], gens: list, source: str) -> RunCalibration | None:
-    if not job_checks:
+@dataclass
+class EndpointSpeed:
+    """What a finished run's endpoint jobs of one model measured: requests a second at their concurrency,
+    and the tokens a request was billed."""
+
+    requests_per_second: float
+    max_connections: int
+    prompt_tokens: float  # per request, as billed
+    completion_tokens: float  # per request, as billed
+    jobs: int
+    note: str
+
+    def latency(self) -> float:
+        """The seconds one request took, as the plan's latency_seconds means it (requests in flight / rate)."""
+        return self.max_connections / self.requests_per_second
+
+
+def endpoint_speeds(metas: list) -> dict:
+    """(model, role) -> EndpointSpeed, from the endpoint jobs that completed requests."""
+    groups: dict = {}
+    for role, meta in metas:
+        e = meta.endpoint or {}
+        if e.get("completed") and e.get("seconds"):
+            groups.setdefault((e["model"], role), []).append(e)
+    out = {}
+    for key, es in groups.items():
+        done = sum(e["completed"] for e in es)
+        requests = sum(e["requests"] for e in es) or done
+        rps = done / sum(e["seconds"] for e in es)
+        conns = max(1, round(sum(e["max_connections"] for e in es) / len(es)))
+        prompt = sum(e["prompt_tokens"] for e in es) / requests
+        completion = sum(e["completion_tokens"] for e in es) / requests
+        out[key] = EndpointSpeed(
+            rps,
+            conns,
+            prompt,
+            completion,
+            len(es),
+            f"{rps:.2f} requests/s at {conns} connections (a request {conns / rps:.2f} s), {prompt:,.0f} prompt and "
+            f"{completion:,.0f} completion tokens a request as billed ({len(es)} endpoint job(s))",
+        )
+    return out
+
+
+def calibrate(job_checks: list[JobCheck], gens: list, source: str, endpoints: dict | None = None):
+    if not job_checks and not endpoints:
         return None
-    cal = RunCalibration(source, jobs=len(job_checks))
+    cal = RunCalibration(source, jobs=len(job_checks) + sum(s.jobs for s in (endpoints or {}).values()))
+    cal.endpoints = dict(endpoints or {})
     groups: dict = {}
     for c in job_checks:
         groups.setdefault((c.model, c.role), []).append(c)
@@ -357,9 +407,10 @@ def from_run(run_dir, cpu: CpuDevice, read_rate: float = DEFAULT_READ_RATE) -> R
     is its wall time (Snakemake's benchmark file) less what its meta measured after it."""
     gens, judges = run_metas(run_dir)
     found = checks(gens, judges, cpu, read_rate)
+    speeds = endpoint_speeds([("generator", m) for _, m in gens] + [("judge", m) for _, m in judges])
     for c in found:
         wall = benchmark_seconds(run_dir, c.job)
         if wall is not None:
             spent = c.measured["load"] + c.overheads["batch search"] + c.overheads["compile"]
             c.overheads["start-up"] = max(0.0, wall - spent - (c.measured["compute"] or 0.0))
-    return calibrate(found, gens, str(run_dir))
+    return calibrate(found, gens, str(run_dir), speeds)

@@ -31,13 +31,15 @@ class Option:
     batch: int
     host_mem_mb: int
     configured: bool = False
+    on_gpus: bool = True  # False: the jobs run on CPUs (no GPU in the plan)
 
     def describe(self) -> str:
         from genjudge.planning.time_model import duration
 
         what = ", ".join(f"{k} {v}" for k, v in self.settings.items())
+        where = f"of {self.gpus_per_job} GPU(s)" if self.on_gpus else "on the CPU"
         return (
-            f"{what}: about {duration(self.seconds)} ({self.jobs} job(s) of {self.gpus_per_job} GPU(s), batch "
+            f"{what}: about {duration(self.seconds)} ({self.jobs} job(s) {where}, batch "
             f"{self.batch}, longest job {duration(self.longest_job)})" + (" [configured]" if self.configured else "")
         )
 
@@ -145,6 +147,7 @@ def generator_options(config: dict, exp, entries: list, pool: list[int]) -> list
                         batch,
                         mem,
                         same,
+                        on_gpus=any(e.device.kind == "gpu" for e in entries),
                     )
                 )
     return sorted(out, key=lambda o: o.seconds)
@@ -222,6 +225,7 @@ def judge_options(config: dict, exp, e, gpus: list, pool: list[int], on_slurm: b
                         b,
                         host_memory_mb({**plan, "fits": True}),
                         same,
+                        on_gpus=e.device.kind == "gpu",
                     )
                 )
     return sorted(out, key=lambda o: o.seconds)
@@ -250,7 +254,7 @@ def advice(config: dict, exp, entries: list, role_gpus: dict, pools: dict, on_sl
         ["advice (the time model's fastest settings that fit; `genjudge plan --write FILE` writes them):"],
         {},
     )
-    entries = [e for e in entries if e.spec.engine != "openai"]  # behind an endpoint: nothing to choose here
+    entries = local(entries)  # behind an endpoint: nothing to choose here
     gens = [e for e in entries if e.role == "generator"]
     if gens:
         options = generator_options(config, exp, gens, pools["generator"])
@@ -304,6 +308,11 @@ def advice(config: dict, exp, entries: list, role_gpus: dict, pools: dict, on_sl
     return lines, chosen
 
 
+def local(entries: list) -> list:
+    """The entries of models run here (not behind an endpoint, whose engine is the endpoint's)."""
+    return [e for e in entries if e.spec.engine != "openai"]
+
+
 def _engine_settings(engine: str) -> dict:
     """vLLM schedules its own batch: a configured number would cap it (max_num_seqs)."""
     return {"engine": engine, "batch_size": "auto"} if engine == "vllm" else {"engine": engine}
@@ -314,7 +323,9 @@ RESULT_CHANGES = "--allow-result-changes"
 
 def engine_changes(chosen: dict, entries: list) -> list[str]:
     """Lines for each advised engine that differs from the configured one: the engine is in every item
-    key (another engine's outputs differ), so switching it regenerates or re-judges everything."""
+    key (another engine's outputs differ), so switching it regenerates or re-judges everything. A model
+    behind an endpoint gets no engine advice: it is not run here."""
+    entries = local(entries)
     configured = {e.name: e.spec.engine for e in entries}
     out = []
     gen = chosen.get("generators")
@@ -353,6 +364,8 @@ def overlay(config: dict, exp, chosen: dict, entries: list, allow_result_changes
     figure (plan_roles.assumptions); the host memory estimate + 25%), for `--configfile`; an engine other than the configured one only with `allow_result_changes`
     (it is in every item key)."""
     from genjudge.stages.plan_roles import MEMORY_MARGIN, runtime_minutes
+
+    entries = local(entries)  # a model behind an endpoint keeps its engine, and its jobs their resources
 
     def assumed(role: str, names) -> int:
         return max((len(e.assumptions) for e in entries if e.role == role and e.name in names), default=0)

@@ -71,9 +71,19 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
     )
     total_cost, total_requests, longest = 0.0, 0.0, 0.0
     plan_time: dict = {}
+    speed = cal.for_endpoint(spec.model, role) if cal else None
+    latency = speed.latency() if speed else float(e_cfg["latency_seconds"])
+    if speed:  # a finished run's endpoint jobs measured the rate and the tokens a request was billed
+        lines.append(f"  measured by {cal.source}: {speed.note}")
+        wl.requests = {
+            d: [replace(r, prompt_tokens=speed.prompt_tokens, answer_tokens=speed.completion_tokens) for r in reqs]
+            for d, reqs in wl.requests.items()
+        }
+        sized = "as the measured run's answers were billed on average"
     for label, (reqs, jobs) in groups.items():
+        reqs = wl.requests.get(label, reqs) if role == "generator" else wl.all()
         per_job = [r.share(1 / jobs) for r in reqs]
-        est = estimate(per_job, int(e_cfg["max_connections"]), float(e_cfg["latency_seconds"]), price, batch)
+        est = estimate(per_job, int(e_cfg["max_connections"]), latency, price, batch)
         longest = max(longest, est.seconds)
         total_requests += est.requests * jobs
         if est.cost_usd is not None:
@@ -87,10 +97,15 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
         if batch:
             lines.append("  time: batch files come back within the provider's 24 h window (usually sooner)")
         else:
+            how = (
+                f"a measured {latency:.2f} s each"
+                if speed
+                else f"an assumed {e_cfg['latency_seconds']:g} s each (endpoint.latency_seconds; rate limits and "
+                f"the provider's load make it longer)"
+            )
             lines.append(
                 f"  time: about {duration(est.seconds)} a job: {est.requests:,.0f} requests, "
-                f"{e_cfg['max_connections']} at a time, at an assumed {e_cfg['latency_seconds']:g} s each "
-                f"(endpoint.latency_seconds; rate limits and the provider's load make it longer)"
+                f"{e_cfg['max_connections']} at a time, at {how}"
             )
         prefix = "generate" if role == "generator" else "judge"
         for j in range(jobs):
@@ -117,10 +132,14 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
         verdict = "enough" if per_job <= budget else "LESS than the costliest job's estimate: it would stop part-way"
         lines.append(f"  max_cost_usd: {budget:g} per job: {verdict}")
     if not batch:
-        # The time rests on a latency the plan assumes (nothing here measures an endpoint): a widened margin.
-        entry.assumptions = [
-            f"latency: {e_cfg['latency_seconds']:g} s a request assumed (endpoint.latency_seconds), never measured"
-        ]
+        # The time rests on a latency the plan assumes unless a run measured it: a widened margin.
+        entry.assumptions = (
+            []
+            if speed
+            else [
+                f"latency: {e_cfg['latency_seconds']:g} s a request assumed (endpoint.latency_seconds), never measured"
+            ]
+        )
         lines.append(runtime_line(config, STEP, longest, entry.assumptions))
     entry.lines = lines
     entry.plan = {
