@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from genjudge.errors import InputError
 from genjudge.store import atomic
 from genjudge.store.records import INVOCATION_ENV
 
@@ -70,7 +71,14 @@ def recorded(history, log: str, what: str, write_failure):
         yield attempt
     except Exception as exc:  # noqa: BLE001 - any failure of this one job is recorded, not raised
         error = describe(exc, log)
-        logging.getLogger("failures").exception("%s failed; recorded in %s, the rest of the run goes on", what, history)
+        if isinstance(exc, InputError):  # a configuration or input error: its one clear message, no traceback
+            logging.getLogger("failures").error(
+                "%s failed: %s; recorded in %s, the rest of the run goes on", what, exc, history
+            )
+        else:
+            logging.getLogger("failures").exception(
+                "%s failed; recorded in %s, the rest of the run goes on", what, history
+            )
         Path(history).parent.mkdir(parents=True, exist_ok=True)
         with open(history, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({**error, **attempt}) + "\n")
