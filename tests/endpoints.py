@@ -307,12 +307,14 @@ class FaultProxy:
         key: str | None = None,
         spare=None,
         always: set | None = None,
+        echo: bool = False,
     ):
         self.upstream = upstream.rstrip("/")
         self.rate, self.faults, self.limit, self.delay = rate, tuple(faults), limit, delay
         self.timeout_delay, self.retry_after, self.key = timeout_delay, retry_after, key
         self.spare = spare or (lambda body: False)
         self.always = always if always is not None else set()  # items answered 500 every time
+        self.echo = echo  # every answer a 502 that repeats the request's headers, as some proxies do
         self.rng = random.Random(seed)
         self.requests: Counter = Counter()  # item -> requests received
         self.answered: Counter = Counter()  # item -> complete 200 answers written
@@ -420,6 +422,10 @@ class FaultProxy:
             return r.status, await r.read()
 
     async def _handle(self, method, path, headers, raw: bytes, writer) -> bool:
+        if self.echo:
+            message = f"bad gateway: upstream refused {method} {path} with headers {json.dumps(headers)}"
+            await self._write(writer, 502, json.dumps({"error": {"message": message, "code": 502}}).encode())
+            return True
         if self.key is not None and headers.get("authorization") != f"Bearer {self.key}":
             # As providers do, the refusal repeats what it was given: the client must not pass it on.
             given = headers.get("authorization", "").removeprefix("Bearer ")

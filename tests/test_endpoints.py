@@ -458,6 +458,34 @@ def test_the_key_reaches_no_file_of_a_run_nor_an_error(wf, servers, clean, tmp_p
     assert wrong not in out.stdout + out.stderr
 
 
+def test_a_proxy_that_echoes_the_key_in_every_error_leaves_it_in_no_file(wf, servers, clean, tmp_path):
+    """Every answer of the judge's endpoint, the capability probe's first, is a 502 that repeats the
+    request's headers: the job fails, and the key is in no file of the run, no report and no output."""
+    _, judge = servers
+    jp = FaultProxy(judge.url, echo=True)
+    try:
+        wf = wf.copy(tmp_path)
+        judge_spec = {"model": JUDGE, **endpoint(jp, api_key_env="GENJUDGE_TEST_KEY", max_attempts=2)}
+        cfg = judging_clean(wf, clean, "echo", judge_spec, "results/.cache-clean")
+        out = run(wf, cfg, check=False)
+        report = wf.run("--report", "echo-report.zip", "--configfile", cfg, env=clean_env(GENJUDGE_TEST_KEY=KEY))
+    finally:
+        jp.stop()
+    assert out.returncode == 1 and report.returncode == 0
+    summary = json.loads((wf.results("clean") / "report" / "summary.json").read_text())
+    message = summary["failed_cells"][0]["errors"][0]["message"]
+    assert "did not answer the capability probe" in message and "[redacted]" in message
+    hits = [
+        str(p)
+        for root in ("results", "logs", ".snakemake")
+        for p in (wf.path / root).rglob("*")
+        if p.is_file() and KEY.encode() in p.read_bytes()
+    ]
+    with zipfile.ZipFile(wf.path / "echo-report.zip") as zf:
+        hits += [n for n in zf.namelist() if KEY.encode() in zf.read(n)]
+    assert hits == [] and KEY not in out.stdout + out.stderr
+
+
 def test_a_prompt_too_long_for_the_servers_context_is_its_items_too_long_case(tmp_path, servers):
     """The server's context-length refusal (HTTP 400) is not retried: the dataset's on_too_long decides."""
     from genjudge.data.shard_files import write_shard
