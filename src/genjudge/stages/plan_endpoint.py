@@ -73,6 +73,13 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
     plan_time: dict = {}
     speed = cal.for_endpoint(spec.model, role) if cal else None
     latency = speed.latency() if speed else float(e_cfg["latency_seconds"])
+    if not speed:  # the chat template's tokens around each message (role, separators), as the budget counts them
+        from genjudge.engine.endpoint.cost import OVERHEAD_TOKENS
+
+        extra = OVERHEAD_TOKENS * (1 + bool(spec.system_prompt))
+        wl.requests = {
+            d: [replace(r, prompt_tokens=r.prompt_tokens + extra) for r in reqs] for d, reqs in wl.requests.items()
+        }
     if speed:  # a finished run's endpoint jobs measured the rate and the tokens a request was billed
         lines.append(f"  measured by {cal.source}: {speed.note}")
         wl.requests = {
@@ -91,7 +98,7 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
         where = f" on {label}" if role == "generator" else ""
         lines.append(
             f"  jobs{where}: {jobs}; each about {est.requests:,.0f} requests, {est.prompt_tokens:,.0f} prompt tokens "
-            f"(~{CHARS_PER_TOKEN} chars/token) and at most {est.completion_tokens:,.0f} completion tokens "
+            f"(~{CHARS_PER_TOKEN} chars/token, and the chat template's tokens a message) and at most {est.completion_tokens:,.0f} completion tokens "
             f"({sized}); cost about {money(est.cost_usd)} a job" + (" at the batch price" if batch else "")
         )
         if batch:

@@ -151,7 +151,11 @@ class Sender:
         self.endpoint = endpoint
         self.budget = budget
         self.tries = tries or Tries(None)  # each try written before it is sent, settled once its outcome is known
-        self.on_result = on_result  # (index, result) -> None, called before the next result is handled
+        # [(index, result), ...] -> None: stores them durably (one fsync a call). Results that arrive while a
+        # call runs (in a thread: the event loop goes on sending) are stored together by the next call.
+        self.on_results = (
+            on_result if getattr(on_result, "batched", False) else (lambda got: [on_result(*x) for x in got])
+        )
         self.on_unkept = on_unkept  # (cost) -> None: a paid answer thrown away, recorded for later attempts
         self.verdict = verdict
         self.names = names  # each request's item, for the log
@@ -161,6 +165,8 @@ class Sender:
         self.rng = random.Random(seed)
         self.report = Report()
         self.waiting = 0  # requests sleeping before a retry
+        self._unstored: list = []  # (index, result, try id, future) waiting for the next store call
+        self._storing = None  # the task that stores them
         self.failing: dict = {}  # non-transient cause -> the distinct items it hit since the last success
 
     def run(self, bodies: list[dict], key: str) -> Report:
@@ -351,13 +357,39 @@ class Sender:
             await self.concurrency.release()
             await self.concurrency.succeeded()
             self.failing.clear()
-            self._keep(i, res, token, body, tries)
-            self.tries.settled(tid)
+            self._priced(i, res, token, body, tries)
             self._settled()
+            await self._store(i, res, tid)
             return
 
-    def _keep(self, i: int, res: dict, token, body: dict, tries: int) -> None:
-        """A usable answer: priced (at its worst case where it says nothing of its usage) and stored."""
+    async def _store(self, i: int, res: dict, tid) -> None:
+        """Store a result durably, then settle its try: a kill between the two counts it twice, never not at
+        all. Results are grouped: each store call (one fsync) takes every result that arrived meanwhile."""
+        done = asyncio.get_running_loop().create_future()
+        self._unstored.append((i, res, tid, done))
+        if self._storing is None or self._storing.done():
+            self._storing = asyncio.create_task(self._store_all())
+        await done
+
+    async def _store_all(self) -> None:
+        while self._unstored:
+            batch, self._unstored = self._unstored, []
+            try:
+                await asyncio.to_thread(self.on_results, [(i, res) for i, res, _, _ in batch])
+            except BaseException as exc:  # every waiter fails as its own store would have
+                for *_, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for _, _, tid, done in batch:
+                self.tries.settled(tid)
+                self.report.done += 1
+                done.set_result(None)
+
+    def _priced(self, i: int, res: dict, token, body: dict, tries: int) -> None:
+        """A usable answer priced (at its worst case where it says nothing of its usage)."""
         r = self.report
         if res.get("usage_missing"):
             res["cost_usd"] = None
@@ -375,8 +407,6 @@ class Sender:
         res["attempts"] = tries
         r.served_models[res.get("served_model")] += 1
         r.fingerprints[res.get("system_fingerprint")] += 1
-        self.on_result(i, res)  # stored first: a kill between the two counts it twice, never not at all
-        r.done += 1
 
     async def _filtered(self, i: int, exc: FilteredAnswer, token, body: dict, tid) -> None:
         """The provider withheld a 200's answer: billed all the same; the item fails (on_filtered: fail,
@@ -386,13 +416,16 @@ class Sender:
         cause = exc.partial["finish_reason"]
         if self.endpoint.on_filtered == "count_wrong":
             await self.concurrency.release()
-            self._keep(i, dict(exc.partial), token, body, 1)
-        else:
-            charge(self.budget, token, body, exc.usage, r, self.on_unkept)
-            r.unkept -= 1  # counted as filtered, not as an answer thrown away for want of what was asked
-            await self.concurrency.release()
-            self._give_up(i, cause, f"{exc} (endpoint.on_filtered: fail; a rerun asks again)")
-            self._breaker(i, cause, str(exc))
+            kept = dict(exc.partial)
+            self._priced(i, kept, token, body, 1)
+            self._settled()
+            await self._store(i, kept, tid)
+            return
+        charge(self.budget, token, body, exc.usage, r, self.on_unkept)
+        r.unkept -= 1  # counted as filtered, not as an answer thrown away for want of what was asked
+        await self.concurrency.release()
+        self._give_up(i, cause, f"{exc} (endpoint.on_filtered: fail; a rerun asks again)")
+        self._breaker(i, cause, str(exc))
         self.tries.settled(tid)
         self._settled()
 

@@ -351,13 +351,22 @@ def _send(pset, ledgers: Ledgers, store, desc, key, keys, ids, samples, todo, bo
     """The requests of `todo`, each result stored the moment it arrives; the sender's report."""
     ep = pset.endpoint
 
+    def on_results(got: list) -> None:
+        """Results (index, result) stored in one append: one fsync for all of them."""
+        recs = []
+        for j, res in got:
+            i = todo[j]
+            extra = {"sample": samples[i]} if pset.sampling else {}
+            recs.append({**res, "key": keys[i], "id": ids[i], "job": store.writer, **extra})
+        store.append([SECRETS.scrub(rec, exact=True) for rec in recs])
+        for rec in recs:
+            done[rec["key"]] = rec
+            pset._counted.add(rec["key"])
+
+    on_results.batched = True
+
     def on_result(j: int, res: dict) -> None:
-        i = todo[j]
-        extra = {"sample": samples[i]} if pset.sampling else {}
-        rec = {**res, "key": keys[i], "id": ids[i], "job": store.writer, **extra}
-        store.append([SECRETS.scrub(rec, exact=True)])
-        done[keys[i]] = rec
-        pset._counted.add(keys[i])
+        on_results([(j, res)])
 
     names = [str(ids[i]) for i in todo]
     reasoning = (pset.spec.reasoning["open"], pset.spec.reasoning["close"]) if pset.spec.reasoning else None
@@ -383,7 +392,7 @@ def _send(pset, ledgers: Ledgers, store, desc, key, keys, ids, samples, todo, bo
         sender = Sender(
             ep,
             pset.budget,
-            on_result,
+            on_results,
             pset.verdict,
             names,
             desc,
