@@ -209,39 +209,7 @@ def _config_arguments(parser) -> None:
     )
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="genjudge", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("summary", help="print the headline numbers of a finished run")
-    s.add_argument("run_dir", help="results/<run>")
-    s.set_defaults(fn=cmd_summary)
-    sh = sub.add_parser(
-        "shards",
-        help="right-size generation shards: model load seconds against compute seconds per shard, from a run's metas",
-    )
-    sh.add_argument("run_dir", help="results/<run>")
-    sh.add_argument(
-        "--max-load-share",
-        type=float,
-        default=0.1,
-        help="the largest share of a job's time that loading the model may take (default 0.1)",
-    )
-    sh.set_defaults(fn=cmd_shards)
-    g = sub.add_parser("gpus", help="show the GPU inventory the workflow uses and who holds each lease")
-    _config_arguments(g)
-    g.add_argument(
-        "--inventory",
-        default=None,
-        type=_inventory_arg,
-        help="instead of the config's gpu_inventory: auto, a count (4 = GPUs 0-3) or ids (0,2 or GPU-...)",
-    )
-    g.add_argument(
-        "--lock-dir",
-        default=None,
-        help="lease lock directory (default: the config's lock_dir, else the per-machine default)",
-    )
-    g.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
-    g.set_defaults(fn=cmd_gpus)
+def _add_plan(sub) -> None:
     pl = sub.add_parser(
         "plan",
         help="GPU check and memory plan for the configured generator and judge "
@@ -312,6 +280,42 @@ def main(argv=None) -> int:
         "submitted; the profile's own flags, such as --slurm-requeue, come on top)",
     )
     pl.set_defaults(fn=cmd_plan)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="genjudge", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("summary", help="print the headline numbers of a finished run")
+    s.add_argument("run_dir", help="results/<run>")
+    s.set_defaults(fn=cmd_summary)
+    sh = sub.add_parser(
+        "shards",
+        help="right-size generation shards: model load seconds against compute seconds per shard, from a run's metas",
+    )
+    sh.add_argument("run_dir", help="results/<run>")
+    sh.add_argument(
+        "--max-load-share",
+        type=float,
+        default=0.1,
+        help="the largest share of a job's time that loading the model may take (default 0.1)",
+    )
+    sh.set_defaults(fn=cmd_shards)
+    g = sub.add_parser("gpus", help="show the GPU inventory the workflow uses and who holds each lease")
+    _config_arguments(g)
+    g.add_argument(
+        "--inventory",
+        default=None,
+        type=_inventory_arg,
+        help="instead of the config's gpu_inventory: auto, a count (4 = GPUs 0-3) or ids (0,2 or GPU-...)",
+    )
+    g.add_argument(
+        "--lock-dir",
+        default=None,
+        help="lease lock directory (default: the config's lock_dir, else the per-machine default)",
+    )
+    g.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
+    g.set_defaults(fn=cmd_gpus)
+    _add_plan(sub)
     b = sub.add_parser(
         "baseline",
         help="write another model's published answers (e.g. AlpacaEval's) as a pairwise baseline file, "
