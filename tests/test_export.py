@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import genjudge_cli, new_workflow
 from eee import exported, interval, problems, reaggregate, scores, validators
 from hypothesis import HealthCheck, given, settings
 from reference_studies import _shape, base_config, judgments, labels_for, studies
@@ -247,6 +249,33 @@ def test_a_failed_cell_carries_its_error_and_claims_no_score(schema, tmp_path):
     )
 
 
+def test_adding_a_generator_rewrites_only_its_cells_and_the_aggregates_it_moves(schema, tmp_path):
+    """The same study with a third generator: its answers and verdicts, the first two's as they were."""
+    judges = {"ref": judge("reference"), "pair": judge("pairwise", baseline="g0")}
+    more = study(["g0", "g1", "g2"], ["d0"], judges, 8)
+    first = {
+        **more,
+        "shape": _shape(["g0", "g1"], {"d0": {}}, judges),
+        "frames": {j: df[df["generator"] != "g2"].reset_index(drop=True) for j, df in more["frames"].items()},
+    }
+    root = tmp_path / "eee"
+    for s, where in ((first, "first"), (more, "more")):
+        (tmp_path / where).mkdir()
+        settings_, data, summary = run_data(s, tmp_path / where)
+        export_eee(settings_, data, root)
+        if where == "first":
+            before = state(root)
+    check_export(root, summary, schema)
+    after = state(root)
+    manifest = json.loads((root / "manifest.json").read_text())["cells"]
+    own = {p for c in manifest if c["generator"] == "g2" for p in (c["aggregate"], c["instances"])}
+    assert own and not own & set(before) and set(after) == set(before) | own
+    rewritten = {p for p in before if after[p] != before[p]} - {"manifest.json"}
+    # A pairwise aggregate holds the strengths of every generator its judge met: that one moves, nothing else.
+    moved = {c["aggregate"] for c in manifest if c["judge"] == "pair" and c["generator"] != "g2"}
+    assert rewritten == moved and len(moved) == 1
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drawn=studies())
 def test_drawn_studies_export_what_the_report_says(drawn, schema, tmp_path_factory):
@@ -269,23 +298,24 @@ MT = [
 ]
 
 
-def study_config(wf, name="study.yaml", **more):
+def study_config(wf):
     """The demo models on 6 demo questions and 2 two-turn items: two generators (one sampling 2 answers
-    per item), two reference judges and their panel, a pairwise judge (both orders) and a score judge."""
-    generators = {"demo": {}, "sampled": {"n_samples": 2, "do_sample": True, "temperature": 1.5, "dtype": "float32"}}
+    per item), two reference judges and their panel, a pairwise judge (both orders) on the questions, and
+    a score judge of one generator's conversations."""
+    sampled = {"n_samples": 2, "do_sample": True, "temperature": 1.5, "dtype": "float32"}
     return wf.write_config(
-        name,
+        "study.yaml",
         run="study",
         shards=1,
         generator={"max_new_tokens": 8},
-        generators={**generators, **more.pop("generators", {})},
+        generators={"demo": {}, "sampled": sampled},
         datasets={
             "q": {"path": "q.jsonl"},
             "mt": {"path": "mt.jsonl", "fields": {"id": "id", "prompt": "turns", "reference": "reference"}},
         },
         judges={
-            "ref": {},
-            "ref2": {},
+            "ref": {"datasets": ["q"]},
+            "ref2": {"datasets": ["q"]},
             "pair": {
                 "model": "models/pair-judge",
                 "mode": "pairwise",
@@ -293,7 +323,7 @@ def study_config(wf, name="study.yaml", **more):
                 "baseline": "demo",
                 "datasets": ["q"],
             },
-            "score": {"model": "models/score-judge", "mode": "score", "template": None, "datasets": ["q"]},
+            "score": {"model": "models/score-judge", "mode": "score", "template": None, "generators": ["demo"]},
         },
         panels={"both": {"judges": ["ref", "ref2"], "rule": "majority"}},
         report={"export": ["eee"], "bootstrap": 0},
@@ -303,8 +333,7 @@ def study_config(wf, name="study.yaml", **more):
 @pytest.fixture(scope="module")
 def real(tmp_path_factory, built_models):
     """The study run once by `snakemake --cores 2` for the module's tests that read it."""
-    from conftest import new_workflow
-    from judges import constant_judge
+    from judges import constant_judge  # imports torch: only where a real run needs its judges
 
     wf = new_workflow(tmp_path_factory.mktemp("export"), built_models)
     constant_judge(wf.path / "models" / "pair-judge", "pairwise", "VERDICT: A")  # a tie whenever swapped
@@ -366,8 +395,6 @@ def test_no_path_of_this_machine_reaches_the_export(real):
 
 @pytest.mark.workflow
 def test_a_rerun_with_nothing_changed_rewrites_nothing(real):
-    from conftest import genjudge_cli
-
     before = state(export_dir(real))
     dry = real.run("-n", "--configfile", real.cfg)
     assert "Nothing to be done" in dry.stdout + dry.stderr
@@ -378,12 +405,8 @@ def test_a_rerun_with_nothing_changed_rewrites_nothing(real):
 
 @pytest.mark.workflow
 def test_the_command_writes_what_the_rule_wrote_and_names_bad_input(real, tmp_path):
-    from conftest import genjudge_cli
-
     wf = real.copy(tmp_path)
     rule = {k: v for k, (v, _) in state(export_dir(wf)).items()}
-    import shutil
-
     shutil.rmtree(export_dir(wf))
     genjudge_cli("export", wf.results("study"), "--format", "eee", check=True)
     command = {k: v for k, (v, _) in state(export_dir(wf)).items()}
@@ -399,22 +422,3 @@ def test_the_command_writes_what_the_rule_wrote_and_names_bad_input(real, tmp_pa
     changed = genjudge_cli("export", wf.results("study"), "--format", "eee")
     assert changed.returncode == 1
     assert "config/templates/score.txt: judge 'score''s templates changed since it judged" in changed.stderr
-
-
-@pytest.mark.workflow
-def test_adding_a_generator_rewrites_only_its_cells_and_the_aggregates_it_moves(real, tmp_path):
-    """`copy` answers as `demo` does (its answers and verdicts come from the item cache)."""
-    wf = real.copy(tmp_path)
-    before = state(export_dir(wf))
-    cfg = study_config(wf, "more.yaml", generators={"copy": {}})
-    wf.run("--cores", "2", "--configfile", cfg)
-    after = state(export_dir(wf))
-    manifest = json.loads((export_dir(wf) / "manifest.json").read_text())["cells"]
-    own = {p for c in manifest if c["generator"] == "copy" for p in (c["aggregate"], c["instances"])}
-    assert own and not own & set(before)  # its cells' files are new
-    assert set(after) == set(before) | own
-    rewritten = {p for p in before if after[p] != before[p]} - {"manifest.json"}
-    # Pairwise aggregates hold the strengths of every generator the judge met: those move; nothing else does.
-    moved = {c["aggregate"] for c in manifest if c["judge"] == "pair" and c["generator"] != "copy"}
-    assert rewritten == moved and moved and all(after[p][0] != before[p][0] for p in rewritten)
-    assert all(p.endswith(".json") for p in rewritten)
