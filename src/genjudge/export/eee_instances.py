@@ -74,7 +74,8 @@ def attribution(ci: CellInput, row, turn_idx: int, source: str) -> tuple[list[di
         if verdict is None:
             return [], {}
         how = "exact_match" if decided == "rule" else "rule"  # the cascade's exact match, or a policy's verdict
-        found = _value(row, "answer_extracted") if decided == "rule" else None
+        # the cascade compared the answer extracted (the whole text where the dataset extracts none)
+        found = (_value(row, "answer_extracted") or _value(row, "output")) if decided == "rule" else None
         value = str(found if found is not None else verdict)
         return [{**base, "extracted_value": value, "extraction_method": how, "is_terminal": True}], {}
     made = calls(ci, row)
@@ -140,7 +141,7 @@ def record(ci: CellInput, ctx: RunContext, ids: dict, row, turns: dict) -> dict:
             "reasoning_trace": None if trace is None else [trace],
         }
         out["messages"], turn_idx, source = None, 0, "output.raw"
-    verdict = _value(row, "verdict")  # as read; a failed cell's counts for nothing
+    verdict = _value(row, "verdict")  # as read; nothing of a failed cell counts
     counted = verdict is not None and not ci.failed and _value(row, "skipped") is None
     value = ci.mode.answer_value(verdict) if counted else None
     out["answer_attribution"], judged = attribution(ci, row, turn_idx, source)
