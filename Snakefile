@@ -21,6 +21,7 @@ include: "rules/split.smk"
 include: "rules/generate.smk"
 include: "rules/judge.smk"
 include: "rules/report.smk"
+include: "rules/export.smk"
 include: "rules/plan.smk"
 
 
@@ -33,6 +34,7 @@ localrules:
     merge_judge,
     parse_verdicts,
     report,
+    export,
     plan,
 
 

@@ -13,6 +13,7 @@ from genjudge import config as wfconfig
 from genjudge.cluster import interrupt, job_resources, slurm_array_task, slurm_submission
 from genjudge.cluster.gpu_lease import resolve_inventory
 from genjudge.config.checks import endpoint_warnings
+from genjudge.config.export import FORMATS as EXPORT_FORMATS
 from genjudge.config.experiment import entry_key, judge_inputs, resolve
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.engine import judge_parallel
@@ -76,6 +77,7 @@ wildcard_constraints:
     shard=r"\d+",
     jshard=r"\d+",
     nj=r"\d+",
+    format="|".join(EXPORT_FORMATS),
 
 
 def shards_of(dataset):
@@ -99,7 +101,11 @@ def judge_cells(judge):
 
 def judge_template(wildcards):
     """Every template the judge may use (judge.template and the per-category/turn ones)."""
-    section = EXP.judges[wildcards.judge]
+    return templates_of(wildcards.judge)
+
+
+def templates_of(judge):
+    section = EXP.judges[judge]
     return template_paths(wfconfig.judge_template({**config, "judge": section}), section["templates"])
 
 
@@ -468,7 +474,22 @@ def label_files():
 
 
 def final_outputs():
-    return [f"{RESULTS}/report/summary.json", f"{RESULTS}/report/report.md"]
+    exports = [f"{RESULTS}/export/{fmt}/manifest.json" for fmt in config["report"]["export"]]
+    return [f"{RESULTS}/report/summary.json", f"{RESULTS}/report/report.md", *exports]
+
+
+def all_judge_tables():
+    """Each judge's stored calls (the export reads the judges' texts and tokens there)."""
+    return [f"{RESULTS}/judge/{j}/raw.parquet" for j in EXP.judges]
+
+
+def all_item_tables():
+    return [f"{RESULTS}/items/{d}.parquet" for d in EXP.datasets]
+
+
+def all_judge_templates():
+    """Every judge's templates (an export holds their texts)."""
+    return sorted({p for j in EXP.judges for p in templates_of(j)})
 
 
 STARTED = time.time()

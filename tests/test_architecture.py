@@ -122,10 +122,11 @@ WINGS = {
     "planning": {"errors", "store", "data", "judging"},
     "config": {"errors", "models", "cluster", "data", "judging"},
     "engine": {"errors", "models", "cluster", "store", "config", "planning"},  # the only importer of torch
+    "export": {"errors", "store", "data", "judging", "config"},
     "report_html": LOW - {"config", "models"},
-    "stages": LOW | {"engine", "report_html"},
+    "stages": LOW | {"engine", "export", "report_html"},
     "demo": LOW | {"engine"},
-    "cli": LOW | {"engine", "report_html", "stages", "demo"},
+    "cli": LOW | {"engine", "export", "report_html", "stages", "demo"},
 }
 
 

@@ -9,6 +9,7 @@ request; the key reaches no file of the run."""
 
 import io
 import json
+import os
 import re
 import signal
 import subprocess
@@ -107,8 +108,9 @@ def clean(wf, servers, tmp_path_factory):
         (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is blocked in this test')\n")
     gen, judge = servers
     proxies = FaultProxy(gen.url, key=KEY), FaultProxy(judge.url, key=KEY)
-    cfg = study(wf, "clean", *proxies)
-    out = run(wf, cfg, PYTHONPATH=str(blocked))
+    cfg = study(wf, "clean", *proxies, report={"export": ["eee"]})  # the export too: no file may hold the key
+    # The blocker first; the path the suite runs with (a checkout's own src/) after it.
+    out = run(wf, cfg, PYTHONPATH=os.pathsep.join(filter(None, [str(blocked), os.environ.get("PYTHONPATH")])))
     yield cfg, proxies, out
     for p in proxies:
         p.stop()
@@ -429,6 +431,11 @@ def test_a_budget_stops_a_run_part_way_and_a_larger_one_finishes_it_without_repe
 def test_the_key_reaches_no_file_of_a_run_nor_an_error(wf, servers, clean, tmp_path):
     cfg, *_ = clean
     wf.run("--report", "endpoint-report.zip", "--configfile", cfg, env=clean_env(GENJUDGE_TEST_KEY=KEY))
+    exported = list((wf.results("clean") / "export" / "eee" / "data").rglob("*_samples.jsonl"))
+    assert len(exported) == 2  # the generator's cells of both judges, searched with the rest below
+    model = json.loads(exported[0].with_name(exported[0].name.replace("_samples.jsonl", ".json")).read_text())
+    details = model["model_info"]["additional_details"]  # the endpoint's model as it answered
+    assert details["deployment_type"] == "externally_managed" and json.loads(details["served_model_ids"])
     hits = []
     for root in ("results", "logs", ".snakemake"):
         for path in (wf.path / root).rglob("*"):

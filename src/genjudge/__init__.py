@@ -12,6 +12,7 @@ own docstring (tests/test_architecture.py holds the same table and checks every 
     planning     the time model, the run's schedule, calibration from finished runs
     config       the configuration: schema, loading, typed specs, experiments, the checks of a run
     engine       everything that imports torch (or vLLM): loading, prompting, generation, logprob
+    export       the results in other tools' formats (Every Eval Ever's records)
     report_html  the HTML report page
     stages       one module per workflow rule
     demo         the demo's small models and their training

@@ -1,4 +1,4 @@
-"""`genjudge`: small helpers around the workflow (headline of a run, GPU leases)."""
+"""`genjudge`: small helpers around the workflow (headline of a run, its export, GPU leases)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,37 @@ def cmd_summary(args) -> int:
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"  {k:<{width}}  {v}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    """A finished run's results in another format, as `report.export` writes them (docs/export.md)."""
+    from genjudge.config.export import recorded_settings
+    from genjudge.errors import InputError
+    from genjudge.stages.export import run_export
+
+    run_dir = Path(args.run_dir).resolve()
+    # results/<run> of a workflow directory, whose templates and plugins the run's config names
+    workflow = Path(args.directory).resolve() if args.directory else run_dir.parent.parent
+    prov = run_dir / "report" / "provenance.json"
+    try:
+        if not prov.exists():
+            raise InputError(f"{args.run_dir}: no report/provenance.json; give results/<run> of a finished run")
+        import json
+
+        config = json.loads(prov.read_text(encoding="utf-8"))["config"]
+        if run_dir != workflow / "results" / str(config["run"]):
+            raise InputError(
+                f"{args.run_dir}: not results/{config['run']} of the workflow directory {workflow} (the run "
+                "provenance.json names); give --directory, the directory the run was made in"
+            )
+        os.chdir(workflow)  # the config's relative paths (templates, plugins) are the workflow's
+        done = run_export(recorded_settings(config, "."), args.format, ".")
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    where = Path(args.run_dir) / "export" / args.format
+    print(f"{where}: {len(done.written)} file(s) written, {len(done.unchanged)} unchanged, {len(done.removed)} removed")
     return 0
 
 
@@ -209,39 +240,24 @@ def _config_arguments(parser) -> None:
     )
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="genjudge", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("summary", help="print the headline numbers of a finished run")
-    s.add_argument("run_dir", help="results/<run>")
-    s.set_defaults(fn=cmd_summary)
-    sh = sub.add_parser(
-        "shards",
-        help="right-size generation shards: model load seconds against compute seconds per shard, from a run's metas",
+def _add_export(sub) -> None:
+    ex = sub.add_parser(
+        "export",
+        help="write a finished run's results in another tool's format (eee: Every Eval Ever), as report.export does",
     )
-    sh.add_argument("run_dir", help="results/<run>")
-    sh.add_argument(
-        "--max-load-share",
-        type=float,
-        default=0.1,
-        help="the largest share of a job's time that loading the model may take (default 0.1)",
-    )
-    sh.set_defaults(fn=cmd_shards)
-    g = sub.add_parser("gpus", help="show the GPU inventory the workflow uses and who holds each lease")
-    _config_arguments(g)
-    g.add_argument(
-        "--inventory",
+    ex.add_argument("run_dir", help="results/<run>")
+    from genjudge.config.export import FORMATS
+
+    ex.add_argument("--format", required=True, choices=FORMATS, help="eee: Every Eval Ever 0.3.0")
+    ex.add_argument(
+        "--directory",
         default=None,
-        type=_inventory_arg,
-        help="instead of the config's gpu_inventory: auto, a count (4 = GPUs 0-3) or ids (0,2 or GPU-...)",
+        help="the workflow directory the run was made in (default: the one holding results/<run>)",
     )
-    g.add_argument(
-        "--lock-dir",
-        default=None,
-        help="lease lock directory (default: the config's lock_dir, else the per-machine default)",
-    )
-    g.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
-    g.set_defaults(fn=cmd_gpus)
+    ex.set_defaults(fn=cmd_export)
+
+
+def _add_plan(sub) -> None:
     pl = sub.add_parser(
         "plan",
         help="GPU check and memory plan for the configured generator and judge "
@@ -312,6 +328,43 @@ def main(argv=None) -> int:
         "submitted; the profile's own flags, such as --slurm-requeue, come on top)",
     )
     pl.set_defaults(fn=cmd_plan)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="genjudge", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("summary", help="print the headline numbers of a finished run")
+    s.add_argument("run_dir", help="results/<run>")
+    s.set_defaults(fn=cmd_summary)
+    _add_export(sub)
+    sh = sub.add_parser(
+        "shards",
+        help="right-size generation shards: model load seconds against compute seconds per shard, from a run's metas",
+    )
+    sh.add_argument("run_dir", help="results/<run>")
+    sh.add_argument(
+        "--max-load-share",
+        type=float,
+        default=0.1,
+        help="the largest share of a job's time that loading the model may take (default 0.1)",
+    )
+    sh.set_defaults(fn=cmd_shards)
+    g = sub.add_parser("gpus", help="show the GPU inventory the workflow uses and who holds each lease")
+    _config_arguments(g)
+    g.add_argument(
+        "--inventory",
+        default=None,
+        type=_inventory_arg,
+        help="instead of the config's gpu_inventory: auto, a count (4 = GPUs 0-3) or ids (0,2 or GPU-...)",
+    )
+    g.add_argument(
+        "--lock-dir",
+        default=None,
+        help="lease lock directory (default: the config's lock_dir, else the per-machine default)",
+    )
+    g.add_argument("--directory", default=None, help="the workflow directory (default: this package's)")
+    g.set_defaults(fn=cmd_gpus)
+    _add_plan(sub)
     b = sub.add_parser(
         "baseline",
         help="write another model's published answers (e.g. AlpacaEval's) as a pairwise baseline file, "

@@ -134,8 +134,8 @@ def inter_judge(df: pd.DataFrame, judges: list[str]) -> dict:
 
 
 def panel_summary(panel: dict, df: pd.DataFrame) -> dict:
-    """The panel's measures: the mode's own over its verdicts, votes parsed per item, no-majority
-    count and inter-judge agreement."""
+    """The panel's measures: the mode's own over its verdicts (over all its cells, and per cell), votes
+    parsed per item, no-majority count and inter-judge agreement."""
     mode = modes.get(panel["mode"])
     parsed_counts = Counter(df["n_parsed_votes"])
     out = {
@@ -150,9 +150,13 @@ def panel_summary(panel: dict, df: pd.DataFrame) -> dict:
         "parsed_votes_per_item": {str(k): int(parsed_counts[k]) for k in sorted(parsed_counts)},
         "inter_judge": inter_judge(df, panel["judges"]),
     }
-    out["measures"] = _mode_measures(
-        mode, df, {"score_range": panel["score_range"]} if "score_range" in panel else None
-    )
+    options = {"score_range": panel["score_range"]} if "score_range" in panel else None
+    out["measures"] = _mode_measures(mode, df, options)
+    # Each cell's own: what a panel's figure for one generator (an export's record of it) is.
+    out["cells"] = {
+        f"{g}/{d}" + (f" vs {o}" if isinstance(o, str) else ""): _mode_measures(mode, cell, options)
+        for (g, d, o), cell in df.groupby(["generator", "dataset", "opponent"], sort=False, dropna=False)
+    }
     return out
 
 

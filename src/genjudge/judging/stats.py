@@ -105,6 +105,18 @@ def mean_interval(values: list[float]) -> dict:
     return {"value": mean, "ci95": [mean - half, mean + half], "n": n, "kind": "mean"}
 
 
+def interval_method(m: dict) -> str:
+    """How the 95% interval of a measure as this module gives it (`rate`, `clustered_rate`,
+    `clustered_mean`, `mean_interval`) was made, in words, read from its own fields."""
+    if m.get("kind") == "mean":
+        if m.get("n_answers"):
+            return "normal, cluster-robust standard error (CR1) by item"
+        return "normal, standard error of the mean"
+    if m.get("n_effective") is not None:
+        return "Wilson score at the effective number of answers, clustered by item (Korn-Graubard)"
+    return "Wilson score"
+
+
 def bradley_terry(matches: list[tuple[str, str, float]], iterations: int = 500, tol: float = 1e-10) -> dict:
     """Bradley-Terry strengths from (a, b, score of a) matches, score 1 win, 0.5 tie, 0 loss.
 

@@ -79,10 +79,15 @@ class Templates:
 
     def digest(self) -> str:
         """The template's hash, or one over every template text in order (the judge meta's template_hash)."""
-        if len(self.texts) == 1:
-            return hashlib.sha256(next(iter(self.texts.values())).encode()).hexdigest()[:16]
-        h = hashlib.sha256()
-        for text in self.texts.values():
-            h.update(text.encode())
-            h.update(b"\0")
-        return h.hexdigest()[:16]
+        return texts_digest(list(self.texts.values()))
+
+
+def texts_digest(texts: list[str]) -> str:
+    """A judge's template_hash: its one template's hash, or one over every template text in order."""
+    if len(texts) == 1:
+        return hashlib.sha256(texts[0].encode()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for text in texts:
+        h.update(text.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]

@@ -39,6 +39,20 @@ class JudgeRequest:
     sample: int = 0  # which of the item's samples (generator.n_samples) the answer is
 
 
+@dataclass(frozen=True)
+class JudgeCall:
+    """One judge call behind a judged answer, as an export lists it: the raw row's `order`, what was read
+    from its text (None: nothing), and how the call showed the answer, in words ("" for a plain call)."""
+
+    order: int
+    label: str | None
+    shown: str = ""
+
+
+def _label(value) -> str | None:
+    return None if is_missing(value) else str(value)
+
+
 def decided_by_rule(check) -> bool:
     """The cascade decides only what is certain: a match of answers both found strictly (the format the
     prompt asked for, one candidate, nothing rejected or taken back); a fallback's match goes to the judge."""
@@ -265,6 +279,31 @@ class JudgeMode:
         models x benchmarks column of a judge whose cells all failed. kind: `rate` or `mean`. By default the
         paired measure (a rate where it is a share of answers)."""
         return self.paired_measure, "rate" if self.paired_binary else "mean"
+
+    # --- one answer's part in the headline (exports, and reading the headline again from them) ---
+    # How the headline measure is made from the answers, in words (the leaderboard's first measure).
+    headline_rule = "the mean of the answers' values over the answers with a parsed verdict"
+
+    def answer_value(self, verdict) -> float | None:
+        """What one answer's parsed verdict counts for in the headline measure, whose value is the mean of
+        these over the answers with a verdict; None without one. By default the verdict as a number."""
+        try:
+            return None if is_missing(verdict) else float(verdict)
+        except (TypeError, ValueError):
+            return None
+
+    def answer_correct(self, verdict) -> bool:
+        """Whether the verdict calls the answer correct (False where the mode makes no such claim)."""
+        return False
+
+    def headline_range(self, options: dict | None) -> tuple[float, float] | None:
+        """The range the headline's value lies in: a rate's 0-1 by default, a bounded mean's bounds."""
+        name, kind = self.leaderboard_measure()
+        return self.bounds(options).get(name) if kind == "mean" else (0.0, 1.0)
+
+    def judge_calls(self, row) -> list[JudgeCall]:
+        """The judge calls behind one row of the judgments (an `itertuples` row) and what each read."""
+        return [JudgeCall(0, _label(getattr(row, "verdict", None)))]
 
     def leaderboard(self, s: dict) -> dict:
         """The headline measures of one cell, each {value, ci95, n}, for the leaderboard

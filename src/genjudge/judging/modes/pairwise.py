@@ -17,6 +17,7 @@ from genjudge.judging.modes.base import (
     UNJUDGED,
     WITHHELD,
     WITHHELD_REASONS,
+    JudgeCall,
     JudgeMode,
     JudgeRequest,
     lacks_reference,
@@ -101,6 +102,21 @@ class Pairwise(JudgeMode):
     marker = "VERDICT"
     needs_baseline = True
     requests_per_item = 2
+    headline_rule = (
+        "wins + ties / 2 over the answers with a parsed verdict; each answer is judged in both orders, and a "
+        "verdict that changes with the order is a tie"
+    )
+
+    def answer_value(self, verdict) -> float | None:
+        return PREFERENCE.get(verdict)
+
+    def judge_calls(self, row) -> list[JudgeCall]:
+        """Both orders, each read from the candidate's side (win, tie, loss)."""
+        outcomes = (getattr(row, "outcome_order0", None), getattr(row, "outcome_order1", None))
+        return [
+            JudgeCall(order, o if isinstance(o, str) else None, f"candidate shown as {side}")
+            for order, (o, side) in enumerate(zip(outcomes, "AB"))
+        ]
 
     def requests(self, gens, spec, template, opponent=None, answer=None):
         """`opponent`: the other generator's answers by (id, turn, sample); None: those of the outside

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from genjudge.data.dataset import is_missing
 from genjudge.judging.items import item_rate_where
 from genjudge.judging.modes.base import JudgeMode, counts, rate_text, register
 
@@ -18,6 +19,16 @@ class Reference(JudgeMode):
     unfinished_verdict = "incorrect"
     needs_reference = True  # an item without a reference is "no reference", never graded against "(none)"
     paired_measure = "accuracy"
+    headline_rule = (
+        "the share of the answers with a parsed verdict that are correct (partial and incorrect count 0; "
+        "an exact match the cascade decided counts as correct)"
+    )
+
+    def answer_value(self, verdict) -> float | None:
+        return None if is_missing(verdict) else float(verdict == "correct")
+
+    def answer_correct(self, verdict) -> bool:
+        return verdict == "correct"
 
     def metrics(self, g: pd.DataFrame) -> dict:
         has = g["verdict"].notna().to_numpy()
