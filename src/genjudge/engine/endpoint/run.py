@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import Counter
-from pathlib import Path
 
 from genjudge.engine.endpoint.cost import Budget
+from genjudge.engine.endpoint.ledgers import Ledgers, spent_on
 from genjudge.engine.endpoint.requests import LogprobVerdict, body, messages, with_prefill
 from genjudge.engine.endpoint.settings import SECRETS, Endpoint, scrubbed
-from genjudge.engine.endpoint.tries import Tries, ledger_path, unsettled
+from genjudge.engine.endpoint.stats import endpoint_stats, summary_line
+from genjudge.engine.endpoint.tries import Tries
 from genjudge.errors import InputError
 from genjudge.models.endpoints import identity
 from genjudge.store.item_store import item_key
@@ -74,88 +74,6 @@ class EndpointPromptSet:
         from genjudge.engine.sampling import sample_seed
 
         return sample_seed(self.spec.seed, self.key(prompt), sample)
-
-
-HELD: dict = {}  # the writers' locks this process holds: path -> file descriptor
-
-
-class Ledgers:
-    """What a job (one writer of the item store) keeps beside the store across its attempts: what it paid
-    for and did not store (`probes/`, `unkept/`), its tries (`tries/`), the capability probe it passed
-    (`probes/<writer>.checked.json`), the budget it stopped at (`budget/`) and the lock that keeps a
-    second live process of the same writer (a requeue while the old job still runs) from sending too."""
-
-    def __init__(self, store):
-        d, w = Path(store.directory), store.writer
-        self.writer = w
-        self.probes, self.unkept = d / "probes" / f"{w}.jsonl", d / "unkept" / f"{w}.jsonl"
-        self.tries = ledger_path(d, w)
-        self.checked = d / "probes" / f"{w}.checked.json"
-        self.stopped = d / "budget" / f"{w}.json"
-        self.lock = d / "locks" / f"{w}.lock"
-
-    def hold(self, desc: str) -> None:
-        """Take the writer's lock for this process's lifetime (the kernel lets it go when it ends)."""
-        if str(self.lock) in HELD:  # this process holds it already (a conversation's turns, a rerun)
-            return
-        import fcntl
-        import os
-        import socket
-
-        self.lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
-            os.close(fd)
-            raise InputError(
-                f"{desc}: another live process is this job ({self.writer}): {holder}; it is sending these items "
-                f"now, and a second one would send every item again (a requeued job while the old one still "
-                f"runs?): stop it or let it finish, then run again"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"host {socket.gethostname()}, pid {os.getpid()}, since {time.ctime()}\n".encode(), 0)
-        HELD[str(self.lock)] = fd
-
-    def count_earlier(self, budget: Budget, desc: str) -> None:
-        """What this job's earlier attempts paid for and did not store, and their tries that may have been
-        billed (no answer, or killed in flight), into the budget."""
-        for ledger in (self.probes, self.unkept):
-            if ledger.exists():
-                for line in ledger.read_text().splitlines():
-                    budget.stored(json.loads(line)["cost_usd"] if line.strip() else 0.0)
-        n_unknown, usd = unsettled(self.tries)
-        if n_unknown:
-            budget.stored_unknown(usd)
-            log.info(
-                "%s: %d tries of earlier attempts got no answer: up to $%.4f possibly billed", desc, n_unknown, usd
-            )
-
-    def stopped_at(self) -> float | None:
-        """The max_cost_usd an earlier attempt stopped at, if any."""
-        try:
-            return float(json.loads(self.stopped.read_text())["max_cost_usd"])
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
-            return None
-
-    def stop(self, budget: Budget) -> None:
-        from genjudge.store import atomic
-
-        record = {"max_cost_usd": budget.limit, "spent_usd": budget.spent, "possibly_billed_usd": budget.possibly}
-        atomic.write_text(self.stopped, json.dumps(record))
-
-    def passed_probe(self, probe_id: str) -> dict | None:
-        try:
-            rec = json.loads(self.checked.read_text())
-        except (FileNotFoundError, ValueError):
-            return None
-        return rec.get("probed") if rec.get("probe") == probe_id else None
-
-    def probe_passed(self, probe_id: str, probed: dict) -> None:
-        from genjudge.store import atomic
-
-        atomic.write_text(self.checked, json.dumps({"probe": probe_id, "probed": probed}))
 
 
 def probe_id(pset, probe_body_: dict) -> str:
@@ -456,135 +374,8 @@ def _completion(pset, prompts, keys, done, queued, todo, report, stats, t1, setu
     )
 
 
-def spent_on(ledger: Path, cost: float) -> None:
-    """A line of what this job paid for and did not store (probes/, unkept/), which later attempts count."""
-    ledger.parent.mkdir(parents=True, exist_ok=True)
-    with open(ledger, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"cost_usd": cost, "at": round(time.time(), 3)}) + "\n")
-
-
 def computed_of(keys: list[str], todo: list[int], done: dict) -> tuple[int, set]:
     """(the tokens generated now, the keys computed now): of the requests sent (`todo`), those stored."""
     sent = {keys[i] for i in todo}  # once: a set per stored item made this quadratic in the job's items
     got = sent & done.keys()
     return sum(done[k]["n_generated_tokens"] for k in got), got
-
-
-def endpoint_stats(pset: EndpointPromptSet, report, budget: Budget, probe_requests: int = 0) -> dict:
-    """The endpoint's part of the job's meta: what was asked, what came back, what it cost
-    (`probe_requests`: the capability probe's, sent by this completion)."""
-    ep = pset.endpoint
-    known = ep.price.known
-    out = {
-        "base_url": ep.url,
-        "model": pset.spec.model,
-        "batch": ep.batch,
-        "max_connections": ep.max_connections,
-        "probe": pset.probed,
-        "probe_requests": probe_requests,
-        "requests": probe_requests,  # the probe's included: its tokens and cost are
-        "completed": 0,
-        "retries": {},
-        "given_up": {},
-        "too_long": 0,
-        "not_sent": 0,
-        "wait_seconds": 0.0,
-        "seconds": 0.0,
-        "requests_per_second": None,
-        "prompt_tokens": budget.prompt_tokens,
-        "completion_tokens": budget.completion_tokens,
-        "cached_tokens": budget.cached_tokens,
-        "reasoning_tokens": budget.reasoning_tokens,
-        "cost_usd": round(budget.spent - budget.earlier, 6) if known else None,
-        "cost_usd_earlier_attempts": round(budget.earlier, 6) if known else None,
-        "prompt_tokens_earlier_attempts": budget.earlier_prompt_tokens,
-        "completion_tokens_earlier_attempts": budget.earlier_completion_tokens,
-        "max_cost_usd": ep.max_cost_usd,
-        "budget_stopped": budget.stopped,
-        "served_models": {},
-        "system_fingerprints": {},
-        "lowest_concurrency": None,
-        "rate_limit_cuts": 0,
-        "unkept": 0,  # answers billed and thrown away (no logprobs, no choice), counted in cost_usd
-        # Tries with no answer (timed out, dropped, cut off, stopped in flight), which a provider may bill:
-        # their worst case, counted against max_cost_usd beside cost_usd.
-        "unknown_outcome": 0,
-        "possibly_billed_usd": round(budget.possibly - budget.possibly_earlier, 6) if known else None,
-        "possibly_billed_usd_earlier_attempts": round(budget.possibly_earlier, 6) if known else None,
-        "usage_missing": budget.usage_missing,  # answers kept without usage: counted as possibly billed
-        "filtered": 0,  # answers the provider withheld (content_filter, only tool calls)
-        "over_reservation": budget.over_reservation,  # responses billed above what was set aside for them
-        "over_bound": budget.over_bound,  # responses billed above max_tokens x n (reasoning billed apart)
-        "budget_waits": 0,
-        "on_filtered": ep.on_filtered,
-    }
-    if report is not None:
-        out.update(
-            requests=report.requests + probe_requests,
-            completed=report.done,
-            retries=dict(report.retries),
-            given_up=dict(report.given_up),
-            too_long=len(report.too_long),
-            not_sent=len(report.unsent),
-            wait_seconds=round(report.wait_seconds, 3),
-            seconds=round(report.seconds, 3),
-            requests_per_second=round(report.done / report.seconds, 3) if report.seconds else None,
-            served_models={str(k): v for k, v in report.served_models.items()},
-            system_fingerprints={str(k): v for k, v in report.fingerprints.items()},
-            lowest_concurrency=report.lowest_concurrency,
-            rate_limit_cuts=report.rate_limit_cuts,
-            unkept=report.unkept,
-            unknown_outcome=getattr(report, "unknown", 0),
-            filtered=getattr(report, "filtered", 0),
-            budget_waits=getattr(report, "budget_waits", 0),
-        )
-        if getattr(report, "batches", None) is not None:
-            out["batches"] = report.batches
-    return out
-
-
-def summary_line(e: dict) -> str:
-    """The job's last word on its requests: sent, retried, tokens, cost."""
-    cost = "" if e["cost_usd"] is None else f", ${e['cost_usd']:.4f} spent"
-    if e.get("possibly_billed_usd"):
-        cost += f" and up to ${e['possibly_billed_usd']:.4f} possibly billed"
-    return (
-        f"{e['requests']} requests sent ({e['probe_requests']} of them the capability probe), {e['completed']} "
-        f"results, {sum(e['retries'].values())} retries, {e['prompt_tokens']:,} prompt and "
-        f"{e['completion_tokens']:,} completion tokens{cost}"
-    )
-
-
-SUMMED = (
-    "requests",
-    "completed",
-    "too_long",
-    "not_sent",
-    "wait_seconds",
-    "seconds",
-    "rate_limit_cuts",
-    "unkept",
-    "unknown_outcome",
-    "filtered",
-    "budget_waits",
-    "probe_requests",
-)
-
-
-def merged_stats(parts: list[dict]) -> dict:
-    """One job's endpoint stats from its completions' (a conversation's turns): counts summed; the
-    budget's figures (one budget per job) are the last completion's."""
-    parts = [p for p in parts if p]
-    if len(parts) <= 1:
-        return parts[0] if parts else {}
-    out = dict(parts[-1])
-    for name in SUMMED:
-        out[name] = sum(p.get(name) or 0 for p in parts)  # metas before a count was added lack it
-    for name in ("retries", "given_up", "served_models", "system_fingerprints"):
-        out[name] = dict(sum((Counter(p[name]) for p in parts), Counter()))
-    out["budget_stopped"] = any(p["budget_stopped"] for p in parts)
-    out["probe"] = next((p["probe"] for p in parts if p["probe"]), None)
-    lows = [p["lowest_concurrency"] for p in parts if p["lowest_concurrency"] is not None]
-    out["lowest_concurrency"] = min(lows) if lows else None
-    out["requests_per_second"] = round(out["completed"] / out["seconds"], 3) if out["seconds"] else None
-    return out
