@@ -62,12 +62,13 @@ def answers(path: Path, n: int) -> None:
 
 
 def judge(spec, gens: Path, work: Path, name: str) -> dict:
+    from judges import judge_with
+
     from genjudge.cluster.gpu_lease import Lease
     from genjudge.config.experiment import Cell
-    from genjudge.stages.judge import run_judge
 
     store = work / f"store-{name}-{time.monotonic_ns()}"  # empty: every verdict is asked for
-    meta = run_judge(
+    meta = judge_with(
         cells=[Cell("g", "d")],
         generations={("g", "d"): str(gens)},
         out_path=work / f"{name}.parquet",

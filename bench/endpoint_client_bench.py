@@ -88,6 +88,7 @@ def genjudge_path(url: str, gens: Path, work: Path, connections: int):
 
     from genjudge.cluster.gpu_lease import Lease
     from genjudge.config.experiment import Cell
+    from genjudge.config.jobs import JudgeJob
     from genjudge.config.specs import spec_for
     from genjudge.stages.judge import run_judge
 
@@ -102,18 +103,17 @@ def genjudge_path(url: str, gens: Path, work: Path, connections: int):
 
     def run() -> int:
         tag = time.monotonic_ns()
-        meta = run_judge(
-            cells=[Cell("g", "d")],
-            generations={("g", "d"): str(gens)},
-            out_path=work / f"j{tag}.parquet",
-            meta_path=work / f"j{tag}.meta.json",
+        job = JudgeJob(
             spec=spec,
-            template_path=ROOT / "config/demo/judge_template.txt",
-            store_dir=work / f"store-{tag}",  # empty: every verdict is asked for
+            cells=(Cell("g", "d"),),
+            generations={("g", "d"): str(gens)},
+            template_path=str(ROOT / "config/demo/judge_template.txt"),
+            out_path=str(work / f"j{tag}.parquet"),
+            meta_path=str(work / f"j{tag}.meta.json"),
+            store_dir=str(work / f"store-{tag}"),  # empty: every verdict is asked for
             run="bench",
-            lease=Lease([], "none"),
-            log_stream=io.StringIO(),
         )
+        meta = run_judge(job, Lease([], "none"), io.StringIO())
         return meta.computed_items
 
     return run
@@ -128,7 +128,8 @@ def bare_path(url: str, gens: Path, connections: int):
     template = (ROOT / "config/demo/judge_template.txt").read_text()
     df = pd.read_parquet(gens)
     prompts = [
-        render(template, question=q, reference=r, candidate=a) for q, r, a in zip(df["prompt"], df["reference"], df["output"])
+        render(template, question=q, reference=r, candidate=a)
+        for q, r, a in zip(df["prompt"], df["reference"], df["output"])
     ]
 
     async def loop() -> int:

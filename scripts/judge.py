@@ -32,29 +32,28 @@ def main():
 
 
 def run(sm, lease, stream):
-    from genjudge.config.experiment import resolve
-    from genjudge.config.specs import JudgeSpec
-    from genjudge.stages.judge_job import run_judge_job
+    from dataclasses import replace
 
-    w = sm.wildcards
-    exp = resolve(sm.config)
-    # A cascade reads each dataset's answer extraction (a rerun param of the job, `answers`).
-    cascade = JudgeSpec.from_config(exp.judges[w.judge]).cascade
-    answers = {name: ds["answer"] for name, ds in exp.datasets.items()} if cascade else None
-    run_judge_job(
-        config=sm.config,
-        judge=w.judge,
-        shard=int(w.jshard),
-        n_shards=int(w.nj),
-        answers=answers,
-        raw_path=sm.output.raw,
-        meta_path=sm.output.meta,
+    from genjudge.config.jobs import judge_job
+    from genjudge.stages.judge_job import run_judge_job
+    from genjudge.store import chat_date
+
+    w, cfg = sm.wildcards, sm.config
+    threads = job_resources.job_threads(sm.threads, sm.resources, os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1")
+    job = judge_job(
+        cfg,
+        w.judge,
+        int(w.jshard),
+        int(w.nj),
+        sm.output.raw,
+        sm.output.meta,
         n_gpus=int(sm.resources.gpu),
-        threads=job_resources.job_threads(sm.threads, sm.resources, os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1"),
-        lease=lease,
-        log_stream=stream,
+        threads=threads,
         log_path=sm.log[0],
     )
+    if job.spec.engine != "openai":  # the date chat templates stamp, pinned once per run (a server renders its own)
+        job = replace(job, chat_date=chat_date.pin(job.results, cfg["chat_date"]).date)
+    run_judge_job(job, lease, stream)
 
 
 def write_failure(sm, error):

@@ -33,3 +33,16 @@ def constant_judge(path: Path, mode: str, answer: str, steps: int = 60, template
         pairs.append((render_prompt(tok, render(template, **values), None, True), answer))
     finetune(str(path), pairs, steps=steps, batch_size=8)
     return path
+
+
+def judge_with(*, lease, log_stream, parallel: str = "device_map", judge_name: str = "", **fields):
+    """stages.judge.run_judge on a JudgeJob made of `fields` (paths as text, the cells as a tuple), as
+    the tests and benches state a judge job: the job script builds it from the config instead."""
+    from genjudge.config.jobs import JudgeJob
+    from genjudge.stages.judge import run_judge
+
+    paths = ("out_path", "meta_path", "template_path", "store_dir", "cache_dir")
+    fields = {k: str(v) if k in paths and v is not None else v for k, v in fields.items()}
+    fields["cells"] = tuple(fields["cells"])
+    fields["generations"] = {k: str(v) for k, v in fields["generations"].items()}
+    return run_judge(JudgeJob(judge=judge_name, **fields), lease, log_stream, parallel=parallel)

@@ -24,7 +24,7 @@ import psutil
 import pytest
 from conftest import Workflow, clean_env, generate_shard, new_workflow, planned_jobs
 from endpoints import CAUSE, FaultProxy, item_of, shared_servers
-from judges import ROOT
+from judges import ROOT, judge_with
 
 from genjudge.cluster.gpu_lease import Lease
 from genjudge.config.experiment import Cell
@@ -33,7 +33,6 @@ from genjudge.data.dataset import load_items
 from genjudge.data.shard_files import write_shard
 from genjudge.engine.endpoint.probe import PROBE_TEXT
 from genjudge.judging import modes
-from genjudge.stages.judge import run_judge
 from genjudge.store.item_store import ItemStore
 
 pytestmark = [pytest.mark.workflow, pytest.mark.vllm, pytest.mark.servers]
@@ -176,7 +175,7 @@ def test_greedy_answers_and_verdicts_equal_the_in_process_vllm_engines(tmp_path,
     def judged(name, **kw):
         model = JUDGE if kw["engine"] == "openai" else str(ROOT / JUDGE)
         spec = spec_for("judge", model=model, max_new_tokens=16, **kw)
-        run_judge(
+        judge_with(
             cells=cells,
             generations={("g", "d"): str(gens)},
             out_path=tmp_path / f"{name}.parquet",
@@ -545,7 +544,7 @@ def test_each_judges_budget_counts_its_own_earlier_attempts_only(tmp_path, serve
     spec = spec_for("judge", model=JUDGE, max_new_tokens=16, price=price, max_cost_usd=1, **endpoint(judge))
 
     def judged(name):
-        run_judge(
+        judge_with(
             cells=[Cell("g", "d")],
             generations={("g", "d"): str(gens)},
             out_path=tmp_path / f"{name}.parquet",
@@ -597,7 +596,7 @@ def test_score_pairwise_and_cascade_judges_through_the_endpoint(tmp_path, server
 
     def judged(name, cell, **kw):
         spec = spec_for("judge", model=JUDGE, max_new_tokens=8, **endpoint(proxy), **kw)
-        run_judge(
+        judge_with(
             cells=[cell],
             generations={("g", "d"): str(mine), ("h", "d"): str(theirs)},
             out_path=tmp_path / f"{name}.parquet",

@@ -4,7 +4,7 @@ import io
 
 import pandas as pd
 import pytest
-from judges import ROOT, constant_judge
+from judges import ROOT, constant_judge, judge_with
 
 from genjudge.cluster.gpu_lease import Lease
 from genjudge.config import defaults
@@ -15,7 +15,6 @@ from genjudge.engine.loading import load_causal_lm, load_tokenizer
 from genjudge.engine.logprob import label_token_ids
 from genjudge.errors import InputError
 from genjudge.judging import modes
-from genjudge.stages.judge import run_judge
 from genjudge.stages.parse import parse_judgments
 from genjudge.stages.report import summarise
 from genjudge.stages.report_markdown import render_markdown
@@ -62,7 +61,7 @@ def spec(model, **kw):
 def judge(tmp_path, gens_path, s):
     raw, meta = tmp_path / "raw.parquet", tmp_path / "raw.meta.json"
     template = s.template or ROOT / "config" / "templates" / f"{s.mode}.txt"
-    m = run_judge(
+    m = judge_with(
         cells=[Cell("g", "d")],
         generations={("g", "d"): gens_path},
         out_path=raw,
@@ -185,7 +184,7 @@ def test_pairwise_skips_what_either_side_skipped_and_what_does_not_fit_the_judge
     s = spec(model, mode="pairwise", baseline="b", max_new_tokens=4)
 
     def run(name, on_too_long):
-        meta = run_judge(
+        meta = judge_with(
             cells=[Cell("a", "d", "b")],
             generations={("a", "d"): tmp_path / "a.parquet", ("b", "d"): tmp_path / "b.parquet"},
             out_path=tmp_path / f"{name}.parquet",

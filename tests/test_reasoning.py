@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 from conftest import generate_shard
-from judges import ROOT
+from judges import ROOT, judge_with
 
 from genjudge.cluster.gpu_lease import Lease
 from genjudge.config import defaults
@@ -19,7 +19,6 @@ from genjudge.data.dataset import load_items
 from genjudge.data.shard_files import write_shard
 from genjudge.judging import reasoning
 from genjudge.judging.modes.base import TRUNCATED
-from genjudge.stages.judge import run_judge
 from genjudge.stages.merge import merge_generations
 from genjudge.stages.parse import parse_judgments
 from genjudge.stages.report import summarise
@@ -215,7 +214,7 @@ def judged(tmp_path_factory, thought):
     _, gen_meta, merged, path = thought
     tmp_path = tmp_path_factory.mktemp("judged")
     spec = spec_for("judge", model=str(ROOT / "models" / "demo-judge"), max_new_tokens=8, batch_size=4)
-    meta = run_judge(
+    meta = judge_with(
         cells=[Cell("g", "d")],
         generations={("g", "d"): path},
         out_path=tmp_path / "raw.parquet",

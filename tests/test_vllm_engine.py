@@ -10,7 +10,7 @@ import json
 import pandas as pd
 import pytest
 from conftest import generate_shard
-from judges import ROOT
+from judges import ROOT, judge_with
 
 from genjudge.cluster.gpu_lease import Lease
 from genjudge.config.experiment import Cell
@@ -19,7 +19,6 @@ from genjudge.data.dataset import load_items
 from genjudge.data.shard_files import write_shard
 from genjudge.errors import InputError
 from genjudge.models.vllm_support import check_spec
-from genjudge.stages.judge import run_judge
 
 pytestmark = pytest.mark.vllm
 
@@ -126,7 +125,7 @@ def judge(tmp_path, gens, engine, **kw):
         **{"model": JUDGE, "max_new_tokens": 8, "batch_size": 8, "dtype": "float32", "engine": engine, "vllm": EAGER}
         | kw,
     )
-    meta = run_judge(
+    meta = judge_with(
         cells=[Cell("g", "d")],
         generations={("g", "d"): gens},
         out_path=tmp_path / f"{engine}.parquet",

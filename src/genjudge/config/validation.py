@@ -220,7 +220,12 @@ def plugin_files(config: dict) -> list[str]:
 
 def load_plugins(config: dict) -> None:
     """Import the modules listed under `plugins` (Python files or module names); they register modes."""
-    for entry in config.get("plugins") or []:
+    import_plugins(config.get("plugins") or [])
+
+
+def import_plugins(entries) -> None:
+    """Import each plugin (a Python file or a module name), once per process."""
+    for entry in entries:
         if entry.endswith(".py"):
             path = Path(entry)
             if not path.exists():

@@ -14,10 +14,12 @@ naming the cell and the item): the judge's other cells are judged.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pandas as pd
 
 from genjudge.config.experiment import Cell, cell_generations
-from genjudge.config.specs import JudgeSpec
+from genjudge.config.jobs import JudgeJob
 from genjudge.data.conversation import with_history
 from genjudge.data.samples import SampleView, with_sample
 from genjudge.data.sharding import shard_bounds
@@ -27,7 +29,6 @@ from genjudge.judging import modes
 from genjudge.judging.modes.base import SKIPPED, JudgeRequest
 from genjudge.judging.modes.pairwise import answers_by_turn
 from genjudge.judging.template_rules import Templates
-from genjudge.models.modelref import DigestIndex
 from genjudge.store.item_store import ItemStore
 from genjudge.store.records import JudgeMeta, JudgeRecord, read_judge_records, write_judge_records
 
@@ -50,46 +51,17 @@ def shard_slice(items: pd.DataFrame, shard: int, n_shards: int) -> pd.DataFrame:
     return items.iloc[a:b]
 
 
-def run_judge(
-    *,
-    cells: list[Cell],
-    generations: dict,
-    out_path,
-    meta_path,
-    spec: JudgeSpec,
-    template_path,
-    store_dir,
-    run: str,
-    lease,
-    log_stream,
-    shard: int = 0,
-    n_shards: int = 1,
-    answers: dict | None = None,
-    parallel: str = "device_map",
-    skipped: dict | None = None,
-    digests: DigestIndex | None = None,
-    cache_dir=None,
-    on_too_long: dict | None = None,
-    log_path: str | None = None,
-    where: str = "judge",
-    chat_date: str | None = None,
-    judge_name: str = "",
-) -> JudgeMeta:
-    """`answers` maps a dataset to its extraction methods before exact match (for the cascade);
-    `template_path` is the template of every item no rule of `spec.templates` chooses one for;
-    `skipped`: the cells left out because their answers failed (cell key -> errors), for the meta;
-    `on_too_long`: each dataset's setting (fail where it names none); `log_path`: the job's log, named
-    in a cell's error; `where`: the judge's config key (an endpoint's errors name it); `chat_date`: the
-    run's pinned date (genjudge.store.chat_date); `judge_name`: the judge's name (its item store writer's,
-    so that each judge's attempts are its own). In a tensor-parallel group every rank runs this; only
-    rank 0 writes."""
+def run_judge(job: JudgeJob, lease, log_stream, parallel: str = "device_map") -> JudgeMeta:
+    """Judge the job's slice of its cells on `lease`. In a tensor-parallel group every rank runs this;
+    only rank 0 writes."""
     from genjudge.engine import tensor_parallel
 
+    spec = job.spec
     mode = modes.get(spec.mode)
     meta = JudgeMeta.start(
         lease,
-        run=run,
-        judge_shard=shard,
+        run=job.run,
+        judge_shard=job.shard,
         model=spec.model,
         revision=spec.revision,
         mode=spec.mode,
@@ -99,33 +71,91 @@ def run_judge(
         device_map=spec.device_map,
         parallel=parallel,
         tensor_parallel_size=tensor_parallel.world_size() if tensor_parallel.active() else None,
-        skipped_cells=skipped or {},
+        skipped_cells=job.skipped or {},
     )
-    items = shard_slice(cell_items(cells, generations), shard, n_shards)
-    templates = Templates(template_path, spec.templates, mode)
-    requests, owners, why = [], [], {}  # why: request index -> the reason it is skipped
-    systems: dict = {}  # request index -> its template rule's own system prompt
+    items = shard_slice(cell_items(list(job.cells), job.generations), job.shard, job.n_shards)
+    templates = Templates(job.template_path, spec.templates, mode)
+    asked = build_requests(job, mode, items, templates)
+    c, pset = _complete(job, mode, asked, log_stream)
+    results = {j: x for j, x in zip(asked.to_judge, zip(c.prompts, c.results, c.keys)) if x[1] is not None}
+    cell_errors = _too_long_for_the_judge(
+        {asked.to_judge[p]: reason for p, reason in c.too_long.items()},
+        asked.requests,
+        asked.owners,
+        asked.why,
+        job.on_too_long,
+        job.log_path,
+        spec,
+    )
+    missing = {asked.to_judge[p]: w for p, w in c.incomplete.items()}
+    for key, errors in _incomplete(missing, asked.requests, asked.owners, job.log_path, c.info.get("endpoint")).items():
+        cell_errors.setdefault(key, errors)
+    rows, per_cell = judge_rows(asked, results, cell_errors, c)
+    if not tensor_parallel.is_writer():
+        return meta
+    write_judge_records(job.out_path, rows)
+    requests = asked.requests
+    meta.update(
+        n_items=len(items),
+        n_requests=len(requests),
+        n_decided_by_rule=sum(r.decided_by == "rule" for r in requests),
+        template=str(job.template_path),
+        template_hash=templates.digest(),
+        model_loads=1 if c.computed else 0,
+        cells=per_cell,
+        cell_errors=cell_errors,
+        n_skipped=sum(r.decided_by == SKIPPED for r in rows),
+        chat_date=getattr(pset, "stamped_date", None),
+        **completion_meta(c, "judge_seconds"),
+    )
+    return meta.finish(job.meta_path)
+
+
+@dataclass
+class Asked:
+    """The judge requests of a job's slice: each with the cell it belongs to; `why` (request index ->
+    reason) those skipped, `systems` (request index -> system prompt) a template rule's own system
+    prompt, `to_judge` the indices the judge model answers."""
+
+    requests: list = field(default_factory=list)
+    owners: list = field(default_factory=list)
+    why: dict = field(default_factory=dict)
+    systems: dict = field(default_factory=dict)
+
+    @property
+    def to_judge(self) -> list[int]:
+        return [j for j, r in enumerate(self.requests) if r.decided_by == "judge"]
+
+
+def build_requests(job: JudgeJob, mode, items: pd.DataFrame, templates: Templates) -> Asked:
+    """Every request of the slice, cell by cell: the mode builds them from each template's items."""
+    asked = Asked()
     for i, part in items.groupby("cell", sort=True):
-        cell = cells[i]
-        opponent = answers_by_turn(generations[(cell.opponent, cell.dataset)]) if cell.opponent else None
-        gone = skipped_answers(part, generations[(cell.opponent, cell.dataset)] if cell.opponent else None)
+        cell = job.cells[i]
+        theirs = job.generations[(cell.opponent, cell.dataset)] if cell.opponent else None
+        opponent = answers_by_turn(theirs) if cell.opponent else None
+        gone = skipped_answers(part, theirs)
         for k, reason in gone.items():
-            for order in range(mode.requests_per_item):
-                why[len(requests)] = reason
-                requests.append(JudgeRequest(part.loc[k, "id"], order, SKIPPED, None, *_turn_sample(part, k)))
-                owners.append(cell)
+            for order in range(mode.requests_of(part.loc[k])):
+                asked.why[len(asked.requests)] = reason
+                asked.requests.append(JudgeRequest(part.loc[k, "id"], order, SKIPPED, None, *_turn_sample(part, k)))
+                asked.owners.append(cell)
         part = part.drop(index=list(gone))
         turns = part["turn"] if "turn" in part else [1] * len(part)
         chosen = [templates.choice(c, t) for c, t in zip(part["category"], turns)]
         for path, system in dict.fromkeys(chosen):  # each template's items in one call, in order of first use
             sub = part[[c == (path, system) for c in chosen]]
-            reqs = mode.requests(sub, spec, templates.texts[path], opponent, (answers or {}).get(cell.dataset))
+            reqs = mode.requests(sub, job.spec, templates.texts[path], opponent, (job.answers or {}).get(cell.dataset))
             if system is not None:
-                systems.update({len(requests) + k: system for k in range(len(reqs))})
-            requests += reqs
-            owners += [cell] * len(reqs)
-    to_judge = [j for j, r in enumerate(requests) if r.decided_by == "judge"]
+                asked.systems.update({len(asked.requests) + k: system for k in range(len(reqs))})
+            asked.requests += reqs
+            asked.owners += [cell] * len(reqs)
+    return asked
 
+
+def _complete(job: JudgeJob, mode, asked: Asked, log_stream):
+    """The judge model's answers to the requests it is asked (the engine's Completion), and its prompt set."""
+    spec = job.spec
     scorer, suffix, kind = None, "", "judge"
     if spec.verdict == "logprob":
         from genjudge.engine.completion import logprob_scorer
@@ -136,28 +166,28 @@ def run_judge(
         spec,
         kind=kind,
         suffix=suffix,
-        digests=digests,
-        cache_dir=cache_dir,
+        digests=job.digests,
+        cache_dir=job.cache_dir,
         scorer=scorer,
-        where=where,
-        chat_date=chat_date,
+        where=job.where,
+        chat_date=job.chat_date,
     )
     if scorer is not None:
         pset.check_labels(mode.logprob_labels, suffix)  # refuse colliding labels before loading weights
-    # The writer names the job: a budget counts what this judge's earlier attempts stored, no other judge's.
-    store = ItemStore(store_dir, f"{run}-{judge_name}-judge{shard}" if judge_name else f"{run}-judge{shard}")
+    store = ItemStore(job.store_dir, job.writer)
+    to_judge, systems = asked.to_judge, asked.systems
     c = complete(
         pset,
-        [requests[j].text for j in to_judge],
-        [requests[j].id for j in to_judge],
+        [asked.requests[j].text for j in to_judge],
+        [asked.requests[j].id for j in to_judge],
         store,
-        f"judge {shard}" if n_shards > 1 else "judge",
+        f"judge {job.shard}" if job.n_shards > 1 else "judge",
         log_stream,
         scorer=scorer,
         keep_going=True,
         # A rule's own system prompt goes first, as the judge's would (the chat template renders both).
         conversations=[
-            [{"role": "system", "content": systems[j]}, {"role": "user", "content": requests[j].text}]
+            [{"role": "system", "content": systems[j]}, {"role": "user", "content": asked.requests[j].text}]
             if j in systems
             else None
             for j in to_judge
@@ -165,15 +195,13 @@ def run_judge(
         if systems
         else None,
     )
-    results = {j: x for j, x in zip(to_judge, zip(c.prompts, c.results, c.keys)) if x[1] is not None}
-    cell_errors = _too_long_for_the_judge(
-        {to_judge[p]: reason for p, reason in c.too_long.items()}, requests, owners, why, on_too_long, log_path, spec
-    )
-    missing = {to_judge[p]: w for p, w in c.incomplete.items()}
-    for key, errors in _incomplete(missing, requests, owners, log_path, c.info.get("endpoint")).items():
-        cell_errors.setdefault(key, errors)
+    return c, pset
+
+
+def judge_rows(asked: Asked, results: dict, cell_errors: dict, c) -> tuple[list, dict]:
+    """(a raw row per request of the cells that did not fail, the counts per cell)."""
     rows, per_cell, attributed = [], {}, set()
-    for j, (r, cell) in enumerate(zip(requests, owners)):
+    for j, (r, cell) in enumerate(zip(asked.requests, asked.owners)):
         if cell.key in cell_errors:  # failed alone: none of its rows, as for a cell whose answers failed
             continue
         base = dict(
@@ -188,8 +216,8 @@ def run_judge(
         )
         counts = per_cell.setdefault(cell.key, {"requests": 0, "resumed": 0, "shared": 0, "computed": 0})
         counts["requests"] += 1
-        if j in why:  # skipped, every request of its item (a pairwise order the judge answered too)
-            rows.append(JudgeRecord(**{**base, "decided_by": SKIPPED}, skipped=why[j]))
+        if j in asked.why:  # skipped, every request of its item (a pairwise order the judge answered too)
+            rows.append(JudgeRecord(**{**base, "decided_by": SKIPPED}, skipped=asked.why[j]))
         elif j in results:
             prompt, res, key = results[j]
             rows.append(
@@ -213,23 +241,7 @@ def run_judge(
             attributed.add(key)
         else:
             rows.append(JudgeRecord(**base))
-    if not tensor_parallel.is_writer():
-        return meta
-    write_judge_records(out_path, rows)
-    meta.update(
-        n_items=len(items),
-        n_requests=len(requests),
-        n_decided_by_rule=sum(r.decided_by == "rule" for r in requests),
-        template=str(template_path),
-        template_hash=templates.digest(),
-        model_loads=1 if c.computed else 0,
-        cells=per_cell,
-        cell_errors=cell_errors,
-        n_skipped=sum(r.decided_by == SKIPPED for r in rows),
-        chat_date=getattr(pset, "stamped_date", None),
-        **completion_meta(c, "judge_seconds"),
-    )
-    return meta.finish(meta_path)
+    return rows, per_cell
 
 
 def _turn_sample(part: pd.DataFrame, k) -> tuple[int, int]:

@@ -61,16 +61,15 @@ def _stop_group(proc: subprocess.Popen, sig: int) -> None:
     proc.wait()
 
 
-def launch(*, n: int, plugins_config: dict, threads: int, log_stream, lease, **judge_kwargs) -> None:
-    """Run run_judge(**judge_kwargs) as a torchrun group of `n` ranks; returns when rank 0 has
-    written the outputs, raises when the group fails."""
+def launch(judge_job, lease, log_stream, n: int) -> None:
+    """Run run_judge(judge_job) as a torchrun group of `n` ranks; returns when rank 0 has written the
+    outputs, raises when the group fails."""
     import genjudge
 
     job = {
-        "config": plugins_config,
-        "threads": max(1, threads // n),
+        "threads": max(1, judge_job.threads // n),
         "lease": {"source": lease.source, "devices": list(lease.devices), "waited_seconds": lease.waited_seconds},
-        "kwargs": judge_kwargs,
+        "job": judge_job,
     }
     with tempfile.TemporaryDirectory(prefix="genjudge-tp-") as tmp:
         path = Path(tmp) / "job.pickle"
@@ -116,7 +115,7 @@ def main(path: str) -> int:
     from genjudge.engine import collector
 
     collector.pause()  # until the model is loaded (genjudge.engine.collector)
-    from genjudge.config import load_plugins
+    from genjudge.config import import_plugins
     from genjudge.engine import tensor_parallel
     from genjudge.engine.threads import set_threads
     from genjudge.errors import InputError
@@ -130,11 +129,11 @@ def main(path: str) -> int:
     logging.getLogger().handlers[:] = [handler]
     logging.getLogger().setLevel(logging.INFO if rank == 0 else logging.WARNING)
     log.info("rank %d of %d, backend %s", rank, tensor_parallel.world_size(), backend)
-    load_plugins(job["config"])
+    import_plugins(job["job"].plugins)
     set_threads(job["threads"])
     stream = sys.stdout if rank == 0 else open(os.devnull, "w")  # noqa: SIM115 - one progress bar: rank 0's
     try:
-        run_judge(**job["kwargs"], lease=SimpleNamespace(**job["lease"]), log_stream=stream, parallel="tensor")
+        run_judge(job["job"], SimpleNamespace(**job["lease"]), stream, parallel="tensor")
         tensor_parallel.finish()
     except InputError as exc:
         log.error("%s", exc)

@@ -106,9 +106,13 @@ class JudgeMode:
     unfinished_verdict: str | None = None  # report.unfinished_reasoning: incorrect: an unfinished trace's verdict
     needs_baseline = False
     needs_reference = False  # grades against the reference: an item without one is "no reference"
-    requests_per_item = 1  # judge calls per answer (pairwise: both orders)
+    requests_per_item = 1  # judge calls per answer (pairwise: both orders); requests_of says it per row
     paired_measure: str | None = None  # the headline two generators are compared by (judging/paired.py)
     paired_binary = True  # the paired measure is a share of answers (McNemar), not a mean score
+
+    def requests_of(self, row) -> int:
+        """The judge calls one answer's row takes (a mode whose items differ, as rubric criteria, says so)."""
+        return self.requests_per_item
 
     # --- configuration ---
     def default_template(self) -> str:
@@ -385,6 +389,17 @@ def orders(raw: pd.DataFrame, df: pd.DataFrame, order: int) -> pd.DataFrame:
         shown = missing["id"].tolist() if single else missing.values.tolist()
         raise ValueError(f"judge outputs missing for {len(missing)} item(s), e.g. {shown[:5]}")
     return rows
+
+
+def orders_of(raw: pd.DataFrame, df: pd.DataFrame) -> list[list]:
+    """The raw judge rows of each of df's (id, turn, sample) rows, every order of it (a mode that asks
+    several questions of one answer, one an order), as lists of named tuples in df's order."""
+    df = with_sample(df if "turn" in df else df.assign(turn=1))
+    raw = with_sample(raw if "turn" in raw else raw.assign(turn=1))
+    groups: dict = {}
+    for r in raw.itertuples(index=False):
+        groups.setdefault((r.id, int(r.turn), int(r.sample)), []).append(r)
+    return [groups.get((i, int(t), int(s)), []) for i, t, s in zip(df["id"], df["turn"], df["sample"])]
 
 
 def counts(series: pd.Series) -> dict:

@@ -1,0 +1,100 @@
+"""One typed plan per job, built once from the resolved config where the job starts (its script, or
+`genjudge plan`), and handed down: the stages, the engines and the stores below read these, never the
+raw config dict.
+
+`JudgeJob` is the judge rule's job: the judge's spec, the cells it grades and their answers' files,
+the template, its paths and its rule's settings (GPUs, threads, shard). Build one with `judge_job`;
+a test or a bench may construct one directly (every field but the spec, the cells and the paths has a
+default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from genjudge.config.experiment import Cell, entry_where, judge_inputs, resolve
+from genjudge.config.specs import JudgeSpec
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    spec: JudgeSpec
+    cells: tuple[Cell, ...]
+    generations: dict  # (generator, dataset) -> the merged generations' path
+    template_path: str  # the template of every item no rule of spec.templates chooses one for
+    out_path: str
+    meta_path: str
+    store_dir: str
+    run: str = "run"
+    judge: str = ""  # the judge's name: its item store writer's, so that each judge's attempts are its own
+    shard: int = 0
+    n_shards: int = 1
+    answers: dict | None = None  # dataset -> its answer extraction (a cascade's rule)
+    digests: object = None  # models.modelref.DigestIndex of the cache
+    cache_dir: str | None = None
+    on_too_long: dict = field(default_factory=dict)  # dataset -> fail or skip (fail where it names none)
+    where: str = "judge"  # the judge's config key, for errors
+    log_path: str | None = None
+    chat_date: str | None = None  # the run's pinned date (store.chat_date); None for an endpoint
+    skipped: dict = field(default_factory=dict)  # cell key -> errors: cells left out, their answers failed
+    n_gpus: int = 0  # the job's `gpu` resource
+    threads: int = 1
+    plugins: tuple = ()  # the config's plugins, imported by each process that runs the job
+    results: str = ""  # results/<run>
+
+    @property
+    def writer(self) -> str:
+        """The item store writer of this job (a budget counts what this judge's earlier attempts stored)."""
+        return f"{self.run}-{self.judge}-judge{self.shard}" if self.judge else f"{self.run}-judge{self.shard}"
+
+    def without(self, skipped: dict) -> JudgeJob:
+        """The job less the cells whose answers failed (`skipped`: Cell -> errors), which it records."""
+        keep = tuple(c for c in self.cells if c not in skipped)
+        return replace(self, cells=keep, skipped={**self.skipped, **{c.key: e for c, e in skipped.items()}})
+
+
+def judge_job(
+    config: dict,
+    judge: str,
+    shard: int,
+    n_shards: int,
+    raw_path,
+    meta_path,
+    n_gpus: int = 0,
+    threads: int = 1,
+    log_path: str | None = None,
+    chat_date: str | None = None,
+) -> JudgeJob:
+    """The judge rule's job for one slice (`shard` of `n_shards`) of every cell `judge` grades."""
+    from genjudge.config.checks import judge_template
+    from genjudge.models.modelref import digest_index
+
+    exp = resolve(config)
+    section = exp.judges[judge]
+    spec = JudgeSpec.from_config(section)
+    results = f"results/{config['run']}"
+    return JudgeJob(
+        spec=spec,
+        cells=tuple(exp.cells(judge)),
+        generations={k: str(v) for k, v in judge_inputs(exp, judge, results).items()},
+        template_path=str(judge_template({**config, "judge": section})),
+        out_path=str(raw_path),
+        meta_path=str(meta_path),
+        store_dir=f"{config['cache_dir']}/judge",
+        run=config["run"],
+        judge=judge,
+        shard=int(shard),
+        n_shards=int(n_shards),
+        # A cascade reads each dataset's answer extraction (a rerun param of the job, `answers`).
+        answers={name: ds["answer"] for name, ds in exp.datasets.items()} if spec.cascade else None,
+        digests=digest_index(config["cache_dir"]),
+        cache_dir=config["cache_dir"],
+        on_too_long={d: exp.datasets[d]["on_too_long"] for d in exp.datasets},
+        where=entry_where(config, "judge", judge),
+        log_path=log_path,
+        chat_date=None if spec.engine == "openai" else chat_date,
+        n_gpus=int(n_gpus),
+        threads=int(threads),
+        plugins=tuple(config.get("plugins") or ()),
+        results=results,
+    )
