@@ -16,6 +16,7 @@ from genjudge.config.checks import endpoint_warnings
 from genjudge.config.export import FORMATS as EXPORT_FORMATS
 from genjudge.config.experiment import entry_key, judge_inputs, resolve
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
+from genjudge.data.dataset import OPTIONAL_COLUMNS
 from genjudge.engine import judge_parallel
 from genjudge.errors import InputError
 from genjudge.judging import answer_rules, modes
@@ -344,7 +345,8 @@ def split_params(wildcards):
     hf = {k: v for k, v in ds["hf"].items() if k != "cache_dir"}
     out = {
         "path": ds["path"],
-        "fields": ds["fields"],
+        # The rubric, tags and checklist fields only where set: a config written before they existed splits as before.
+        "fields": {k: v for k, v in ds["fields"].items() if v is not None or k not in OPTIONAL_COLUMNS},
         "format": ds["format"],
         "hf": hf,
         "n_shards": len(shards_of(wildcards.dataset)),

@@ -46,3 +46,40 @@ def judge_with(*, lease, log_stream, parallel: str = "device_map", judge_name: s
     fields["cells"] = tuple(fields["cells"])
     fields["generations"] = {k: str(v) for k, v in fields["generations"].items()}
     return run_judge(JudgeJob(judge=judge_name, **fields), lease, log_stream, parallel=parallel)
+
+
+RUBRIC_TEMPLATE = ROOT / "tests/data/rubric_judge_template.txt"
+RUBRIC_DATA = ROOT / "tests/data/rubric_demo.jsonl"
+UNSURE = "Checks the result"  # criteria the rubric judge answers with no JSON: unparsed, asked again
+
+
+def rubric_reply(criterion: dict) -> str:
+    """What the test's rubric judge learns to answer: met where the points are positive, not met where
+    negative, and no JSON at all for the criteria that start with UNSURE."""
+    if criterion["criterion"].startswith(UNSURE):
+        return "I am not sure."
+    met = "true" if criterion["points"] > 0 else "false"
+    return f'{{"explanation": "checked", "criteria_met": {met}}}'
+
+
+def rubric_judge(path: Path, steps: int = 150) -> Path:
+    """A judge that has learned rubric_reply on the compact rubric template (tests/data)."""
+    from genjudge.judging.modes.rubric import conversation_text, rubric_item
+
+    rows = [json.loads(line) for line in RUBRIC_DATA.read_text().splitlines()]
+    replies = sorted({rubric_reply(c) for r in rows for c in r["rubrics"]})
+    corpus = path.parent / f"{path.name}-corpus.txt"
+    corpus.write_text("\n".join([RUBRIC_TEMPLATE.read_text(), *replies, *(json.dumps(r) for r in rows)]))
+    build_model(path, [corpus, ROOT / "config/demo/questions.jsonl"], seed=7)
+    tok = load_tokenizer(str(path))
+    template = RUBRIC_TEMPLATE.read_text()
+    pairs = []
+    for r in rows:
+        for answer in ("42", "The answer is 7.", ""):
+            row = type("Row", (), {"messages": json.dumps(r["prompt"]), "prompt": r["prompt"][-1]["content"]})()
+            convo = conversation_text(row, answer)
+            for c in r["rubrics"]:
+                prompt = render(template, conversation=convo, rubric_item=rubric_item(c))
+                pairs.append((render_prompt(tok, prompt, None, True), rubric_reply(c)))
+    finetune(str(path), pairs, steps=steps, batch_size=16)
+    return path

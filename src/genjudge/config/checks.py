@@ -140,6 +140,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
     resolve_panels(config, exp)
     if data:
         n_items, ids, with_reference, conversations, turns, no_category = {}, {}, {}, {}, {}, {}
+        lacking: dict = {}  # dataset -> per-item field (rubric) -> the ids of items without it
         for name, section in exp.datasets.items():
             ds = DatasetSpec.from_config(section)
             keys = {
@@ -152,6 +153,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
             turns[name] = dict(zip(items["id"], n_turns(items)))
             conversations[name] = set(zip((None if is_missing(c) else c for c in items["category"]), n_turns(items)))
             n_items[name], with_reference[name] = len(items), any_reference(items)
+            lacking[name] = {c: items["id"][items[c].isna()].tolist() for c in ("rubric",)}
             if "category" in report["in_no_row"]:
                 no_category[name] = (
                     f"{keys['category']}: the field {report['in_no_row']['category']!r} is in no row of {ds.path} "
@@ -168,6 +170,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
                     f"answers judge {name!r} grades; use shards <= {graded}"
                 )
             check_baseline_file(config, exp, name, turns)
+            check_item_fields(config, exp, name, lacking)
         check_config_labels(config, exp, ids)
     from genjudge.config.specs import GeneratorSpec, JudgeSpec
     from genjudge.models.vllm_support import check_spec as check_vllm
@@ -432,6 +435,29 @@ def check_rules_apply(
         if rule.turns and min(rule.turns) > most:
             raise InputError(f"{key}[{i}]: {what}")
         logging.getLogger("genjudge.config").warning("%s[%d] %s", key, i, what)
+
+
+def check_item_fields(config: dict, exp, judge: str, lacking: dict) -> None:
+    """A judge whose mode reads a field of every item (rubric: its rubric) grades only datasets that name
+    the field, every item of which has one."""
+    from genjudge.judging import modes
+
+    mode = modes.get(exp.judges[judge]["mode"])
+    for dataset in dict.fromkeys(c.dataset for c in exp.cells(judge)):
+        for field in mode.item_fields:
+            key = entry_key(config, "dataset", dataset, f"fields.{field}")
+            if not exp.datasets[dataset]["fields"].get(field):
+                raise InputError(
+                    f"{key}: not set, and judge {judge!r} (mode {mode.name}) grades each item of dataset {dataset!r} "
+                    f"against its {field}: name the field that holds it (HealthBench: rubrics)"
+                )
+            missing = lacking.get(dataset, {}).get(field) or []
+            if missing:
+                raise InputError(
+                    f"{exp.datasets[dataset]['path']}: {len(missing)} item(s) have no {field} (field "
+                    f"{exp.datasets[dataset]['fields'][field]!r}, {key}), e.g. {missing[:3]}; judge {judge!r} "
+                    f"(mode {mode.name}) grades every item against its own"
+                )
 
 
 def check_endpoint(config: dict, kind: str, name: str, section: dict) -> None:

@@ -205,12 +205,24 @@ class JudgeSpec(ModelSpec):
     # Parsing only: changing the pattern re-parses stored outputs without the judge.
     verdict_pattern: str | None = _run()
     score_range: list = _run()  # parsing only, as the pattern
+    rubric: dict = _job()  # mode rubric: a criterion's tries, and how an unparsed one counts
     reasoning: dict = _run()  # parsing only: the judge's own trace is stripped before its verdict is read
     shards: int = _run()  # the judge-shard files carry their count in their names
     gpus: Any = _run()
     offload_folder: str | None = _run()
     parallel: str = _run()  # device_map, tensor, replicas or auto: how the judge uses its GPUs
     gpu_memory: str | None = _run()  # one GPU's memory for parallel: auto where nvidia-smi cannot tell
+
+    def idle_fields(self) -> set:
+        """A mode's own settings (`rubric`) are idle under the other modes (the mode says which it reads)."""
+        from genjudge.errors import InputError
+        from genjudge.judging import modes
+
+        try:
+            reads = modes.get(self.mode).settings
+        except InputError:  # a plugin's mode not loaded here
+            reads = frozenset()
+        return super().idle_fields() | ({"rubric"} - set(reads))
 
 
 @dataclass(frozen=True)

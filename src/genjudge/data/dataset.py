@@ -38,7 +38,10 @@ import pandas as pd
 
 from genjudge.errors import InputError
 
-ITEM_COLUMNS = ["id", "prompt", "reference", "category", "messages", "turns"]
+ITEM_COLUMNS = ["id", "prompt", "reference", "category", "messages", "turns", "rubric", "tags", "checklist"]
+# Columns a dataset has only where the config names their field: left out of a shard's records when null,
+# so that a dataset without them writes the same shard files as before they existed.
+OPTIONAL_COLUMNS = ("rubric", "tags", "checklist")
 
 FORMATS = ("auto", "jsonl", "json", "csv", "tsv", "parquet", "hf")
 
@@ -402,6 +405,24 @@ def _turn_references(obj, name, n: int, where: str) -> list[str | None]:
     return [_optional_text(obj, name, where)] + [None] * (n - 1)
 
 
+def item_rubric(obj, fields: dict, where: str) -> dict:
+    """The rubric, tags and checklist columns of one row (JSON texts; None where the config names no
+    such field, or the row has none), each checked (data.rubrics)."""
+    from genjudge.data.rubrics import read_checklist, read_rubric, read_tags
+
+    out = dict.fromkeys(OPTIONAL_COLUMNS)
+    readers = {"rubric": read_rubric, "tags": read_tags, "checklist": read_checklist}
+    for name, read in readers.items():
+        field = fields.get(name)
+        if not field:
+            continue
+        value = _lookup(obj, field)
+        if value is _MISSING or _is_null(value):
+            continue
+        out[name] = json.dumps(read(value, where, field), ensure_ascii=False)
+    return out
+
+
 def is_missing(value) -> bool:
     """True for None and the NaN that pandas uses for a missing string."""
     return value is None or (isinstance(value, float) and math.isnan(value))
@@ -513,6 +534,7 @@ def load_items(
                 "category": category,
                 "messages": json.dumps(messages, ensure_ascii=False) if messages else None,
                 "turns": json.dumps(turns, ensure_ascii=False) if turns else None,
+                **item_rubric(obj, fields, where),
             }
         )
     absent = [n for n in prompt_fields if n not in present]
@@ -527,6 +549,8 @@ def load_items(
     # None (not NaN) for an item without messages, so shard files write null.
     table["messages"] = pd.Series([item["messages"] for item in items], dtype=object)
     table["turns"] = pd.Series([item["turns"] for item in items], dtype=object)
+    for name in OPTIONAL_COLUMNS:
+        table[name] = pd.Series([item[name] for item in items], dtype=object)
     if report is not None:
         first = rows[0][1]
         report["in_no_row"] = {k: name for k, name in optional.items() if k not in seen_optional}

@@ -12,6 +12,9 @@ from genjudge.data.conversation import TURN_PLACEHOLDER, allowed_placeholder
 from genjudge.data.dataset import is_missing
 from genjudge.errors import InputError
 
+# Placeholders every mode offers: an item's checklist (dataset.fields.checklist), numbered a line each.
+EVERY_MODE = frozenset({"checklist"})
+
 
 def template_names(text: str, path) -> set[str]:
     """The placeholders a template uses."""
@@ -35,11 +38,11 @@ def load_template(path, mode, where: str = "judge.template") -> str:
         raise InputError(f"{where}: template file {str(path)!r} not found")
     text = path.read_text(encoding="utf-8")
     names = template_names(text, path)
-    unknown = {n for n in names - mode.placeholders if not allowed_placeholder(n, mode.placeholders)}
+    unknown = {n for n in names - mode.placeholders - EVERY_MODE if not allowed_placeholder(n, mode.placeholders)}
     if unknown:
         raise InputError(
             f"{where}: {path}: unknown placeholder(s) {sorted(unknown)}; mode {mode.name!r} offers "
-            f"{sorted(mode.placeholders)} and, per turn j of a conversation, {turn_names(mode)}"
+            f"{sorted(mode.placeholders | EVERY_MODE)} and, per turn j of a conversation, {turn_names(mode)}"
         )
     missing = mode.missing_graded(names)
     if missing:

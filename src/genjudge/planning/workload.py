@@ -97,6 +97,8 @@ def _value_tokens(name: str, k: int, turns: list[dict], answer: float, opponent:
         return opponent
     if name == "question":
         return tokens(len(str(turns[k - 1]["question"])))
+    if name == "conversation":  # the conversation up to the turn, its answer last
+        return sum(tokens(len(str(t["question"]))) + answer for t in turns[:k])
     if name == "reference":
         ref = turns[k - 1].get("reference")
         return tokens(len(str(ref))) if ref is not None else 0
@@ -112,6 +114,20 @@ def _value_tokens(name: str, k: int, turns: list[dict], answer: float, opponent:
     return opponent if what == "answer_b" else answer
 
 
+def _calls(requests_per_item, rubric) -> tuple[int, float]:
+    """(judge calls of one answer, mean tokens of its criterion where each call shows one)."""
+    if isinstance(requests_per_item, int):
+        return requests_per_item, 0.0
+    from types import SimpleNamespace
+
+    from genjudge.data.rubrics import rubric_of
+
+    calls = requests_per_item.requests_of(SimpleNamespace(rubric=rubric))
+    criteria = rubric_of(rubric) or []
+    extra = sum(tokens(len(c["criterion"]) + 8) for c in criteria) / len(criteria) if criteria else 0.0
+    return calls, extra
+
+
 def read_template(path: str, workflow_dir: Path | None = None) -> str:
     p = Path(path)
     if not p.exists() and workflow_dir is not None and (workflow_dir / path).exists():
@@ -125,12 +141,14 @@ def judge_workload(
     cells: list,
     generators: dict,
     default_template: str,
-    requests_per_item: int,
+    requests_per_item,
     answer_tokens: dict | None = None,
     workflow_dir: Path | None = None,
 ) -> Workload:
     """A judge's requests over its `cells` (experiment.Cell) on each dataset. `answer_tokens`:
-    generator name -> measured mean answer tokens (else its max_new_tokens)."""
+    generator name -> measured mean answer tokens (else its max_new_tokens). `requests_per_item`: the
+    judge calls one answer takes, or the mode (whose `requests_of` says it item by item: a rubric's
+    criteria, each sized with its own text)."""
     from genjudge.data.dataset import is_missing
     from genjudge.judging.template_rules import rules_of
 
@@ -159,12 +177,15 @@ def judge_workload(
         b = answer_of(cell.opponent) if cell.opponent else a  # an outside baseline: sized as the candidate
         turns_col = items["turns"] if "turns" in items else [None] * len(items)
         categories = items["category"] if "category" in items else [None] * len(items)
-        for prompt, ref, conv, cat in zip(items["prompt"], items["reference"], turns_col, categories):
+        rubrics = items["rubric"] if "rubric" in items else [None] * len(items)
+        for prompt, ref, conv, cat, rubric in zip(items["prompt"], items["reference"], turns_col, categories, rubrics):
             turns = item_turns(prompt, ref, conv)
+            calls, extra = _calls(requests_per_item, rubric)
             for k in range(1, len(turns) + 1):
                 fixed, names = template(cat, k)
                 size = tokens(fixed) + sum(_value_tokens(n, k, turns, a, b) for n in names)
-                per.setdefault((cell.dataset, k), []).append((size, samples * requests_per_item))
+                size += extra if {"rubric_item", "criterion"} & set(names) else 0
+                per.setdefault((cell.dataset, k), []).append((size, samples * calls))
                 if size > longest[0]:
                     longest = (size, f"{cell.dataset}, turn {k}")
     for (dataset, k), sized in sorted(per.items()):

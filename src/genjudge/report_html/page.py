@@ -17,6 +17,7 @@ from __future__ import annotations
 from genjudge.report_html import modern, plots
 from genjudge.report_html import timeline as tl
 from genjudge.report_html.results import ResultSections
+from genjudge.report_html.rubric import rubric_section
 from genjudge.report_html.runs import RunSections
 from genjudge.report_html.view import (  # noqa: F401 - the view model's names, importable from here
     NAV,
@@ -103,6 +104,7 @@ class Page(ResultSections, RunSections):
             modern.controlled(s),
             self.by_turn(),
             self.categories(),
+            rubric_section(self),
             self.distributions(),
             self.confusion(),
             self.human(),

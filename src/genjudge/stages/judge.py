@@ -77,6 +77,7 @@ def run_judge(job: JudgeJob, lease, log_stream, parallel: str = "device_map") ->
     templates = Templates(job.template_path, spec.templates, mode)
     asked = build_requests(job, mode, items, templates)
     c, pset = _complete(job, mode, asked, log_stream)
+    _ask_again(job, mode, asked, c, log_stream)
     results = {j: x for j, x in zip(asked.to_judge, zip(c.prompts, c.results, c.keys)) if x[1] is not None}
     cell_errors = _too_long_for_the_judge(
         {asked.to_judge[p]: reason for p, reason in c.too_long.items()},
@@ -196,6 +197,45 @@ def _complete(job: JudgeJob, mode, asked: Asked, log_stream):
         else None,
     )
     return c, pset
+
+
+def _ask_again(job: JudgeJob, mode, asked: Asked, c, log_stream) -> None:
+    """Replies that give no verdict (a mode that says which: `reply_parses`), asked again up to the mode's
+    `retry_attempts`, each try under a key of its own (a killed job resumes try by try). Only where another
+    try can differ: a judge behind an endpoint; a local judge decodes greedily and would write the same
+    reply again. The first reply that parses, or the last, is the request's (in place in `c`)."""
+    parses = getattr(mode, "reply_parses", None)
+    attempts = mode.retry_attempts(job.spec) if parses is not None else 1
+    if attempts <= 1 or job.spec.engine != "openai":
+        return
+    import logging
+
+    from genjudge.engine.endpoint.stats import merged_stats
+
+    log = logging.getLogger("judge")
+    to_judge, parts = asked.to_judge, [c.info.get("endpoint")]
+    for attempt in range(2, attempts + 1):
+        bad = [p for p, r in enumerate(c.results) if r is not None and not parses(r["output"])]
+        if not bad:
+            break
+        log.info("%d repl(ies) give no verdict: asking again (try %d of %d)", len(bad), attempt, attempts)
+        pset = prompt_set(job.spec, kind=f"judge-try{attempt}", where=job.where)
+        again = complete(
+            pset,
+            [asked.requests[to_judge[p]].text for p in bad],
+            [asked.requests[to_judge[p]].id for p in bad],
+            ItemStore(job.store_dir, job.writer),
+            f"judge {job.shard}, try {attempt}" if job.n_shards > 1 else f"judge, try {attempt}",
+            log_stream,
+            keep_going=True,
+        )
+        parts.append(again.info.get("endpoint"))
+        for q, p in enumerate(bad):
+            if again.results[q] is not None:
+                c.results[p] = {**again.results[q], "attempts": attempt}
+                c.keys[p] = again.keys[q]
+                c.computed_keys |= {again.keys[q]} & again.computed_keys
+    c.info["endpoint"] = merged_stats(parts)
 
 
 def judge_rows(asked: Asked, results: dict, cell_errors: dict, c) -> tuple[list, dict]:

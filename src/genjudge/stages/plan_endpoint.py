@@ -42,7 +42,7 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
             exp.cells(name),
             exp.generators,
             judge_template(view),
-            mode.requests_per_item,
+            mode,
             answers,
             workflow_dir,
         )

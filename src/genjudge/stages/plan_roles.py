@@ -403,9 +403,7 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
     }
     cells = exp.cells(name)
     mode = modes.get(spec.mode)
-    wl = judge_workload(
-        items, section, cells, exp.generators, judge_template(view), mode.requests_per_item, answers, workflow_dir
-    )
+    wl = judge_workload(items, section, cells, exp.generators, judge_template(view), mode, answers, workflow_dir)
     tokens, how = (prompt_override, "given with --prompt-tokens") if prompt_override else (wl.longest, wl.how)
     new = 1 if spec.verdict == "logprob" else spec.max_new_tokens
     check_max_model_len(config, "judge", name, spec, tokens, new)
@@ -444,7 +442,7 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
     e.lines.append(render(p))
     e.lines.append(
         f"  jobs: {lay.jobs} x {n} GPU(s) each (judge {name}); requests (item, turn, sample"
-        + (f", x{mode.requests_per_item} orders" if mode.requests_per_item > 1 else "")
+        + mode.requests_note()
         + f"): {wl.n:,.0f}, {wl.n / lay.jobs:,.0f} per job"
         + (" (cascade: fewer reach the judge; counted as all)" if spec.cascade else "")
         + f"; prompt: {tokens} tokens ({how})"

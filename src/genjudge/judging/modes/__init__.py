@@ -8,7 +8,7 @@ answer's verdict counts for, `answer_value`, `answer_correct`, `judge_calls`, `h
 Modes outside the package are loaded from the config's `plugins`.
 """
 
-from genjudge.judging.modes import pairwise, reference, score  # noqa: F401  (built-in modes register)
+from genjudge.judging.modes import pairwise, reference, rubric, score  # noqa: F401  (built-in modes register)
 from genjudge.judging.modes.base import JudgeCall, JudgeMode, JudgeRequest, get, logprob_modes, names, register
 
 __all__ = ["JudgeCall", "JudgeMode", "JudgeRequest", "get", "logprob_modes", "names", "register"]

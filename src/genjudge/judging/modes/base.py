@@ -72,6 +72,14 @@ def row_history(row) -> list[dict]:
     return [{"question": row.prompt, "answer": row.output, "reference": row.reference}]
 
 
+def checklist_text(row) -> str:
+    """An item's checklist as a template's {checklist} shows it, numbered ("(none)" where it has none)."""
+    from genjudge.data.rubrics import list_of, numbered
+
+    items = list_of(getattr(row, "checklist", None))
+    return numbered(items) if items else "(none)"
+
+
 def lacks_reference(history: list[dict], needs_reference: bool, ref_turns: set) -> bool:
     """A request the judge cannot grade as asked: the mode grades against the turn's reference
     and it has none, or the template shows a turn's reference ({ref_answer_j}) that is missing."""
@@ -107,8 +115,15 @@ class JudgeMode:
     needs_baseline = False
     needs_reference = False  # grades against the reference: an item without one is "no reference"
     requests_per_item = 1  # judge calls per answer (pairwise: both orders); requests_of says it per row
+    settings: frozenset = frozenset()  # the judge's settings sections this mode reads (rubric: {"rubric"})
+    item_fields: tuple = ()  # item columns every graded item must have (rubric: its rubric), checked at planning
+    per_item_criteria = False  # judgments carry each answer's criteria (`criteria`): the report lists them
     paired_measure: str | None = None  # the headline two generators are compared by (judging/paired.py)
     paired_binary = True  # the paired measure is a share of answers (McNemar), not a mean score
+
+    def requests_note(self) -> str:
+        """What the plan says of the requests an answer takes beyond one."""
+        return f", x{self.requests_per_item} orders" if self.requests_per_item > 1 else ""
 
     def requests_of(self, row) -> int:
         """The judge calls one answer's row takes (a mode whose items differ, as rubric criteria, says so)."""
@@ -176,6 +191,7 @@ class JudgeMode:
                     reference=row.reference,
                     candidate=row.output,
                     answer=row.output,
+                    checklist=checklist_text(row),
                     turn=turn,
                     **placeholders(history),
                 )

@@ -20,6 +20,7 @@ from genjudge.judging.modes.base import (
     JudgeCall,
     JudgeMode,
     JudgeRequest,
+    checklist_text,
     lacks_reference,
     orders,
     pct,
@@ -159,6 +160,7 @@ class Pairwise(JudgeMode):
                     reference=row.reference,
                     answer_a=a,
                     answer_b=b,
+                    checklist=checklist_text(row),
                     turn=turn,
                     **(values if order == 0 else swapped(values)),
                 )
