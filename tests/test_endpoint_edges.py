@@ -414,7 +414,9 @@ def test_a_withheld_answer_kept_under_count_wrong_is_graded_wrong_without_the_ju
                 "id": [r.id for r in reqs],
                 "order": [r.order for r in reqs],
                 "decided_by": [r.decided_by for r in reqs],
-                "judge_output": ["VERDICT: CORRECT\nSCORE: 9\n[[A]]" if r.decided_by == "judge" else None for r in reqs],
+                "judge_output": [
+                    "VERDICT: CORRECT\nSCORE: 9\n[[A]]" if r.decided_by == "judge" else None for r in reqs
+                ],
                 "p_correct": [None] * len(reqs),
                 "turn": [r.turn for r in reqs],
                 "sample": [r.sample for r in reqs],
@@ -473,7 +475,9 @@ def test_plan_calibrate_takes_an_endpoint_jobs_measured_speed_and_tokens(tmp_pat
         "completion_tokens": 41 * 120,
     }
     meta.finish(shards / "0.meta.json")
-    lines, plans = make_plan(cfg, None, roles=("judge",), calibrate=str(tmp_path / "results" / "pilot"), workflow_dir=ROOT)
+    lines, plans = make_plan(
+        cfg, None, roles=("judge",), calibrate=str(tmp_path / "results" / "pilot"), workflow_dir=ROOT
+    )
     text = "\n".join(lines)
     assert "replaced, judge gpt-4.1-2025-04-14: 4.00 requests/s at 8 connections (a request 2.00 s)" in text, text
     t = plans[0]["time"]["all"]
