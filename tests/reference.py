@@ -846,3 +846,34 @@ def compare(expected, actual, path: str = "summary", tol: float = 1e-6) -> list[
             else [f"{path}: {expected!r} != {actual!r}"]
         )
     return [f"{path}: cannot compare {expected!r}"]
+
+
+# --- rubric grading, as HealthBench's simple-evals computes it (written from its rules) ---------------
+
+
+def rubric_answer_score(criteria: list[dict], met: list) -> float | None:
+    """Met points over positive points; None where a criterion is unread (the answer is left out)."""
+    if any(m is None for m in met):
+        return None
+    total = sum(c["points"] for c in criteria if c["points"] > 0)
+    return sum(c["points"] for c, m in zip(criteria, met) if m) / total
+
+
+def rubric_clipped_bootstrap(scores_by_item: dict, n: int = 4000, seed: int = 1) -> dict:
+    """The mean of the answers' scores clipped to [0, 1], and a 95% percentile interval and standard
+    deviation from resampling items with numpy (a loop of its own, another seed than the code's)."""
+    items = list(scores_by_item)
+    sums = np.array([sum(scores_by_item[i]) for i in items])
+    counts = np.array([len(scores_by_item[i]) for i in items], dtype=float)
+    value = float(np.clip(sums.sum() / counts.sum(), 0, 1))
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n):
+        pick = rng.integers(0, len(items), len(items))
+        draws.append(np.clip(sums[pick].sum() / counts[pick].sum(), 0, 1))
+    draws = np.array(draws)
+    return {
+        "value": value,
+        "ci95": [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))],
+        "std": float(draws.std()),
+    }

@@ -98,12 +98,14 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         out += [f"> **Warning:** {md_line(w)}", ""]
     out += ["## Headline", "", "| measure | value |", "|---|---|"]
     out += [f"| {md_text(k)} | {md_text(v)} |" for k, v in headline_rows(s)]
-    out += ["", intervals_note(s.n_answers != s.n_items), ""]
+    mode = modes.get(s.mode)
+    out += ["", intervals_note(s.n_answers != s.n_items) + mode.interval_note(), ""]
     out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells, s.failed_cells)]
     out += controlled.markdown(s.across_cells)
     out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
     out += sampling_stats.markdown(s.metrics.get("samples"))
     out += ["## By category", "", *_category_table(s), ""]
+    out += mode.markdown_sections(s.metrics, df)
     if s.unparsed_reasons:
         out += ["## Unparsed verdicts", "", "| reason | count | examples |", "|---|---|---|"]
         for r, k in s.unparsed_reasons.items():
@@ -142,9 +144,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         ]
     out += skipped_markdown(s)
     out += ["## Examples", ""]
-    groups = [(v, df[df["verdict"] == v]) for v in sorted(df["verdict"].dropna().unique())]
-    groups.append(("unparsed", df[df["verdict"].isna()]))
-    for name, g in groups:
+    for name, g in mode.example_groups(df):
         if not len(g):
             continue
         out += [
@@ -156,7 +156,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         for row in g.head(n_examples).itertuples():
             out.append(
                 f"| {_cell(row.id, 20)} | {_cell(row.prompt, 50)} | {_cell(row.reference, 30)} | "
-                f"{_cell(row.output, 50)} | {_cell(row.judge_output, 60)} |"
+                f"{_cell(row.output, 50)} | {_cell(mode.judge_said(row), 60)} |"
             )
         out.append("")
     out += [

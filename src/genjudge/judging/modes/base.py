@@ -300,6 +300,24 @@ class JudgeMode:
         paired measure (a rate where it is a share of answers)."""
         return self.paired_measure, "rate" if self.paired_binary else "mean"
 
+    # --- how the report shows the mode's judgments ---
+    def interval_note(self) -> str:
+        """What report.md adds to its note on intervals, where the mode's are made otherwise."""
+        return ""
+
+    def example_groups(self, df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+        """The report's examples, by verdict, and the unparsed last."""
+        groups = [(str(v), df[df["verdict"] == v]) for v in sorted(df["verdict"].dropna().unique())]
+        return [*groups, ("unparsed", df[df["verdict"].isna()])]
+
+    def judge_said(self, row) -> str:
+        """What an example's row shows of the judge's reply."""
+        return getattr(row, "judge_output", "")
+
+    def markdown_sections(self, metrics: dict, df: pd.DataFrame) -> list[str]:
+        """Sections of the mode's own in report.md (after the categories); none by default."""
+        return []
+
     # --- one answer's part in the headline (exports, and reading the headline again from them) ---
     # How the headline measure is made from the answers, in words (the leaderboard's first measure).
     headline_rule = "the mean of the answers' values over the answers with a parsed verdict"

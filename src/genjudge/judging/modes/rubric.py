@@ -44,6 +44,8 @@ from genjudge.judging.templates import render_request
 from genjudge.judging.verdicts import Verdict
 
 NO_RUBRIC = "no rubric"
+# An answer left out of the scores (judge.rubric.unparsed: leave_out): the cause; which criteria is its detail.
+CRITERIA_UNREAD = "a criterion's reply gave no verdict: the answer is left out (judge.rubric.unparsed: leave_out)"
 UNPARSED_CRITERION = "a criterion's reply holds no JSON object with criteria_met true or false"
 # Only this many `{` from the end of a reply are tried as the start of its last JSON object: a reply's
 # object is near its end, and a degenerate reply of many braces would otherwise be read again and again.
@@ -224,9 +226,13 @@ class Rubric(JudgeMode):
             unread = sum(m is None for m in marks)
             decided.append("judge")
             scores.append(score)
-            reasons.append(None if score is not None else f"{unread} of {len(criteria)} criteria unparsed")
             first = next((g for g in graded if g["unparsed"]), None)
-            details.append(None if first is None else f"criterion {graded.index(first)}: {first['unparsed']}")
+            reasons.append(None if score is not None else CRITERIA_UNREAD)
+            details.append(
+                None
+                if first is None
+                else f"{unread} of {len(criteria)} unread; criterion {graded.index(first)}: {first['unparsed']}"
+            )
             criteria_out.append(json.dumps(graded, ensure_ascii=False))
             n_met.append(sum(bool(m) for m in marks))
             n_unread.append(unread)
@@ -293,6 +299,51 @@ class Rubric(JudgeMode):
 
     def headline_range(self, options):
         return (0.0, 1.0)
+
+    # --- the report ---
+    def interval_note(self) -> str:
+        return (
+            " The rubric score's interval is a percentile bootstrap over items (1,000 resamples) of the mean clipped "
+            "to [0, 1], as HealthBench reports it; summary.json gives its bootstrap standard deviation too."
+        )
+
+    def example_groups(self, df):
+        score = pd.to_numeric(df.get("score"), errors="coerce")
+        bands = [
+            ("score 0.75 or more", score >= 0.75),
+            ("score from 0.25 to 0.75", (score >= 0.25) & (score < 0.75)),
+            ("score below 0.25", score < 0.25),
+            ("unparsed (a criterion unread)", score.isna()),
+        ]
+        return [(name, df[mask.fillna(False).to_numpy(bool)]) for name, mask in bands]
+
+    def judge_said(self, row) -> str:
+        criteria = json.loads(getattr(row, "criteria", None) or "[]")
+        marks = {True: "met", False: "not met", None: "unread"}
+        return "; ".join(f"{marks[c['criteria_met']]}: [{c['points']:g}] {c['criterion']}" for c in criteria)
+
+    def markdown_sections(self, metrics: dict, df) -> list[str]:
+        return tags_markdown(metrics.get("tags") or {})
+
+
+def tags_markdown(tags: dict) -> list[str]:
+    """report.md's table of the scores by tag."""
+    if not tags:
+        return []
+    out = [
+        "## Rubric scores by tag",
+        "",
+        "An item's own tags take its answers' scores; a rubric tag scores the criteria that carry it, where one has "
+        "positive points. Each: the mean clipped to 0-1, its 95% percentile bootstrap interval over items, n answers.",
+        "",
+        "| tag | score | n |",
+        "|---|---|---|",
+    ]
+    for tag, m in tags.items():
+        ci = f" [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]" if m.get("ci95") else ""
+        value = "n/a" if m["value"] is None else f"{m['value']:.3f}"
+        out.append(f"| {tag} | {value}{ci} | {m['n_answers']} |")
+    return [*out, ""]
 
 
 def tag_measures(g: pd.DataFrame) -> dict:

@@ -1,0 +1,128 @@
+"""Rubric grading through the real snakemake command line: the demo generator's answers to a committed
+set of 20 items with 4-8 criteria each (tests/data/rubric_demo.jsonl, HealthBench's shape, written for
+the demo's questions), graded by a tiny judge trained to answer each criterion (tests/judges.py,
+rubric_judge). One run is shared: the judge job is killed with SIGKILL part-way and resumed; the run's
+figures are HealthBench's, recomputed from the judgments; adding a generator asks only its criteria."""
+
+import json
+import signal
+
+import pandas as pd
+import pytest
+import reference
+from conftest import new_workflow
+from judges import RUBRIC_DATA, RUBRIC_TEMPLATE, UNSURE, rubric_judge
+from test_resume import complete_lines, kill_job_when, start
+
+from genjudge.store.item_store import ItemStore
+
+pytestmark = pytest.mark.workflow
+
+ROWS = [json.loads(line) for line in RUBRIC_DATA.read_text().splitlines()]
+CRITERIA = sum(len(r["rubrics"]) for r in ROWS)  # 102
+FIELDS = {
+    "id": "prompt_id",
+    "prompt": "prompt",
+    "reference": None,
+    "category": None,
+    "rubric": "rubrics",
+    "tags": "example_tags",
+}
+
+
+def config(wf, name="rubric", **generators):
+    return wf.write_config(
+        f"{name}.yaml",
+        run=name,
+        shards=2,
+        dataset={"path": str(RUBRIC_DATA), "fields": FIELDS},
+        generator={"max_new_tokens": 16, "batch_size": 4},
+        generators=generators or {"demo-generator": {"model": "models/demo-generator"}},
+        judge={
+            "model": "models/rubric-judge",
+            "mode": "rubric",
+            "template": str(RUBRIC_TEMPLATE),
+            "max_new_tokens": 40,
+            "batch_size": 2,  # slow enough to kill the job part-way
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, built_models):
+    wf = new_workflow(tmp_path_factory.mktemp("rubric"), built_models)
+    rubric_judge(wf.path / "models" / "rubric-judge")
+    cfg = config(wf)
+    wf.run("--cores", "2", "results/rubric/generations/demo-generator/rubric_demo.parquet", "--configfile", cfg)
+    store = wf.path / "results/.cache/judge"
+    proc = start(wf, cfg)
+    kill_job_when(proc, "judge.py", store, CRITERIA // 3, sig=signal.SIGKILL)
+    killed_out = proc.communicate(timeout=600)[0]
+    killed_at = complete_lines(store)
+    out = wf.run("--cores", "2", "--configfile", cfg, "--rerun-incomplete")
+    return wf, cfg, proc.returncode, killed_at, killed_out, out
+
+
+def judgments(wf, name="rubric") -> pd.DataFrame:
+    return pd.read_parquet(wf.results(name) / "judgments" / "rubric-judge.parquet")
+
+
+def test_a_killed_judge_resumes_criterion_by_criterion_asking_none_twice(run):
+    wf, _, killed_rc, killed_at, killed_out, _ = run
+    assert killed_rc != 0 and 0 < killed_at < CRITERIA, killed_out[-2000:]
+    meta = json.loads((wf.results("rubric") / "judge" / "rubric-judge" / "raw.meta.json").read_text())
+    assert meta["resumed_items"] == killed_at and meta["computed_items"] == CRITERIA - killed_at
+    records = ItemStore(wf.path / "results/.cache/judge", "t").load()
+    assert len(records) == CRITERIA  # each criterion's reply stored once, under its own key
+    raw = pd.read_parquet(wf.results("rubric") / "judge" / "rubric-judge" / "raw.parquet")
+    assert len(raw) == CRITERIA and raw.groupby("id")["order"].nunique().sum() == CRITERIA
+
+
+def test_the_figures_are_healthbenchs_from_the_judges_replies(run):
+    wf = run[0]
+    df = judgments(wf).set_index("id")
+    summary = json.loads((wf.results("rubric") / "report" / "summary.json").read_text())
+    expected = {}
+    for r in ROWS:
+        met = []
+        for c in json.loads(df.loc[r["prompt_id"], "criteria"]):
+            met.append(c["criteria_met"])
+        assert [c["criterion"] for c in json.loads(df.loc[r["prompt_id"], "criteria"])] == [
+            c["criterion"] for c in r["rubrics"]
+        ]
+        score = reference.rubric_answer_score(r["rubrics"], met)
+        if score is not None:
+            expected[r["prompt_id"]] = [score]
+    # The judge learnt: unsure of the UNSURE criteria (no JSON), met where points are positive, else not.
+    unsure = {r["prompt_id"] for r in ROWS if any(c["criterion"].startswith(UNSURE) for c in r["rubrics"])}
+    assert set(df.index[df["score"].isna()]) == unsure and summary["n_unparsed"] == len(unsure)
+    ref = reference.rubric_clipped_bootstrap(expected)
+    assert summary["rubric_score"]["value"] == pytest.approx(ref["value"], abs=1e-12)
+    assert summary["rubric_score"]["ci95"] == pytest.approx(ref["ci95"], abs=0.03)
+    assert set(summary["tags"]) >= {"theme:arithmetic", "theme:capitals", "axis:accuracy", "axis:completeness"}
+    md = (wf.results("rubric") / "report" / "report.md").read_text()
+    assert "## Rubric scores by tag" in md and "| theme:capitals |" in md and "rubric score (HealthBench's" in md
+    html = (wf.results("rubric") / "report" / "report.html").read_text()
+    assert '<section id="rubric">' in html and "Criteria of each answer" in html and "[not met] [-5]" in html
+    assert (wf.results("rubric") / "report" / "plots" / "rubric_tags.png").exists()
+
+
+def test_adding_a_generator_asks_only_its_criteria(run, tmp_path):
+    wf, cfg, *_ = run
+    wf = wf.copy(tmp_path)
+    before = len(ItemStore(wf.path / "results/.cache/judge", "t").load())
+    two = config(
+        wf,
+        "rubric",
+        **{
+            "demo-generator": {"model": "models/demo-generator"},
+            "terse": {"model": "models/demo-generator", "max_new_tokens": 4},
+        },
+    )
+    wf.run("--cores", "2", "--configfile", two)
+    meta = json.loads((wf.results("rubric") / "judge" / "rubric-judge" / "raw.meta.json").read_text())
+    cells = meta["cells"]
+    assert cells["demo-generator/rubric_demo"]["computed"] == 0
+    assert cells["terse/rubric_demo"]["requests"] == CRITERIA
+    after = len(ItemStore(wf.path / "results/.cache/judge", "t").load())
+    assert after - before == cells["terse/rubric_demo"]["computed"] <= CRITERIA
