@@ -129,6 +129,8 @@ def rerun_params(spec):
     """What Snakemake compares to decide a rerun: the spec's output fields and the model's
     fingerprint, so overwritten local weights rerun the jobs that used them (large files by
     their full SHA-256, hashed once per version of the file: modelref.DigestIndex)."""
+    if getattr(spec, "answers_from", None):  # answers read from the dataset: no model, no generate job
+        return {"answers_from": spec.answers_from}
     return {**spec.rerun_params(), "model_fingerprint": spec.fingerprint(DIGESTS)}
 
 
@@ -297,7 +299,8 @@ def model_input(spec):
     """The demo model's directory when the workflow must build it (it is missing), so it is built first.
     The committed models are no input: Snakemake has no record of how they were made and would say so
     on every run; the jobs' params hold the models' fingerprints, which rerun them when the files change."""
-    local = spec.engine != "openai"  # an endpoint's model name is no directory here
+    # An endpoint's model name is no directory here; a generator that reads its answers from the dataset has none.
+    local = spec.engine != "openai" and not getattr(spec, "answers_from", None) and spec.model
     return [spec.model] if local and wfconfig.builds_demo_model(spec.model) and not os.path.exists(spec.model) else []
 
 
@@ -314,7 +317,7 @@ def check_models_loadable():
     tokenizer and weights: checked before any job starts (onstart), naming the key."""
     for kind, specs in (("generator", GENERATORS), ("judge", JUDGES)):
         for name, spec in specs.items():
-            if spec.engine == "openai":  # no files here: the job's capability probe asks the endpoint
+            if spec.engine == "openai" or getattr(spec, "answers_from", None):  # no model files here
                 continue
             key = entry_key(config, kind, name, "model")
             try:
@@ -365,7 +368,20 @@ def dataset_digest(path):
     return fingerprint(path, digests=DIGESTS)
 
 
+def answers_from(wildcards):
+    """The dataset field a generator's answers are read from (answers_from), or None: it generates them."""
+    return EXP.generators[wildcards.generator].get("answers_from")
+
+
+def dataset_answer_file(wildcards):
+    """The dataset file such a generator's answers are read from (a change of it merges them again)."""
+    path = EXP.datasets[wildcards.dataset]["path"]
+    return [path] if answers_from(wildcards) and os.path.isfile(path) else []
+
+
 def generation_shards(wildcards):
+    if answers_from(wildcards):
+        return []
     return expand(
         f"{RESULTS}/generations/{wildcards.generator}/{wildcards.dataset}/{{shard}}.parquet",
         shard=shards_of(wildcards.dataset),
@@ -373,6 +389,8 @@ def generation_shards(wildcards):
 
 
 def generation_metas(wildcards):
+    if answers_from(wildcards):
+        return []
     return expand(
         f"{RESULTS}/generations/{wildcards.generator}/{wildcards.dataset}/{{shard}}.meta.json",
         shard=shards_of(wildcards.dataset),
@@ -394,7 +412,12 @@ def judge_shard_metas(wildcards):
 
 def all_generation_metas():
     """Every generation job's meta: the (generator, dataset) pairs the judges read."""
-    return [f"{RESULTS}/generations/{g}/{d}/{i}.meta.json" for g, d in EXP.generated() for i in shards_of(d)]
+    return [
+        f"{RESULTS}/generations/{g}/{d}/{i}.meta.json"
+        for g, d in EXP.generated()
+        if not EXP.generators[g].get("answers_from")  # no generation job: answers read from the dataset
+        for i in shards_of(d)
+    ]
 
 
 def all_judgments():

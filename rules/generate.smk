@@ -29,9 +29,12 @@ rule merge:
         table=f"{RESULTS}/items/{{dataset}}.parquet",
         shards=generation_shards,
         metas=generation_metas,
+        answers=dataset_answer_file,
     output:
         f"{RESULTS}/generations/{{generator}}/{{dataset}}.parquet",
     log:
         f"{LOGS}/merge/{{generator}}/{{dataset}}.log",
+    params:
+        answers_from=answers_from,
     script:
         "../scripts/merge.py"

@@ -106,6 +106,6 @@ def test_too_long_items_fail_their_own_cell_then_are_skipped_counted_and_listed(
     gen = json.loads((res / "generations" / "short" / "a" / "0.meta.json").read_text())
     assert gen["n_skipped"] == 1 and gen["computed_items"] == 6
     md = (res / "report" / "report.md").read_text()
-    assert "## Failed cells" not in md and "2 answer(s) did not fit a model's context and were skipped" in md
+    assert "## Failed cells" not in md and "2 answer(s) were skipped" in md
     assert md.count("### Skipped items") == 2 and "| long-1 | too long for the judge: the prompt as sent is" in md
     assert "| skipped (too long for a model's context) | 1 answer(s)" in md

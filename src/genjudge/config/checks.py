@@ -121,7 +121,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
         for name, section in entries.items():
             where = f"{kind}.{name}" if config.get(kind) else kind[:-1]
             key = "path" if kind == "datasets" else "model"
-            if section[key] is None:
+            if section[key] is None and not section.get("answers_from"):  # read from the dataset: no model
                 raise InputError(f"{where}.{key}: not set")
     check_answer_rules(config, exp)
     for name, section in exp.generators.items():
@@ -181,6 +181,8 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
             where = entry_key(config, kind, name, "model")
             if section["engine"] == "openai":  # no files here: the job's capability probe asks the endpoint
                 check_endpoint(config, kind, name, section)
+                continue
+            if section.get("answers_from"):  # answers read from a field of the dataset: no model to check
                 continue
             if is_demo_model(model) and not builds_demo_model(model) and not os.path.isdir(model):
                 raise InputError(

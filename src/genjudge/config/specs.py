@@ -50,7 +50,7 @@ class Spec:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-AS_BEFORE = {"engine": "transformers", "chat_template_kwargs": {}}
+AS_BEFORE = {"engine": "transformers", "chat_template_kwargs": {}, "answers_from": None}
 # What a local model's loading and decoding read and an endpoint's never does.
 ENDPOINT_IDLE = (
     "revision",
@@ -185,6 +185,8 @@ class GeneratorSpec(ModelSpec):
     reasoning: dict = _job()
     offload_folder: str | None = _run()
     gpus_per_job: int | None = _run()  # null: the top-level gpus_per_job
+    # Answers read from this field of the dataset (physicians' completions), not generated: no model, no job.
+    answers_from: str | None = _job()
 
     def idle_fields(self) -> set:
         # Greedy decoding reads no sampling parameter.

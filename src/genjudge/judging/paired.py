@@ -119,7 +119,15 @@ def paired_table(exp, cells: dict) -> list[dict]:
                 for b in gens[i + 1 :]:
                     d = paired_difference(per_item[a], per_item[b], binary=mode.paired_binary)
                     out.append(
-                        {"judge": judge, "dataset": dataset, "a": a, "b": b, "measure": mode.paired_measure, **d}
+                        {
+                            "judge": judge,
+                            "dataset": dataset,
+                            "a": a,
+                            "b": b,
+                            "measure": mode.paired_measure,
+                            "binary": mode.paired_binary,  # a share of answers (pp), or a mean on the judge's scale
+                            **d,
+                        }
                     )
     return out
 
@@ -140,7 +148,7 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         if r["difference"] is None:
             value = "n/a (no item both parsed)"
         else:
-            rate = r["measure"] != "mean_score"
+            rate = r.get("binary", r["measure"] != "mean_score")  # rows written before `binary` was
             scale, unit, fmt = (100, " pp", "{:+.1f}") if rate else (1, "", "{:+.2f}")
             value = fmt.format(scale * r["difference"]) + unit
             if r["ci95"]:

@@ -83,7 +83,8 @@ def measure_unit(col: dict) -> str:
             "parsed verdicts (%, 95% interval clustered by item)"
         )
     if col["kind"] == "mean":
-        return f"{(col['measure'] or 'mean').replace('_', ' ')} on the judge's scale (95% interval clustered by item)"
+        how = col.get("method") or "clustered by item"
+        return f"{(col['measure'] or 'mean').replace('_', ' ')} on the judge's scale (95% interval: {how})"
     if col["measure"] == "accuracy":
         return "accuracy: the share of parsed verdicts that are correct (%, 95% interval clustered by item)"
     return f"{(col['measure'] or 'measure').replace('_', ' ')} (a share of parsed verdicts, %, 95% interval)"

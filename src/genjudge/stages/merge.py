@@ -88,6 +88,30 @@ def check_one_model(meta_paths) -> None:
         )
 
 
+def merge_dataset_answers(items_path, section: dict, field: str, out_path) -> pd.DataFrame:
+    """The merged answers of a generator whose answers are a field of the dataset (`answers_from`): each
+    item's, or skipped where its row has none; no model made them (finish reason `dataset`)."""
+    from genjudge.data.baseline import dataset_answers
+
+    answers = dataset_answers(section, field, "the answers of generator answers_from")
+    got = answers.assign(
+        sample=0,
+        prompt_sent=None,
+        reasoning=None,
+        reasoning_state="absent",
+        n_prompt_tokens=0,
+        n_generated_tokens=0,
+        finish_reason=["dataset" if o is not None else None for o in answers["output"]],
+        key=None,
+    )
+    items = pd.read_parquet(items_path)
+    merged = expand_turns(items).merge(got.drop(columns=["turn"]), on="id", how="left", validate="one_to_one")
+    if merged["sample"].isna().any():
+        raise MergeError(f"the dataset's rows and its item table differ: {items_path} is stale; split again")
+    atomic.write_parquet(out_path, with_sample(merged))
+    return merged
+
+
 def run_merge(items_path, shard_paths, out_path, meta_paths=()) -> pd.DataFrame:
     """The merged answers; a shard whose job failed makes the merged file a failure that names it
     (genjudge.store.failures), for the judges to skip this (generator, dataset)."""

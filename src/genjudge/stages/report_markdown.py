@@ -59,7 +59,8 @@ def skipped_markdown(s: RunSummary) -> list[str]:
     out = [
         "## Skipped items",
         "",
-        f"{s.n_skipped} answer(s) did not fit a model's context and were skipped (dataset.on_too_long: skip): "
+        f"{s.n_skipped} answer(s) were skipped, each for the reason below (too long for a model's context under "
+        "dataset.on_too_long: skip, or no answer in the dataset's field of a generator's answers_from): "
         "they are left out of every count, rate and interval of this report.",
         "",
         "| id | turn, sample | why |" if several else "| id | why |",
@@ -311,7 +312,8 @@ def render_experiment(run: RunSummary, cells: dict, n_examples: int) -> str:
     ]
     if run.n_skipped:
         out += [
-            f"{run.n_skipped} answer(s) did not fit a model's context and were skipped (dataset.on_too_long: skip): "
+            f"{run.n_skipped} answer(s) were skipped (too long for a model's context under dataset.on_too_long: skip, "
+            "or no answer in a generator's answers_from field): "
             "left out of every count and measure, listed under each cell's 'Skipped items'.",
             "",
         ]

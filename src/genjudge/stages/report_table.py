@@ -62,6 +62,9 @@ def _column(exp, dataset: str, judge: str, rows: list[dict]) -> dict:
             measure, kind = modes.get(mode).leaderboard_measure()
         else:
             kind = "mean" if any((r.get(measure) or {}).get("kind") == "mean" for r in mine) else "rate"
+    # How the measure's interval is made, where the mode says (a rubric score's: a bootstrap).
+    own = [r for r in rows if (r["dataset"], r["judge"]) == (dataset, judge)]
+    method = next((m for r in own if (m := (r.get(measure) or {}).get("method"))), None)
     return {
         "key": f"{dataset}/{judge}",
         "dataset": dataset,
@@ -70,6 +73,7 @@ def _column(exp, dataset: str, judge: str, rows: list[dict]) -> dict:
         "measure": measure,
         "kind": kind,
         **({"baseline": section["baseline"]} if paired and kind != "strength" else {}),
+        **({"method": method} if method else {}),
     }
 
 
