@@ -107,22 +107,33 @@ def test_the_figures_are_healthbenchs_from_the_judges_replies(run):
     assert (wf.results("rubric") / "report" / "plots" / "rubric_tags.png").exists()
 
 
-def test_adding_a_generator_asks_only_its_criteria(run, tmp_path):
-    wf, cfg, *_ = run
-    wf = wf.copy(tmp_path)
+PHYSICIANS = {"model": None, "answers_from": "ideal_completions_data.ideal_completion"}
+
+
+def test_adding_generators_asks_only_their_criteria_and_the_physicians_answers_are_a_row(run, tmp_path):
+    """A second model and the physicians' answers (a field of the dataset, as simple-evals'
+    physician_completions mode grades them): only their criteria are asked; the physicians' row has no
+    generation job, and the items without a physician's answer are skipped, listed."""
+    wf = run[0].copy(tmp_path)
     before = len(ItemStore(wf.path / "results/.cache/judge", "t").load())
-    two = config(
-        wf,
-        "rubric",
-        **{
-            "demo-generator": {"model": "models/demo-generator"},
-            "terse": {"model": "models/demo-generator", "max_new_tokens": 4},
-        },
-    )
-    wf.run("--cores", "2", "--configfile", two)
-    meta = json.loads((wf.results("rubric") / "judge" / "rubric-judge" / "raw.meta.json").read_text())
-    cells = meta["cells"]
+    generators = {
+        "demo-generator": {"model": "models/demo-generator"},
+        "terse": {"model": "models/demo-generator", "max_new_tokens": 4},
+        "physicians": PHYSICIANS,
+    }
+    out = wf.run("--cores", "2", "--configfile", config(wf, "rubric", **generators))
+    assert "generations/physicians/rubric_demo/0" not in out.stdout + out.stderr  # no generation job for it
+    cells = json.loads((wf.results("rubric") / "judge" / "rubric-judge" / "raw.meta.json").read_text())["cells"]
+    answered = [r for r in ROWS if r["ideal_completions_data"]]
+    physician_criteria = sum(len(r["rubrics"]) for r in answered)
     assert cells["demo-generator/rubric_demo"]["computed"] == 0
     assert cells["terse/rubric_demo"]["requests"] == CRITERIA
+    assert cells["physicians/rubric_demo"]["computed"] == physician_criteria
     after = len(ItemStore(wf.path / "results/.cache/judge", "t").load())
-    assert after - before == cells["terse/rubric_demo"]["computed"] <= CRITERIA
+    assert after - before == cells["terse/rubric_demo"]["computed"] + physician_criteria
+    gens = pd.read_parquet(wf.results("rubric") / "generations" / "physicians" / "rubric_demo.parquet")
+    assert gens["output"].notna().sum() == len(answered) and gens["skipped"].notna().sum() == len(ROWS) - len(answered)
+    summary = json.loads((wf.results("rubric") / "report" / "summary.json").read_text())
+    rows = {r["generator"]: r for r in summary["leaderboard"]}
+    assert set(rows) == {"demo-generator", "terse", "physicians"}
+    assert rows["physicians"]["rubric_score"]["value"] is not None
