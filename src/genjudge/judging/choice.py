@@ -12,8 +12,8 @@ from genjudge.judging.extracted import (
     STATED,
     WHOLE_TEXT,
     Extracted,
+    Rejections,
     found_as,
-    negated,
     not_found,
     retracted_after,
 )
@@ -63,12 +63,12 @@ def _letter(m: re.Match) -> tuple[str, int, int]:
     return m.group(i).upper(), m.start(i), m.end(i)
 
 
-def _mentioned(text: str, start: int = 0) -> list[tuple[str, bool]]:
+def _mentioned(text: str, rejections: Rejections, start: int = 0) -> list[tuple[str, bool]]:
     """Each capital letter A-E standing alone from `start` on (not the article "A"), and whether it is rejected."""
     return [
-        (m.group(1), negated(text, m.start(1), m.end(1)))
+        (m.group(1), rejections.negated(m.start(1), m.end(1)))
         for m in _CHOICE_MENTIONED.finditer(text, start)
-        if not _ARTICLE_A.match(text, m.start())
+        if m.group(1) != "A" or not _ARTICLE_A.match(text, m.start())
     ]
 
 
@@ -98,38 +98,43 @@ def choice(text: str) -> Extracted:
     alone = _CHOICE_ALONE.fullmatch(stripped)
     if alone:
         return found_as(alone.group(1).upper(), WHOLE_TEXT, True)
+    rejections = Rejections(text)
+    # (match, in a box): a boxed letter goes on into no list of letters.
+    candidates = [(m, False) for m in _CHOICE_STATED.finditer(text)] + [(m, True) for m in _CHOICE_BOXED.finditer(text)]
     stated = [
-        m
-        for m in sorted([*_CHOICE_STATED.finditer(text), *_CHOICE_BOXED.finditer(text)], key=lambda m: m.start())
-        if not negated(text, *_letter(m)[1:])
+        (m, boxed)
+        for m, boxed in sorted(candidates, key=lambda c: c[0].start())
+        if not rejections.negated(*_letter(m)[1:])
     ]
     if stated:
-        last = stated[-1]
+        last, boxed = stated[-1]
         letter = _letter(last)[0]
-        listed = _CHOICE_LISTED.match(text, last.end()) if last.re is _CHOICE_STATED else None
+        listed = None if boxed else _CHOICE_LISTED.match(text, last.end())
         if listed:
             other = next(g for g in listed.groups() if g).upper()
             if other != letter:
                 return not_found(f"ambiguous: the stated answer names several choices ({letter}, {other})")
         retraction = retracted_after(text, last.end())
         if retraction:
-            later = _one_letter(_mentioned(text, retraction.end()), RETRACTED)
+            later = _one_letter(_mentioned(text, rejections, retraction.end()), RETRACTED)
             if later is not None and (not later.ok or later.value != letter):
                 return later
             return found_as(letter, STATED, False)  # nothing else chosen after it, but not certain
         # Certain only where every other letter the reply names is rejected: "The answer is B, or
         # possibly C" and "Answer A claims ...; the correct choice is C" hedge or choose another.
-        others = any(other != letter and not rejected for other, rejected in _mentioned(text))
-        return found_as(letter, STATED, len({_letter(m)[0] for m in stated}) == 1 and not others)
+        others = any(other != letter and not rejected for other, rejected in _mentioned(text, rejections))
+        return found_as(letter, STATED, len({_letter(m)[0] for m, _ in stated}) == 1 and not others)
     last_line = _CHOICE_ALONE.fullmatch(stripped.rsplit("\n", 1)[-1].strip())
     if last_line:
         return found_as(last_line.group(1).upper(), LAST_LINE, False)
     # A reply that marks one letter ("(B) Paris, since vitamin C ...") chose it; one marking several did not.
-    marked = [(m.group(1), negated(text, m.start(1), m.end(1))) for rx in _CHOICE_MARKED for m in rx.finditer(text)]
+    marked = [
+        (m.group(1), rejections.negated(m.start(1), m.end(1))) for rx in _CHOICE_MARKED for m in rx.finditer(text)
+    ]
     one = _one_letter(marked, MARKED)
     if one is not None:
         return one
-    mentioned = _mentioned(text)
+    mentioned = _mentioned(text, rejections)
     one = _one_letter(mentioned, MENTIONED)
     if one is not None and not one.ok:
         return one

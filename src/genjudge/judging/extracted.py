@@ -4,6 +4,7 @@ or reject it: shared by the extraction methods (`extraction`, `choice`)."""
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 
@@ -70,7 +71,23 @@ NEGATION_AFTER = re.compile(
 _CLAUSE_END = re.compile(r"[.;!?\n,]|\b(?:but|and|while|whereas)\b")
 
 
-def negated(text: str, start: int, end: int) -> bool:
-    """Whether the letter at text[start:end] is rejected in its clause."""
-    clause = max((c.end() for c in _CLAUSE_END.finditer(text, 0, start)), default=0)
-    return bool(_NEGATION_BEFORE.search(text, clause, start) or NEGATION_AFTER.match(text, end))
+class Rejections:
+    """Where a text's clauses end and its rejecting words stand, each found in one pass, so that asking
+    about every letter of a long reply stays linear in its length."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self._clause_ends = [m.end() for m in _CLAUSE_END.finditer(text)]
+        words = [m.span() for m in _NEGATION_BEFORE.finditer(text)]
+        self._word_starts = [a for a, _ in words]
+        self._word_ends = [b for _, b in words]
+
+    def negated(self, start: int, end: int) -> bool:
+        """Whether the letter at text[start:end] is rejected in its clause."""
+        i = bisect_right(self._clause_ends, start) - 1
+        clause = self._clause_ends[i] if i >= 0 else 0
+        # The first rejecting word at or after the clause's start; words never overlap, so it ends first.
+        j = bisect_left(self._word_starts, clause)
+        if j < len(self._word_starts) and self._word_ends[j] <= start:
+            return True
+        return bool(NEGATION_AFTER.match(self.text, end))

@@ -55,8 +55,8 @@ from genjudge.judging.extracted import (
     STRICT,
     WHOLE_TEXT,
     Extracted,
+    Rejections,
     found_as,
-    negated,
     not_found,
     retracted_after,
 )
@@ -100,18 +100,27 @@ def _gsm8k(text: str) -> Extracted:
     if not m:
         return not_found(f"no number after '####' (found {_snippet(text[at + 4 :])})")
     # One candidate: every marker gives the same number, and it is one number (`1,2,3` is a list).
-    values = {parse_number(_marker_text(text, i)) for i in _marker_starts(text)}
+    values = _marker_values(text)
     one = len(values) == 1 and None not in values
     return _number(m, MARKER, one and not _doubted(after[m.end() :], values))
 
 
-def _marker_starts(text: str) -> list[int]:
-    return [m.start() for m in re.finditer("####", text)]
+_MARKER = re.compile("####")
 
 
-def _marker_text(text: str, at: int) -> str:
-    m = TOKEN.match(leading_signs(text[at + 4 :].lstrip()))
-    return m.group(0) if m else ""
+def _marker_values(text: str) -> set:
+    """The values of the numbers after the markers (None where there is none), as far as it takes to
+    find two. A number never holds a `#`, so each is read from the text up to the next marker, and a
+    stretch met before is not read again: a reply that repeats its marker costs one pass over it."""
+    starts = [m.start() for m in _MARKER.finditer(text)]
+    stretches = {text[at + 4 : stop] for at, stop in zip(starts, [*starts[1:], len(text)])}
+    values = set()
+    for stretch in stretches:
+        m = TOKEN.match(leading_signs(stretch.lstrip()))
+        values.add(parse_number(m.group(0)) if m else None)
+        if len(values) > 1:
+            break
+    return values
 
 
 def _number(m: re.Match, how: str = LAST_NUMBER, strict: bool = False) -> Extracted:
@@ -135,28 +144,44 @@ _EXPRESSION_AFTER = re.compile(
 _ANSWER_LEAD = re.compile(r"(?i:\b(?:final\s+)?answer)(?i:\s+is)?\s*[:=]?\s*(?:\*\*)?\s*(?:\$\s*)?")
 _MARKER_LEAD = re.compile(r"####\s*$")
 _BOXED_LEAD = re.compile(r"\\(?:boxed|fbox)\s*\{\s*$")
+_ENDING = re.compile(r"[\s.!*$]*")  # what may follow a number that is the whole reply
 
 
-# A number the reply sets aside after its answer: "The answer is 6, not 5", "12 rather than 10".
-_SET_ASIDE = re.compile(r"(?i)\b(?:not|rather than|instead of)\s*[$€£]?\s*$")
+# A number the reply sets aside after its answer: "The answer is 6, not 5", "12 rather than 10". The
+# number starts after the spaces, or after the currency sign (`not $5`, `not $ 5`).
+_SET_ASIDE = re.compile(r"(?i)\b(?:not|rather than|instead of)\s*(?:([$€£])\s*)?")
+# How far back an expression's head (`\frac{`, `^{`, `\sqrt[3]{`) is looked for before a number.
+_EXPRESSION_REACH = 200
+
+
+def _set_aside_at(text: str) -> set[int]:
+    """Where a number the reply sets aside would start: one pass over the text, not one per number."""
+    out = set()
+    for m in _SET_ASIDE.finditer(text):
+        out.add(m.end())
+        if m.group(1):
+            out.add(m.start(1))
+    return out
 
 
 def _last_number(text: str) -> Extracted:
     tokens = list(TOKEN.finditer(text))
     # The last number the reply does not set aside (`6, not 5` reads 6).
-    kept = [t for t in tokens if not _SET_ASIDE.search(text, 0, t.start())]
+    aside = _set_aside_at(text)
+    kept = [t for t in tokens if t.start() not in aside]
     last = kept[-1] if kept else tokens[-1] if tokens else None
     if last is None:
         return not_found("no number in the text")
     before, after = text[: last.start()], text[last.end() :]
-    if _EXPRESSION_BEFORE.search(before) or _EXPRESSION_AFTER.match(after):
+    head = _EXPRESSION_BEFORE.search(text, max(0, last.start() - _EXPRESSION_REACH), last.start())
+    if head or _EXPRESSION_AFTER.match(after):
         around = text[max(0, last.start() - 12) : last.end() + 12]
         return not_found(f"the last number is part of an expression ({_snippet(around)}): not read as a number")
     found = _number(last)
     if not found.ok:
         return found
     # Strict only where the number is the reply, or the answer it states (one value, nothing taken back).
-    if not text[: last.start()].strip() and re.fullmatch(r"[\s.!*$]*", after):
+    if not text[: last.start()].strip() and _ENDING.fullmatch(after):
         return found_as(found.value, WHOLE_TEXT, True)
     if _BOXED_LEAD.search(before):
         return found_as(found.value, BOXED, not retracted_after(text, last.end()))
@@ -165,7 +190,7 @@ def _last_number(text: str) -> Extracted:
     stated = [(lead, TOKEN.match(text, lead.end())) for lead in _ANSWER_LEAD.finditer(text)]
     stated = [t for lead, t in stated if t]
     if stated and stated[-1].start() == last.start():
-        values = {parse_number(t.group(0)) for t in stated}
+        values = {parse_number(number) for number in {t.group(0) for t in stated}}
         one = len(values) == 1 and None not in values  # a list (`1,2,3`) is no one number
         # A number set aside after it ("6, not 5") leaves the statement read, but not certain.
         return found_as(found.value, STATED, one and not retracted_after(text, last.end()) and last is tokens[-1])
@@ -173,49 +198,44 @@ def _last_number(text: str) -> Extracted:
 
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# A brace, or an escaped character (`\{`, `\}`, `\\`), which opens or closes nothing.
+_BRACE = re.compile(r"\\.|[{}]", re.S)
+_MATH_CLOSE = re.compile(r"\s*\$*\s*")  # the math mode a box was in
 
 
-def _boxed_content(text: str, m: re.Match) -> str | None:
-    """The content of the `\\boxed{` at `m`, nested braces included; None where it is never closed."""
-    span = _boxed_span(text, m)
-    return None if span is None else text[m.end() : span].strip()
-
-
-def _boxed_span(text: str, m: re.Match) -> int | None:
-    """Where the `\\boxed{` at `m` closes (the index of its `}`), or None."""
-    depth, i = 1, m.end()
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":  # an escaped brace (\{ \}) does not open or close
-            i += 2
-            continue
+def _closing_braces(text: str) -> dict[int, int]:
+    """{where a `{` opens: where its `}` closes} for every brace that closes, in one pass over the text
+    (a box never closed is not scanned again for each box before it)."""
+    out, opened = {}, []
+    for m in _BRACE.finditer(text):
+        ch = m.group()
         if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return None
+            opened.append(m.start())
+        elif ch == "}" and opened:
+            out[opened.pop()] = m.start()
+    return out
 
 
 def _boxed(text: str) -> Extracted:
     starts = list(_BOXED.finditer(text))
     if not starts:
         return not_found("no \\boxed{...}")
-    content = _boxed_content(text, starts[-1])
-    if content is None:
+    closes = _closing_braces(text)
+    spans = [(m.end(), closes.get(m.end() - 1)) for m in starts]  # each box's content, or None where never closed
+    begin, end = spans[-1]
+    if end is None:
         return not_found("\\boxed{ is never closed (the text may be cut off)")
+    content = text[begin:end].strip()
     if not content:
         return not_found("empty \\boxed{}")
     # One candidate: every box holds the same answer, the last is not rejected ("It is not \\boxed{5}",
-    # "\\boxed{5} is wrong"), and nothing after it takes it back or gives another number.
-    one = len({_boxed_content(text, m) for m in starts}) == 1
-    end = _boxed_span(text, starts[-1]) + 1
-    rest = text[end:]
-    closing = re.match(r"\s*\$*\s*", rest)  # the math mode the box was in
-    rejected = negated(text, starts[-1].start(), starts[-1].start() + 1) or bool(
-        NEGATION_AFTER.match(rest, closing.end())
+    # "\\boxed{5} is wrong"), and nothing after it takes it back or gives another number. A box inside
+    # another holds less than it: boxes that nest differ, and are never copied out one by one.
+    nested = any(b is None or b_end is None or b_end > nb for (b, b_end), (nb, _) in zip(spans, spans[1:]))
+    one = not nested and len({text[b:e].strip() for b, e in spans}) == 1
+    rest = text[end + 1 :]
+    rejected = Rejections(text).negated(starts[-1].start(), starts[-1].start() + 1) or bool(
+        NEGATION_AFTER.match(rest, _MATH_CLOSE.match(rest).end())
     )
     number = parse_number(content)
     doubted = _doubted(rest, {number} if number is not None else set())

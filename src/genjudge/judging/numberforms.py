@@ -43,6 +43,10 @@ _POINT_THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:\.\d{3})+,\d+|[1-9]\d{0,2}(?:\.\d
 _DECIMAL_COMMA = re.compile(r"\d+,\d+")  # one comma that groups no thousands
 # Indian grouping: groups of two digits before the last group of three (1,23,456 and 12,34,56,789).
 _INDIAN = re.compile(r"[1-9]\d?(?:,\d{2})+,\d{3}(?:\.\d+)?")
+_GROUP_OF_THREE = re.compile(r"\d{3}(?:\.\d*)?")
+_SPACE = re.compile(f"[{_SPACES}]")
+_APOSTROPHE = re.compile("['\u2019]")
+_LEADING_SIGNS = re.compile(rf"([+{MINUS_CLASS}]?)\s*([$€£]?)\s*([+{MINUS_CLASS}]?)\s*")
 _MAX_EXPONENT = 400  # beyond any float; a bigger power is not read as a number
 
 
@@ -67,7 +71,7 @@ def _malformed(run: str) -> bool:
     """Two or more commas, a group of three digits among them, and no grouping of thousands that
     fits (`10,000,00`, `1,000,2`): a number grouped wrongly, not a list; no number is read from it."""
     groups = run.split(",")
-    return len(groups) > 2 and _run_value(run) is None and any(re.fullmatch(r"\d{3}(?:\.\d*)?", g) for g in groups[1:])
+    return len(groups) > 2 and _run_value(run) is None and any(_GROUP_OF_THREE.fullmatch(g) for g in groups[1:])
 
 
 _FROM_SUPERSCRIPT = str.maketrans(_SUPERSCRIPTS + "⁺⁻", "0123456789+-")
@@ -81,7 +85,7 @@ def _vulgar_value(ch: str) -> Fraction:
 
 def _spaced_value(spaced: str) -> Fraction:
     """`1 234,50`, `12 500`, `1 000 000.5`: spaces (any of `_SPACES`) group thousands."""
-    return Fraction(re.sub(f"[{_SPACES}]", "", spaced).replace(",", "."))
+    return Fraction(_SPACE.sub("", spaced).replace(",", "."))
 
 
 def token_value(m: re.Match) -> Fraction | None:
@@ -102,7 +106,7 @@ def token_value(m: re.Match) -> Fraction | None:
         elif m.group("vulgar") is not None:
             value = int(m.group("vwhole") or 0) + _vulgar_value(m.group("vulgar"))
         elif m.group("swiss") is not None:
-            value = Fraction(re.sub("['\u2019]", "", m.group("swiss")))
+            value = Fraction(_APOSTROPHE.sub("", m.group("swiss")))
         elif m.group("spaced") is not None:
             value = _spaced_value(m.group("spaced"))
         else:
@@ -137,7 +141,7 @@ def token_text(m: re.Match) -> str | None:
 
 def leading_signs(text: str) -> str:
     """`- $ 5` and `$-5` as `-$5`: spaces after a leading sign or currency sign dropped."""
-    m = re.match(rf"([+{MINUS_CLASS}]?)\s*([$€£]?)\s*([+{MINUS_CLASS}]?)\s*", text)
+    m = _LEADING_SIGNS.match(text)
     if m.group(1) and m.group(3):
         return text  # two signs: not a number
     return (m.group(1) or m.group(3)) + m.group(2) + text[m.end() :]
