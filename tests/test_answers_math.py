@@ -8,6 +8,8 @@ returned fragments, and the cascade counted every such match correct without the
 
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from genjudge.config.specs import spec_for
 from genjudge.judging import modes
@@ -365,3 +367,74 @@ def test_last_number_skips_a_number_the_reply_sets_aside(text, value, how):
     assert got.strict is (text.endswith("the answer is 3."))  # certain only with nothing set aside after it
     methods = {"reference": "gsm8k", "candidate": "last_number"}
     assert check_answer(text, f"#### {value}", methods).match is True
+
+
+# --- 6. LaTeX's separators between groups of digits ---------------------------------------------------
+
+# Each form LaTeX writes between groups of digits: thin, negative thin, medium, thick and control spaces,
+# a comma in braces and MATH's comma before a negative thin space.
+TEX_SEPARATORS = [r"\,", r"\!", r"\:", r"\;", r"\ ", "{,}", r",\!", r"{,}\!"]
+GSM = {"reference": "gsm8k", "candidate": "last_number"}
+
+
+@pytest.mark.parametrize("sep", TEX_SEPARATORS)
+def test_a_latex_thousands_separator_in_a_box_groups_thousands(sep):
+    # Math-Verify alone reads 2\,500 as 502 and 12\,000 as 0 (12*0): a wrong match decided by rule.
+    rows = []
+    for written, value, misread in [(f"2{sep}500", "2500", "502"), (f"12{sep}000", "12000", "0")]:
+        right = check_answer(f"\\boxed{{{written}}}", f"\\boxed{{{value}}}", BOXED_BOTH)
+        assert right.match is True and right.strict
+        assert check_answer(f"\\boxed{{{written}}}", f"\\boxed{{{misread}}}", BOXED_BOTH).match is False
+        rows += [(f"\\boxed{{{written}}}", f"\\boxed{{{value}}}"), (f"\\boxed{{{written}}}", f"\\boxed{{{misread}}}")]
+    assert cascade(rows, BOXED_BOTH) == ["rule", "judge"] * 2
+
+
+@pytest.mark.parametrize("sep", TEX_SEPARATORS)
+def test_a_latex_thousands_separator_inside_an_expression_groups_thousands(sep):
+    # Math-Verify alone reads (1\,000, 2) as the interval (0, 2) and (1{,}000, 2) as the tuple (1, 0, 2).
+    answer = f"\\boxed{{(1{sep}000, 2)}}"
+    assert check_answer(answer, r"\boxed{(1000, 2)}", BOXED_BOTH).match is True
+    for misread in [r"\boxed{(0, 2)}", r"\boxed{(1, 0, 2)}"]:
+        assert check_answer(answer, misread, BOXED_BOTH).match is False
+    assert check_answer(f"\\boxed{{1{sep}234{sep}567 x}}", r"\boxed{1234567x}", BOXED_BOTH).match is True
+    assert check_answer(f"\\boxed{{1{sep}234{sep}567 x}}", r"\boxed{802x}", BOXED_BOTH).match is False
+
+
+@pytest.mark.parametrize("sep", [r"\,", r"\!", r"\:", r"\;", r"\ "])
+def test_digits_a_latex_space_joins_into_no_thousands_are_no_number(sep):
+    # 12\,50 groups no thousands: neither 1250 nor Math-Verify's 62, nor the fragment 50; only itself.
+    written = f"12{sep}50"
+    for other in ["1250", "62", "50", "12.5"]:
+        assert check_answer(f"\\boxed{{{written}}}", f"\\boxed{{{other}}}", BOXED_BOTH).match is False
+        assert check_answer(f"So ${written}$.", f"#### {other}", GSM).match is False
+    assert check_answer(f"\\boxed{{{written}}}", f"\\boxed{{{written}}}", BOXED_BOTH).match is True
+    got = extract(f"So ${written}$.", "last_number")
+    assert got.value is None and got.reason.startswith("digits grouped in no known way")
+
+
+@pytest.mark.parametrize("sep", ["{,}", r",\!", r"{,}\!"])
+def test_a_latex_comma_before_other_groups_is_a_comma(sep):
+    # As `12,50`: in a box a list (MATH writes several answers so), in last_number a decimal comma.
+    assert check_answer(f"\\boxed{{12{sep}50}}", r"\boxed{12, 50}", BOXED_BOTH).match is True
+    assert check_answer(f"\\boxed{{12{sep}50}}", r"\boxed{1250}", BOXED_BOTH).match is False
+    assert parse_number(extract(f"It is ${3}{sep}14$", "last_number").value) == parse_number("3.14")
+
+
+@pytest.mark.parametrize("sep", TEX_SEPARATORS)
+def test_last_number_reads_a_latex_separated_number_whole(sep):
+    # Before, `$10{,}000$` and `10,\!000` read as `000`, which matched `#### 0` and not `#### 10000`.
+    text = f"So the total is ${10}{sep}000$ dollars."
+    got = extract(text, "last_number")
+    assert got.value == f"10{sep}000" and parse_number(got.value) == 10000
+    assert check_answer(text, "#### 10000", GSM).match is True
+    assert check_answer(text, "#### 10,000", GSM).match is True
+    for fragment in ["0", "000", "10"]:
+        assert check_answer(text, f"#### {fragment}", GSM).match is False
+    assert parse_number(f"1{sep}234{sep}567.5") == parse_number("1234567.5")
+
+
+@given(st.integers(1000, 10**12), st.sampled_from(TEX_SEPARATORS))
+def test_every_latex_grouping_of_thousands_reads_its_number(n, sep):
+    written = f"{n:,}".replace(",", sep)
+    assert parse_number(written) == n
+    assert extract(f"Total: ${written}$", "last_number").value == written

@@ -20,6 +20,8 @@ import threading
 from fractions import Fraction
 from functools import lru_cache
 
+from genjudge.judging.numberforms import tex_thousands
+
 TIMEOUT_SECONDS = 5
 # Math-Verify warns once that a timeout is off, and logs what it could not parse at debug level.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -32,11 +34,16 @@ def _timeout() -> int | None:
 @lru_cache(maxsize=4096)
 def parse_latex(text: str) -> tuple:
     """Math-Verify's parse of one LaTeX answer: (sympy object, its normalised LaTeX), the string alone
-    where sympy could not read it, or () where nothing was found."""
+    where sympy could not read it, or () where nothing was found. LaTeX's thousands separators are
+    dropped first (`numberforms.tex_thousands`); digits a LaTeX space joins otherwise (`12\\,50`) are
+    the string alone: equal only to the same text."""
     from math_verify import LatexExtractionConfig, parse
 
+    plain = tex_thousands(text)
+    if plain is None:
+        return (text,)
     return tuple(
-        parse(f"\\boxed{{{text}}}", [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=_timeout())
+        parse(f"\\boxed{{{plain}}}", [LatexExtractionConfig(boxed_match_priority=0)], parsing_timeout=_timeout())
     )
 
 

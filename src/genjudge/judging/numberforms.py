@@ -17,6 +17,12 @@ _SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
 _MINUS = "-\u2212"  # ASCII hyphen-minus and the Unicode minus sign
 MINUS_CLASS = r"\-\u2212"  # the same inside a character class
 _SPACES = " \u00a0\u2009\u202f"  # a space, no-break space, thin space, narrow no-break space
+# LaTeX between digits: a comma in braces or before a negative thin space (MATH's `10{,}000`,
+# `10,\!000`) reads as a comma; a thin, medium, thick or negative thin space or a control space
+# (`\,`, `\:`, `\;`, `\!`, `\ `) as a space. The rules for commas and spaces then apply.
+_TEX_COMMA = r"(?:\{,\}(?:\\!)?|,\\!)"
+_TEX_SPACE = r"\\[,:; !]"
+_GROUP_SPACE = rf"(?:[{_SPACES}]|{_TEX_SPACE})"
 TOKEN = re.compile(
     # A sign only where it cannot be a hyphen or a subtraction (not after a letter, digit or ")").
     rf"(?:(?<![\w)])(?P<sign>[+{MINUS_CLASS}]))?[$€£]?(?<![\w.])(?P<n>"
@@ -25,9 +31,12 @@ TOKEN = re.compile(
     r"|\\[dt]?frac\s*\{\s*(?P<fnum>\d+)\s*\}\s*\{\s*(?P<fden>\d+)\s*\}"  # \frac{1}{2}, \dfrac, \tfrac
     rf"|(?:(?P<vwhole>\d+)\s?)?(?P<vulgar>[{_VULGAR}])"  # 2½, ¾
     r"|(?P<swiss>[1-9]\d{0,2}(?:['\u2019]\d{3})+(?:\.\d+)?)(?![\d'\u2019])"  # 1'000 (Swiss grouping)
-    # groups of exactly three digits after a space (no-break, thin) and 1-3 digits: 1 234,50, 12 500
-    rf"|(?P<spaced>[1-9]\d{{0,2}}(?:[{_SPACES}]\d{{3}})+(?![\d/])(?:[.,]\d+)?)(?![.,]?\d)"
-    r"|(?P<run>\d[\d,.]*\d|\d|\.\d+))"
+    # groups of exactly three digits after a space (no-break, thin, LaTeX's) and 1-3 digits: 1 234,50,
+    # 12 500, 2\,500
+    rf"|(?P<spaced>[1-9]\d{{0,2}}(?:{_GROUP_SPACE}\d{{3}})+(?![\d/])(?!{_TEX_SPACE}\d)(?:[.,]\d+)?)(?![.,]?\d)"
+    # digits LaTeX spaces join into no groups of thousands (12\,50): no number, never a fragment
+    rf"|(?P<texjoined>\d+(?:{_TEX_SPACE}\d+)+)"
+    rf"|(?P<run>\d(?:{_TEX_COMMA}|[\d,.])*\d|\d|\.\d+))"
     # an exponent: 1.5e3, 2E-4, 1.5 × 10^3, 1.5 \times 10^{3}
     rf"(?:(?P<e>[eE][+{MINUS_CLASS}]?\d+)"
     r"|\s*(?:×|x|\*|\\times|\\cdot)\s*10\s*(?:(?:\^|\*\*)\s*"
@@ -44,9 +53,16 @@ _DECIMAL_COMMA = re.compile(r"\d+,\d+")  # one comma that groups no thousands
 # Indian grouping: groups of two digits before the last group of three (1,23,456 and 12,34,56,789).
 _INDIAN = re.compile(r"[1-9]\d?(?:,\d{2})+,\d{3}(?:\.\d+)?")
 _GROUP_OF_THREE = re.compile(r"\d{3}(?:\.\d*)?")
-_SPACE = re.compile(f"[{_SPACES}]")
+_SPACE = re.compile(_GROUP_SPACE)
+_TEX_COMMA_RX = re.compile(_TEX_COMMA)
 _APOSTROPHE = re.compile("['\u2019]")
 _LEADING_SIGNS = re.compile(rf"([+{MINUS_CLASS}]?)\s*([$€£]?)\s*([+{MINUS_CLASS}]?)\s*")
+# In an expression for Math-Verify, which reads `2\\,500` as 502 and `10\\,000` as 0: groups of exactly
+# three digits that LaTeX separates, after one to three digits not starting with 0, group thousands.
+_TEX_SEPARATOR = rf"(?:{_TEX_COMMA}|{_TEX_SPACE})"
+_TEX_THOUSANDS = re.compile(rf"(?<![\d.])[1-9]\d{{0,2}}(?:{_TEX_SEPARATOR}\d{{3}})+(?!\d)(?!{_TEX_SEPARATOR}\d)")
+_TEX_SEPARATOR_RX = re.compile(_TEX_SEPARATOR)
+_TEX_JOINED = re.compile(rf"\d{_TEX_SPACE}\d")
 _MAX_EXPONENT = 400  # beyond any float; a bigger power is not read as a number
 
 
@@ -65,6 +81,12 @@ def _run_value(run: str) -> Fraction | None:
     if _DECIMAL_COMMA.fullmatch(run):
         return Fraction(run.replace(",", "."))
     return None
+
+
+def _run(m: re.Match) -> str | None:
+    """The token's run of digits, commas and points, LaTeX's commas (`{,}`, `,\\!`) written `,`."""
+    run = m.group("run")
+    return None if run is None else _TEX_COMMA_RX.sub(",", run)
 
 
 def _malformed(run: str) -> bool:
@@ -109,8 +131,10 @@ def token_value(m: re.Match) -> Fraction | None:
             value = Fraction(_APOSTROPHE.sub("", m.group("swiss")))
         elif m.group("spaced") is not None:
             value = _spaced_value(m.group("spaced"))
+        elif m.group("texjoined") is not None:
+            return None
         else:
-            value = _run_value(m.group("run"))
+            value = _run_value(_run(m))
             if value is None:
                 return None
         power = m.group("e")[1:] if m.group("e") else m.group("p")
@@ -129,8 +153,10 @@ def token_value(m: re.Match) -> Fraction | None:
 def token_text(m: re.Match) -> str | None:
     """The number as extracted: its sign (as `-`), digits and exponent, without the currency and
     per cent signs; of a list (`1,2,3`) or a section number (`1.2.3`), its last number, unsigned;
-    None for a number grouped wrongly (`10,000,00`): no fragment of it is a number it means."""
-    run = m.group("run")
+    None for a number grouped wrongly (`10,000,00`, `12\\,50`): no fragment of it is a number it means."""
+    if m.group("texjoined") is not None:
+        return None
+    run = _run(m)
     if run is not None and _malformed(run):
         return None
     if run is not None and _run_value(run) is None:  # a list (1,2,3) or a section number (1.2.3)
@@ -174,8 +200,17 @@ def math_number(value: str | None, boxed: bool = False) -> tuple[Fraction, bool]
     number = token_value(m) if m else None
     if number is None:
         return None
-    run = m.group("run")
+    run = _run(m)
     if boxed and run and "," in run and not any(rx.fullmatch(run) for rx in (_THOUSANDS, _INDIAN, _POINT_THOUSANDS)):
         return None
     exact = any(m.group(g) is not None for g in ("num", "whole", "fnum", "vulgar", "e", "p", "sup"))
     return number, number.denominator != 1 and not exact
+
+
+def tex_thousands(latex: str) -> str | None:
+    """`latex` with LaTeX's thousands separators dropped (`2\\,500`, `10{,}000`, `1,\\!000` as `2500`,
+    `10000`, `1000`), for Math-Verify to parse; None where a LaTeX space still joins two digits
+    (`12\\,50`): a number grouped in no known way, never read as arithmetic. `{,}` before other
+    groups is left a comma (`3{,}14`: a list in a box, as `3,14`)."""
+    out = _TEX_THOUSANDS.sub(lambda m: _TEX_SEPARATOR_RX.sub("", m.group()), latex)
+    return None if _TEX_JOINED.search(out) else out
