@@ -438,3 +438,27 @@ def test_every_latex_grouping_of_thousands_reads_its_number(n, sep):
     written = f"{n:,}".replace(",", sep)
     assert parse_number(written) == n
     assert extract(f"Total: ${written}$", "last_number").value == written
+
+
+# --- 7. a per cent is its number, however it is written -----------------------------------------------
+
+PER_CENT_FORMS = ["50%", r"50\%", r"50 \%", r"50\,\%", "50 percent"]
+
+
+@pytest.mark.parametrize("form", PER_CENT_FORMS)
+def test_a_per_cent_is_its_number_in_every_form(form):
+    # Math-Verify alone reads 50\% as 50 or 0.5, whichever the other side is; genjudge read 50% as 50
+    # only. Both read 50: a reference 50 matches, a reference 0.5 or 1/2 does not (the judge decides).
+    box = f"\\boxed{{{form}}}"
+    right = check_answer(box, r"\boxed{50}", BOXED_BOTH)
+    assert right.match is True and right.strict
+    for value in [r"\boxed{0.5}", r"\boxed{\frac{1}{2}}"]:
+        assert check_answer(box, value, BOXED_BOTH).match is False
+        assert check_answer(value, box, BOXED_BOTH).match is False  # a per cent reference alike
+    assert check_answer(r"\boxed{50}", box, BOXED_BOTH).match is True
+    assert cascade([(box, r"\boxed{50}"), (box, r"\boxed{0.5}")], BOXED_BOTH) == ["rule", "judge"]
+    # Inside an expression, and read by last_number, the same reading.
+    assert check_answer(f"\\boxed{{\\{{{form}, 20\\%\\}}}}", r"\boxed{\{50, 20\}}", BOXED_BOTH).match is True
+    assert check_answer(f"\\boxed{{\\{{{form}, 20\\%\\}}}}", r"\boxed{\{0.5, 0.2\}}", BOXED_BOTH).match is False
+    assert check_answer(f"It rose by ${form}$.", "#### 50", GSM).match is True
+    assert check_answer(f"It rose by ${form}$.", "#### 0.5", GSM).match is False

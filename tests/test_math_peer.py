@@ -24,7 +24,7 @@ METHODS = {
 }
 # The documented choices (docs/reference-checks.md), each with the pairs that show it.
 WHOLE_NUMBER = "last_number reads the whole number where Math-Verify reads a fragment or nothing"
-PER_CENT = "a per cent is its number (50% is 50, not 0.5)"
+PER_CENT = "a per cent is its number (50% and 50\\% are 50, not 0.5)"
 LAST_BOX = "boxed reads the last box; Math-Verify joins several boxes into a set (never strict: the judge decides)"
 BOX_FIRST = "boxed reads the box; Math-Verify prefers 'The final answer is X. I hope it is correct.'"
 FBOX = "\\fbox{} is read as \\boxed{}"
@@ -41,6 +41,7 @@ DOCUMENTED = {
     "p299": WHOLE_NUMBER,  # 1'000 (Math-Verify: 1)
     "p301": WHOLE_NUMBER,  # 2½ against 2: Math-Verify's fragment 2 matches
     "p302": WHOLE_NUMBER,  # 2½ against 2.5
+    "p019": PER_CENT,  # \boxed{75\%} against \frac{3}{4} (Math-Verify: 0.75)
     "p249": PER_CENT,
     "p303": LAST_BOX,
     "p308": LAST_BOX,

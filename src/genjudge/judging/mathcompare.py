@@ -20,7 +20,7 @@ import threading
 from fractions import Fraction
 from functools import lru_cache
 
-from genjudge.judging.numberforms import tex_thousands
+from genjudge.judging.numberforms import for_math_verify
 
 TIMEOUT_SECONDS = 5
 # Math-Verify warns once that a timeout is off, and logs what it could not parse at debug level.
@@ -34,12 +34,12 @@ def _timeout() -> int | None:
 @lru_cache(maxsize=4096)
 def parse_latex(text: str) -> tuple:
     """Math-Verify's parse of one LaTeX answer: (sympy object, its normalised LaTeX), the string alone
-    where sympy could not read it, or () where nothing was found. LaTeX's thousands separators are
-    dropped first (`numberforms.tex_thousands`); digits a LaTeX space joins otherwise (`12\\,50`) are
-    the string alone: equal only to the same text."""
+    where sympy could not read it, or () where nothing was found. LaTeX's thousands separators and per
+    cent signs are dropped first (`numberforms.for_math_verify`); digits a LaTeX space joins otherwise
+    (`12\\,50`) are the string alone: equal only to the same text."""
     from math_verify import LatexExtractionConfig, parse
 
-    plain = tex_thousands(text)
+    plain = for_math_verify(text)
     if plain is None:
         return (text,)
     return tuple(

@@ -42,7 +42,8 @@ TOKEN = re.compile(
     r"|\s*(?:×|x|\*|\\times|\\cdot)\s*10\s*(?:(?:\^|\*\*)\s*"
     rf"(?P<brace>\{{)?(?P<p>[+{MINUS_CLASS}]?\d+)(?(brace)\}})(?![\d.]\d)"
     rf"|(?P<sup>[⁺⁻]?[{_SUPERSCRIPTS}]+)))?)"  # 3.0×10⁸
-    r"(?:\s?%)?"
+    # a per cent sign, dropped: 25% and 25\% are 25
+    rf"(?:(?:\s|{_TEX_SPACE})?\\?%)?"
 )
 _PLAIN = re.compile(r"\d+(?:\.\d+)?|\.\d+")
 # A leading group of thousands is 1-3 digits and never starts with 0: `0,125` is a decimal.
@@ -63,6 +64,7 @@ _TEX_SEPARATOR = rf"(?:{_TEX_COMMA}|{_TEX_SPACE})"
 _TEX_THOUSANDS = re.compile(rf"(?<![\d.])[1-9]\d{{0,2}}(?:{_TEX_SEPARATOR}\d{{3}})+(?!\d)(?!{_TEX_SEPARATOR}\d)")
 _TEX_SEPARATOR_RX = re.compile(_TEX_SEPARATOR)
 _TEX_JOINED = re.compile(rf"\d{_TEX_SPACE}\d")
+_PER_CENT = re.compile(rf"(?<=\d)(?:\s|{_TEX_SPACE})*(?:\\?%|(?:\\text\{{\s*)?per\s?cent\b\}}?)")
 _MAX_EXPONENT = 400  # beyond any float; a bigger power is not read as a number
 
 
@@ -207,10 +209,15 @@ def math_number(value: str | None, boxed: bool = False) -> tuple[Fraction, bool]
     return number, number.denominator != 1 and not exact
 
 
-def tex_thousands(latex: str) -> str | None:
-    """`latex` with LaTeX's thousands separators dropped (`2\\,500`, `10{,}000`, `1,\\!000` as `2500`,
-    `10000`, `1000`), for Math-Verify to parse; None where a LaTeX space still joins two digits
-    (`12\\,50`): a number grouped in no known way, never read as arithmetic. `{,}` before other
-    groups is left a comma (`3{,}14`: a list in a box, as `3,14`)."""
+def for_math_verify(latex: str) -> str | None:
+    """`latex` as Math-Verify is to parse it, or None where it holds digits grouped in no known way.
+
+    - LaTeX's thousands separators are dropped (`2\\,500`, `10{,}000`, `1,\\!000` as `2500`, `10000`,
+      `1000`); where a LaTeX space still joins two digits (`12\\,50`), None: never read as arithmetic.
+      `{,}` before other groups is left a comma (`3{,}14`: a list in a box, as `3,14`).
+    - A per cent sign or word after a number is dropped (`50\\%`, `50%`, `50 \\%`, `50 percent` as
+      `50`): a per cent is its number, as `last_number` reads it, never its value 0.5."""
     out = _TEX_THOUSANDS.sub(lambda m: _TEX_SEPARATOR_RX.sub("", m.group()), latex)
-    return None if _TEX_JOINED.search(out) else out
+    if _TEX_JOINED.search(out):
+        return None
+    return _PER_CENT.sub("", out)
