@@ -462,3 +462,46 @@ def test_a_per_cent_is_its_number_in_every_form(form):
     assert check_answer(f"\\boxed{{\\{{{form}, 20\\%\\}}}}", r"\boxed{\{0.5, 0.2\}}", BOXED_BOTH).match is False
     assert check_answer(f"It rose by ${form}$.", "#### 50", GSM).match is True
     assert check_answer(f"It rose by ${form}$.", "#### 0.5", GSM).match is False
+
+
+# --- 8. a match within Math-Verify's tolerance is no certain match --------------------------------------
+
+PMATRIX = r"\begin{{pmatrix}} {} \\ 1 \end{{pmatrix}}"
+
+
+@pytest.mark.parametrize(
+    "candidate,reference",
+    [
+        ("1.414214", r"\sqrt{2}"),
+        ("0.785398", r"\frac{\pi}{4}"),
+        ("0.785398163397448", r"\frac{\pi}{4}"),  # 15 digits: still a rounding, never pi/4
+        (r"(0.6, 2.666667]", r"(\frac{3}{5}, \frac{8}{3}]"),
+        (r"\{0.333333, 1\}", r"\{\frac{1}{3}, 1\}"),
+        (PMATRIX.format("0.333333"), PMATRIX.format(r"\frac{1}{3}")),
+    ],
+)
+def test_a_formula_matched_only_to_six_decimal_places_goes_to_the_judge(candidate, reference):
+    # Before, every Math-Verify match was certain: 1.414214 against \sqrt{2} was decided by rule while
+    # 0.333333 against 1/3 went to the judge. Now neither is decided by rule.
+    boxed_c, boxed_r = f"\\boxed{{{candidate}}}", f"\\boxed{{{reference}}}"
+    check = check_answer(boxed_c, boxed_r, BOXED_BOTH)
+    assert check.match is True and check.strict is False
+    assert cascade([(boxed_c, boxed_r)], BOXED_BOTH) == ["judge"]
+
+
+@pytest.mark.parametrize(
+    "candidate,reference",
+    [
+        (r"0.75\pi", r"\frac{3\pi}{4}"),
+        (r"1.5\sqrt{2}", r"\frac{3\sqrt{2}}{2}"),
+        (r"(0.6, 2.5]", r"(\frac{3}{5}, \frac{5}{2}]"),
+        (r"\{0.5, 1\}", r"\{\frac{1}{2}, 1\}"),
+        (PMATRIX.format("0.5"), PMATRIX.format(r"\frac{1}{2}")),
+        ("x=0.25", r"x=\frac{1}{4}"),
+    ],
+)
+def test_a_formula_whose_decimals_are_exactly_equal_is_decided_by_rule(candidate, reference):
+    boxed_c, boxed_r = f"\\boxed{{{candidate}}}", f"\\boxed{{{reference}}}"
+    check = check_answer(boxed_c, boxed_r, BOXED_BOTH)
+    assert check.match is True and check.strict is True
+    assert cascade([(boxed_c, boxed_r)], BOXED_BOTH) == ["rule"]

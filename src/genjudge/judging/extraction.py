@@ -318,14 +318,18 @@ def answers_match(candidate: str | None, reference: str | None, math: bool = Fal
 
 def certain(candidate: str, reference: str, math: bool = False) -> bool:
     """Whether a match of two extracted answers is beyond doubt, so that it may decide an item by rule:
-    two numbers equal exactly, not only to Math-Verify's 6 decimal places (`0.333333` and `1/3`,
-    `0.0000002` and `-0.0000004` match, uncertainly); two texts that drop the same punctuation
-    (`textnorm.dropped`: not `2/3` and `2.3`). Math-Verify's other comparisons (`math`) are its own."""
+    equal exactly, never only within Math-Verify's numeric tolerance (6 decimal places). Two numbers:
+    equal values (`0.333333` and `1/3`, `0.0000002` and `-0.0000004` match, uncertainly); with `math`,
+    anything else: equal with every decimal read as the number it writes (`1.414214` and `\\sqrt{2}`
+    match, uncertainly: `mathcompare.latex_certain`); two texts: the same punctuation dropped
+    (`textnorm.dropped`: not `2/3` and `2.3`)."""
+    from genjudge.judging import mathcompare
+
     a, b = math_number(candidate, math), math_number(reference, math)
     if a is not None and b is not None:
         return a[0] == b[0]
     if math:
-        return True
+        return mathcompare.latex_certain(str(candidate), str(reference))
     return dropped(candidate) == dropped(reference)
 
 
