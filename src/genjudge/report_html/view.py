@@ -154,6 +154,8 @@ class Distributions:
 class Confusion:
     plot: Plot | None
     agreement: Table | None
+    # (cell, verdict × exact match counts) over the answers the judge graded: what the plot draws
+    matrices: list = field(default_factory=list)
     ident = "confusion"
 
 
