@@ -167,6 +167,9 @@ def test_a_number_inside_an_expression_is_no_number(text):
     [
         ("72", WHOLE_TEXT, True),
         ("The answer is 72.", STATED, True),
+        ("The answer is $72.", STATED, True),  # a dollar sign, or math mode: the statement reads past it
+        ("The answer is $72$.", STATED, True),
+        ("The answer is $70$. The answer is $72$.", STATED, False),  # two candidates
         ("Final answer: **72**", STATED, True),
         ("so #### 72", MARKER, True),
         ("so \\boxed{72}", BOXED, True),

@@ -189,7 +189,8 @@ def _last_number(text: str) -> Extracted:
         return _gsm8k(text)
     stated = [(lead, TOKEN.match(text, lead.end())) for lead in _ANSWER_LEAD.finditer(text)]
     stated = [t for lead, t in stated if t]
-    if stated and stated[-1].start() == last.start():
+    # Compared by where they end: the statement reads past a `$` (currency or math mode) the token holds.
+    if stated and stated[-1].end() == last.end():
         values = {parse_number(number) for number in {t.group(0) for t in stated}}
         one = len(values) == 1 and None not in values  # a list (`1,2,3`) is no one number
         # A number set aside after it ("6, not 5") leaves the statement read, but not certain.
