@@ -28,6 +28,7 @@ from genjudge.judging.verdicts import compile_pattern
 
 BOXED_BOTH = {"reference": "boxed", "candidate": "boxed"}
 TEMPLATE = "Question: {question}\nReference: {reference}\nAnswer: {candidate}\nVERDICT:"
+CASCADE_SPEC = spec_for("judge", model="m", cascade=True)  # frozen: built once (the schema's defaults cost)
 
 
 def cascade(rows: list[tuple[str, str]], answer: dict | None) -> list[str]:
@@ -40,8 +41,7 @@ def cascade(rows: list[tuple[str, str]], answer: dict | None) -> list[str]:
             "reference": [r for _, r in rows],
         }
     )
-    spec = spec_for("judge", model="m", cascade=True)
-    return [r.decided_by for r in modes.get("reference").requests(gens, spec, TEMPLATE, answer=answer)]
+    return [r.decided_by for r in modes.get("reference").requests(gens, CASCADE_SPEC, TEMPLATE, answer=answer)]
 
 
 # --- 1. formulas: operators and brackets are never word breaks -------------------------------------
