@@ -26,6 +26,7 @@ from genjudge.judging.verdicts import compile_pattern
 
 BOXED_BOTH = {"reference": "boxed", "candidate": "boxed"}
 TEMPLATE = "Question: {question}\nReference: {reference}\nAnswer: {candidate}\nVERDICT:"
+CASCADE_SPEC = spec_for("judge", model="m", cascade=True)  # frozen: built once (the schema's defaults cost)
 
 
 def cascade(rows: list[tuple[str, str]], answer: dict | None) -> list[str]:
@@ -38,8 +39,7 @@ def cascade(rows: list[tuple[str, str]], answer: dict | None) -> list[str]:
             "reference": [r for _, r in rows],
         }
     )
-    spec = spec_for("judge", model="m", cascade=True)
-    return [r.decided_by for r in modes.get("reference").requests(gens, spec, TEMPLATE, answer=answer)]
+    return [r.decided_by for r in modes.get("reference").requests(gens, CASCADE_SPEC, TEMPLATE, answer=answer)]
 
 
 # --- 1. formulas: operators and brackets are never word breaks -------------------------------------
@@ -165,6 +165,9 @@ def test_a_number_inside_an_expression_is_no_number(text):
     [
         ("72", WHOLE_TEXT, True),
         ("The answer is 72.", STATED, True),
+        ("The answer is $72.", STATED, True),  # a dollar sign, or math mode: the statement reads past it
+        ("The answer is $72$.", STATED, True),
+        ("The answer is $70$. The answer is $72$.", STATED, False),  # two candidates
         ("Final answer: **72**", STATED, True),
         ("so #### 72", MARKER, True),
         ("so \\boxed{72}", BOXED, True),

@@ -609,3 +609,47 @@ def test_a_studys_page_states_each_judges_headline_with_its_unit_and_interval_an
     # The labels' share is of the generator they name: 10 of qwen's 60 answers, not of every generator's.
     human = summary["validity"]["judges"]["ref"]["human"]
     assert (human["n_labelled"], human["n_answers"], human["covers"]) == (20, 60, {"generator": ["qwen"]})
+
+
+def test_the_judge_against_exact_match_matrix_counts_what_the_agreement_rate_counts(tmp_path):
+    """Ten answers that all match: the cascade decided eight by rule, the judge graded two and called both
+    incorrect. The rate is 0% over those 2; the matrix counts the same 2 (it showed 8 of 10 on its
+    diagonal, the rule's verdicts among them), and report.md and report.html say the same."""
+    from genjudge.judging.modes.base import rate_text
+    from genjudge.judging.tables import md_text
+    from genjudge.stages.report_markdown import render_experiment
+
+    cfg = defaults(
+        run="cascade",
+        dataset={"path": "data.jsonl"},
+        generator={"model": "g"},
+        generators={"alpha": {}},
+        datasets={"data": {}},
+        judge={"model": "j", "cascade": True},
+    )
+    df = frame(np.random.default_rng(0), 10, "alpha", "data")
+    df["exact_match"] = True
+    df["decided_by"] = ["rule"] * 8 + ["judge"] * 2
+    df["verdict"] = ["correct"] * 8 + ["incorrect"] * 2
+    df["unparsed_reason"] = None
+    gen_metas = [GenerateMeta(generator="alpha", dataset="data", started_at=0.0, finished_at=1.0)]
+    judge_metas = {"j": JudgeMeta(started_at=0.0, finished_at=1.0)}
+    run, cells = summarise_experiment(resolve(cfg), cfg, {"j": df}, gen_metas, judge_metas)
+    page = Page(run.to_dict(), [Cell(k, s, d) for k, (s, d) in cells.items()], gen_metas, judge_metas, {}, None)
+    view = write(page, tmp_path / "report.html", tmp_path / "plots")
+    ((summary, _),) = cells.values()
+    rate = summary.to_dict()["judge_exact_match_agreement"]
+    assert rate["value"] == 0.0 and rate["n"] == 2
+
+    confusion = view.section("confusion")
+    ((_, matrix),) = confusion.matrices
+    assert matrix.to_dict() == {"match": {"incorrect": 2}}  # the judge's 2, never the rule's 8
+    diagonal = matrix.loc["correct", "match"] if "correct" in matrix.index else 0
+    assert diagonal / matrix.to_numpy().sum() == rate["value"] and matrix.to_numpy().sum() == rate["n"]
+    # report.html's table beside the matrix and report.md's headline give the same rate over the same n.
+    assert confusion.agreement.rows == [["alpha · data · j", rate_text(rate), "2"]]
+    page_html = (tmp_path / "report.html").read_text()
+    assert f"<td>{rate_text(rate)}</td><td>2</td>" in page_html and "judge_vs_exact_match" in page_html
+    md = render_experiment(run, cells, 3)
+    assert f"| judge agrees with exact match | {md_text(rate_text(rate))} |" in md
+    assert "rule: 8" in md and "judge: 2" in md

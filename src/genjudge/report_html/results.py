@@ -197,12 +197,18 @@ class ResultSections:
             mode = modes.get(c.summary.mode)
             if mode.needs_baseline or not mode.labels or "exact_match" not in c.df:
                 continue
-            em = c.df["exact_match"].map({True: "match", False: "no match"}).fillna("no reference")
-            verdict = c.df["verdict"].fillna("unparsed")
-            m = pd.crosstab(verdict, em)
-            order = [v for v in (*mode.labels.values(), "unparsed") if v in m.index]
+            # The answers the agreement rate counts: graded by the judge itself (not by the cascade's rule),
+            # with a parsed verdict and an exact match to compare it with.
+            df = c.df
+            judged = df["verdict"].notna() & df["exact_match"].notna()
+            if "decided_by" in df:
+                judged &= df["decided_by"] == "judge"
+            df = df[judged]
+            em = df["exact_match"].astype(bool).map({True: "match", False: "no match"})
+            m = pd.crosstab(df["verdict"], em)
+            order = [v for v in mode.labels.values() if v in m.index]
             order += [v for v in m.index if v not in order]
-            cols = [v for v in ("match", "no match", "no reference") if v in m.columns]
+            cols = [v for v in ("match", "no match") if v in m.columns]
             mats.append((self.cell_label(c), m.reindex(index=order, columns=cols, fill_value=0)))
             a = c.summary.to_dict().get("judge_exact_match_agreement")
             if a:
@@ -212,7 +218,7 @@ class ResultSections:
         p = self.plot("judge_vs_exact_match", plots.confusions(mats[:12]))
         head = ["generator · dataset · judge", "judge agrees with exact match", "items"]
         agreement = Table(head, agree, "narrow") if agree else None
-        return Confusion(p, agreement) if p or agreement else None
+        return Confusion(p, agreement, mats) if p or agreement else None
 
     def human(self) -> Human | None:
         """Agreement with human labels, where summary.json has it (`validity`: per judge and panel,

@@ -157,6 +157,8 @@ class Distributions:
 class Confusion:
     plot: Plot | None
     agreement: Table | None
+    # (cell, verdict × exact match counts) over the answers the judge graded: what the plot draws
+    matrices: list = field(default_factory=list)
     ident = "confusion"
 
 

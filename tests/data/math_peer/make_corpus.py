@@ -255,8 +255,50 @@ def variant_rows(rng: random.Random) -> list[dict]:
     return rows
 
 
+# Forms Math-Verify misreads (docs/reference-checks.md): LaTeX's separators between groups of digits
+# and per cent signs. Each (answer, [references it equals], [references it does not]), both boxed.
+TEX_SEPARATORS = ["\\,", "\\!", "\\:", "\\;", "\\ ", "{,}", ",\\!"]
+PER_CENTS = ["50\\%", "50%", "50 \\%", "50\\,\\%", "50 percent"]
+
+
+def form_rows() -> list[dict]:
+    triples = []
+    for sep in TEX_SEPARATORS:
+        triples += [
+            (f"2{sep}500", ["2500", "2,500"], ["502", "25"]),
+            (f"12{sep}000", ["12000"], ["0", "12"]),
+            (f"(1{sep}000, 2)", ["(1000, 2)"], ["(0, 2)", "(1, 0, 2)"]),
+        ]
+    for sep in ["\\,", "\\!", "\\ "]:
+        triples.append((f"12{sep}50", [f"12{sep}50"], ["62", "1250", "50"]))
+    for form in PER_CENTS:
+        triples.append((form, ["50", "50\\%"], ["0.5", "\\frac{1}{2}"]))
+    triples += [
+        ("0.5", [], ["50\\%"]),  # a reference 50\% is 50: the answer 0.5 does not match it
+        ("1.414214", ["\\sqrt{2}"], ["\\sqrt{3}"]),  # a match within 6 decimal places (never decides by rule)
+        ("0.75\\pi", ["\\frac{3\\pi}{4}"], ["\\frac{\\pi}{4}"]),
+    ]
+    rows = []
+    for answer, same, different in triples:
+        for reference in [*same, *different]:
+            rows.append(
+                {
+                    "kind": "latex",
+                    "source": "forms",
+                    "reference": f"So $\\boxed{{{reference}}}$.",
+                    "candidate": f"The answer is $\\boxed{{{answer}}}$.",
+                }
+            )
+    replies = [f"So the total is $10{sep}000$ dollars." for sep in TEX_SEPARATORS]
+    replies += ["It is 10,\\!000 in all.", "So $12\\,50$ dollars.", "It rose by $50\\%$.", "It rose by 50\\%."]
+    for reply in replies:
+        for gold in ["10000", "0", "50", "1250"]:
+            rows.append({"kind": "number", "source": "forms", "reference": f"Steps.\n#### {gold}", "candidate": reply})
+    return rows
+
+
 def main() -> None:
-    rows = latex_rows() + gsm8k_rows() + reported_rows() + variant_rows(random.Random(20261127))
+    rows = latex_rows() + gsm8k_rows() + reported_rows() + variant_rows(random.Random(20261127)) + form_rows()
     with OUT.open("w", encoding="utf-8") as f:
         for i, row in enumerate(rows):
             f.write(json.dumps({"id": f"p{i:03d}", **row}, ensure_ascii=False) + "\n")
