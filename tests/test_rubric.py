@@ -362,3 +362,75 @@ def test_an_endpoint_judges_reply_without_a_verdict_is_asked_again_under_a_key_o
         assert df["score"].isna().all() and provider.total() == 8
     finally:
         provider.stop()
+
+
+def test_a_judge_checked_on_labelled_criteria(tmp_path):
+    """People's criteria_met against the judge's: balanced F1 (HealthBench's meta-evaluation), agreement,
+    kappa, the confusion matrix, and the labellers' agreement with each other as the ceiling."""
+    from genjudge.judging import labels as human
+    from genjudge.stages.validity import criteria_markdown, label_agreement
+
+    rows = HEALTHBENCH_ROWS
+    gens = gens_of(rows, ["Go now.", "Yes."])
+    reqs = RUBRIC.requests(gens, spec_for("judge", model="m", mode="rubric"), "{conversation}\n{rubric_item}")
+    said = {
+        ("0f7c-made-up-1", 0): True,
+        ("0f7c-made-up-1", 1): False,
+        ("0f7c-made-up-1", 2): True,
+        ("0f7c-made-up-2", 0): False,
+    }
+    raw = pd.DataFrame(
+        [
+            {
+                "id": r.id,
+                "order": r.order,
+                "decided_by": "judge",
+                "turn": 1,
+                "sample": 0,
+                "judge_output": json.dumps({"criteria_met": said[(r.id, r.order)]}),
+            }
+            for r in reqs
+        ]
+    )
+    df = RUBRIC.parse(gens.copy(), raw, None, {}).assign(generator="g", dataset="d", opponent=None)
+    # a by index and by text; two labellers of the first criterion, who disagree on the third.
+    labelled = [
+        {"id": "0f7c-made-up-1", "criterion": 0, "label": True, "who": "p1"},
+        {"id": "0f7c-made-up-1", "criterion": 0, "label": "met", "who": "p2"},
+        {"id": "0f7c-made-up-1", "criterion": "Suggests waiting a week.", "label": False, "who": "p1"},
+        {"id": "0f7c-made-up-1", "criterion": 2, "label": False, "who": "p1"},
+        {"id": "0f7c-made-up-1", "criterion": 2, "label": True, "who": "p2"},
+        {"id": "0f7c-made-up-2", "criterion": 0, "label": "no", "who": "p1"},
+    ]
+    path = write_jsonl(tmp_path / "labels.jsonl", labelled)
+    section = {
+        "path": str(path),
+        "format": "auto",
+        "fields": {"id": "id", "label": "label", "criterion": "criterion", "labeller": "who"},
+    }
+    h = label_agreement(df, section, RUBRIC, "judge.labels")
+    human_marks = [True, True, False, False, True, False]
+    judge_marks = [True, True, False, True, True, False]
+    f1 = []
+    for cls in (True, False):
+        tp = sum(a == cls and b == cls for a, b in zip(human_marks, judge_marks))
+        fp = sum(a != cls and b == cls for a, b in zip(human_marks, judge_marks))
+        fn = sum(a == cls and b != cls for a, b in zip(human_marks, judge_marks))
+        f1.append(2 * tp / (2 * tp + fp + fn))
+    assert h["kind"] == "criterion" and h["n_labelled"] == 6 and h["n_items"] == 2
+    assert h["balanced_f1"]["value"] == pytest.approx(sum(f1) / 2) and h["agreement"]["value"] == pytest.approx(5 / 6)
+    assert h["confusion"] == {"False": {"False": 2, "True": 1}, "True": {"True": 3}}
+    # The two labellers agree on criterion 0 (met) and not on criterion 2: each against the other, met has
+    # F1 2/3 (2 agreed, 1 and 1 not) and not met 0: balanced F1 1/3.
+    assert h["labellers"] == {"balanced_f1": pytest.approx(1 / 3), "n_pairs": 2}
+    text = "\n".join(criteria_markdown([("judge", "j", h)]))
+    assert "### The judge on labelled criteria" in text and "0.33 over 2 pairs" in text
+    # A label of no criterion of the run's is an error naming it; a label that is not true or false too.
+    write_jsonl(path, [{"id": "0f7c-made-up-2", "criterion": 5, "label": True, "who": "p1"}])
+    with pytest.raises(
+        InputError, match=r"1 label\(s\) of .* name no judged criterion: .*line 1 \(id 0f7c-made-up-2, criterion"
+    ):
+        label_agreement(df, section, RUBRIC, "judge.labels")
+    write_jsonl(path, [{"id": "0f7c-made-up-2", "criterion": 0, "label": "maybe", "who": "p1"}])
+    with pytest.raises(InputError, match=r"line 1, field 'label': label 'maybe' is not true or false"):
+        human.read_labels(section, RUBRIC)

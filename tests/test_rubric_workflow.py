@@ -10,6 +10,7 @@ import signal
 import pandas as pd
 import pytest
 import reference
+import yaml
 from conftest import new_workflow
 from judges import RUBRIC_DATA, RUBRIC_TEMPLATE, UNSURE, rubric_judge
 from test_resume import complete_lines, kill_job_when, start
@@ -137,3 +138,34 @@ def test_adding_generators_asks_only_their_criteria_and_the_physicians_answers_a
     rows = {r["generator"]: r for r in summary["leaderboard"]}
     assert set(rows) == {"demo-generator", "terse", "physicians"}
     assert rows["physicians"]["rubric_score"]["value"] is not None
+
+
+def test_labels_of_criteria_check_the_judge_without_judging_again(run, tmp_path):
+    """Two people's labels of some criteria (one disagreeing with the other on a few): the report checks
+    the judge against them (balanced F1, the labellers' own agreement beside it) and no judge job runs."""
+    wf = run[0].copy(tmp_path)
+    df = judgments(wf)
+    labels = []
+    for row in df.head(6).itertuples():
+        for k, c in enumerate(json.loads(row.criteria)):
+            if c["criteria_met"] is None:
+                continue
+            labels.append({"id": row.id, "criterion": k, "met": c["criteria_met"], "by": "p1"})
+            labels.append(
+                {"id": row.id, "criterion": k, "met": c["criteria_met"] if k % 3 else not c["criteria_met"], "by": "p2"}
+            )
+    path = tmp_path / "criteria_labels.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in labels))
+    fields = {"id": "id", "label": "met", "criterion": "criterion", "labeller": "by"}
+    cfg = config(wf)
+    overlay = wf.path / "config" / "labels.yaml"
+    overlay.write_text(yaml.safe_dump({"judge": {"labels": {"path": str(path), "fields": fields}}}))
+    out = wf.run("--cores", "2", "--configfile", cfg, overlay)
+    assert "rule judge:" not in out.stdout + out.stderr and "rule generate:" not in out.stdout + out.stderr
+    h = json.loads((wf.results("rubric") / "report" / "summary.json").read_text())["validity"]["judges"][
+        "rubric-judge"
+    ]["human"]
+    assert h["kind"] == "criterion" and h["n_labelled"] == len(labels)
+    assert h["balanced_f1"]["value"] < 1.0 and h["labellers"]["n_pairs"] == len(labels) // 2
+    md = (wf.results("rubric") / "report" / "report.md").read_text()
+    assert "### The judge on labelled criteria" in md

@@ -24,7 +24,10 @@ def corr_text(c: dict | None, key: str) -> str:
 
 
 def labelled_text(h: dict) -> str:
-    """`30 of 120 answers (25.0%) of generator mistral`: the labelled share of the answers the labels name."""
+    """`30 of 120 answers (25.0%) of generator mistral`: the labelled share of the answers the labels name
+    (labels of rubric criteria: `30 criteria of 12 items`)."""
+    if h.get("kind") == "criterion":
+        return f"{h['n_labelled']} criteria of {h['n_items']} items"
     n = h.get("n_answers", h["n_items"])
     of = "; ".join(f"{k} {', '.join(v)}" for k, v in (h.get("covers") or {}).items())
     return f"{h['n_labelled']} of {n} answers ({pct(h['n_labelled'] / n) if n else 'n/a'})" + (
@@ -41,6 +44,8 @@ def validity_rows(v: dict) -> list[tuple[str, str]]:
             if not h:
                 continue
             value = f"{rate_text(h['agreement'])} over {h['n_judged']} labelled answers ({labelled_text(h)})"
+            if h.get("balanced_f1") and h["balanced_f1"].get("value") is not None:
+                value = f"balanced F1 {h['balanced_f1']['value']:.2f}, agreement " + value
             if h.get("cohen_kappa") is not None or h["kind"] != "score":
                 value += f", Cohen's kappa {kappa_text(h, 'cohen_kappa')}"
             if h.get("correlation"):

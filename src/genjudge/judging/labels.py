@@ -22,10 +22,14 @@ import pandas as pd
 from genjudge.errors import InputError
 
 KEYS = ("generator", "dataset", "opponent", "turn")
+CRITERION = ("criterion", "labeller")  # a rubric's labels: which criterion, and who labelled it
 
 
 def kind(mode) -> str:
-    """What a human label of this mode is: "winner", "verdict" or "score"."""
+    """What a human label of this mode is: "winner", "verdict", "score" or "criterion" (met or not, of one
+    criterion of an item's rubric: judging/criteria_labels.py)."""
+    if getattr(mode, "per_item_criteria", False):
+        return "criterion"
     if mode.needs_baseline:
         return "winner"
     return "verdict" if mode.labels else "score"
@@ -46,6 +50,10 @@ def _normalise(value, mode, where: str):
         raise InputError(f"{where}: the label is empty")
     k = kind(mode)
     text = _as_text(value).strip()
+    if k == "criterion":
+        from genjudge.judging.criteria_labels import criterion_label
+
+        return criterion_label(value, where)
     if k == "score":
         try:
             return float(text)
@@ -69,7 +77,16 @@ def read_labels(section: dict, mode) -> pd.DataFrame:
     source, rows = read_rows(path, section["format"])
     if not rows:
         raise InputError(f"{source}: the labels file is empty")
-    used = {"id": fields["id"], "label": fields["label"], **{k: fields[k] for k in KEYS if fields.get(k)}}
+    used = {
+        "id": fields["id"],
+        "label": fields["label"],
+        **{k: fields[k] for k in (*KEYS, *CRITERION) if fields.get(k)},
+    }
+    if kind(mode) == "criterion" and "criterion" not in used:
+        raise InputError(
+            f"labels.fields.criterion: not set; mode {mode.name} labels one criterion of an item's rubric each: "
+            f"name the field that holds its index (from 0) or its text"
+        )
     out = []
     for pos, obj in rows:
         where = f"{source}, {pos}"
@@ -90,7 +107,7 @@ def read_labels(section: dict, mode) -> pd.DataFrame:
         rec["where"] = where
         out.append(rec)
     df = pd.DataFrame(out)
-    keys = [k for k in (*KEYS, "id") if k in df]
+    keys = [k for k in (*KEYS, *CRITERION, "id") if k in df]
     dup = df[df.duplicated(keys, keep=False)]
     if len(dup):
         raise InputError(

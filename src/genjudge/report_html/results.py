@@ -233,6 +233,8 @@ class ResultSections:
                 verdicts, humans, counts = human_agreement.confusion_rows(h["confusion"])  # as report.md shows it
                 mats.append((f"{kind} {name}", pd.DataFrame(counts, index=verdicts, columns=humans)))
                 kappa = h.get("cohen_kappa")
+                f1 = (h.get("balanced_f1") or {}).get("value")
+                people = (h.get("labellers") or {}).get("balanced_f1")
                 rows.append(
                     [
                         f"{kind} {name}",
@@ -241,12 +243,21 @@ class ResultSections:
                         h.get("n_unparsed"),
                         measure_text(h.get("agreement")),
                         "" if kappa is None else f"{kappa:.2f}",
+                        "" if f1 is None else f"{f1:.2f}" + ("" if people is None else f" (labellers: {people:.2f})"),
                     ]
                 )
         agreement = plot = None
         matrices = []
         if mats:
-            head = ["judge", "labels", "labelled answers", "unparsed answers", "agreement", "Cohen's kappa"]
+            head = [
+                "judge",
+                "labels",
+                "labelled answers",
+                "unparsed answers",
+                "agreement",
+                "Cohen's kappa",
+                "balanced F1 (rubric criteria)",
+            ]
             agreement = Table(head, rows, "narrow")
             plot = self.plot("judge_vs_human", plots.confusions(mats[:12], xlabel="human label"))
         matrices = mats

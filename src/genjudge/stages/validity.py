@@ -29,6 +29,10 @@ def label_agreement(df: pd.DataFrame, section: dict, mode, where: str) -> dict:
     source = str(section["path"])
     generators = set(df["generator"]) | set(df["opponent"].dropna())
     human.check_ids(labels, _ids_by_dataset(df), generators, source, where, mode)
+    if human.kind(mode) == "criterion":  # criteria met or not, per (item, answer, criterion)
+        from genjudge.judging.criteria_labels import criterion_agreement
+
+        return {"labels": source, **criterion_agreement(df, labels, source, where)}
     joined = human.join(df, labels, mode, source, where)
     parsed = joined[joined["verdict"].notna()]
     k = human.kind(mode)
@@ -100,7 +104,10 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
         lab = section.get("labels") or {}
         if lab.get("path"):
             entry["human"] = label_agreement(df, lab, mode, entry_key(config, "judge", judge, "labels"))
-            entry["corrected"] = corrected.corrected_figures(df, lab, mode, entry_key(config, "judge", judge, "labels"))
+            if human.kind(mode) != "criterion":  # labels of criteria correct no answer's score
+                entry["corrected"] = corrected.corrected_figures(
+                    df, lab, mode, entry_key(config, "judge", judge, "labels")
+                )
         out["judges"][judge] = entry
     for name, panel in resolve_panels(config, exp).items():
         pdf = panel_judgments(panel, judgments)
@@ -119,6 +126,45 @@ def _confusion(c: dict) -> list[str]:
     return out
 
 
+def criteria_markdown(rows: list) -> list[str]:
+    """The judge against people's labels of rubric criteria (HealthBench's meta-evaluation)."""
+    if not rows:
+        return []
+    out = [
+        "### The judge on labelled criteria",
+        "",
+        "| | labelled criteria | judged | unparsed (not counted) | balanced F1 | agreement | Cohen's kappa | "
+        "labellers with each other (balanced F1) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for k, n, h in rows:
+        f1 = h["balanced_f1"]
+        ci = f" [{f1['ci95'][0]:.2f}, {f1['ci95'][1]:.2f}]" if f1.get("ci95") else ""
+        value = "n/a" if f1["value"] is None else f"{f1['value']:.2f}{ci}"
+        ceiling = h.get("labellers")
+        people = f"{ceiling['balanced_f1']:.2f} over {ceiling['n_pairs']} pairs" if ceiling else "-"
+        out.append(
+            f"| {k} {md_text(n)} | {h['n_labelled']} ({h['n_items']} items) | {h['n_judged']} | {h['n_unparsed']} | "
+            f"{value} | {rate_text(h['agreement'])} | {kappa_text(h, 'cohen_kappa')} | {people} |"
+        )
+    out += [
+        "",
+        "Each label says whether an answer meets one criterion of its item's rubric. Balanced F1: the mean of the "
+        "F1 of met and of not met, as HealthBench's meta-evaluation scores its grader, with a 95% percentile "
+        "bootstrap interval over items; agreement has a 95% Wilson interval. Where several people labelled one "
+        "criterion, their balanced F1 with each other is the ceiling to read the judge's against.",
+        "",
+    ]
+    for k, n, h in rows:
+        out += [
+            f"Confusion matrix, {k} {md_text(n)} (rows: the judge, columns: the labels; True: met):",
+            "",
+            *_confusion(h["confusion"]),
+            "",
+        ]
+    return out
+
+
 def render(v: dict) -> list[str]:
     """Markdown lines of the section."""
     out = ["## Can I trust the judge?", ""]
@@ -130,6 +176,9 @@ def render(v: dict) -> list[str]:
         for n, e in es.items()
         if e.get("human")
     ]
+    criteria = [(k, n, h) for k, n, h in labelled if h.get("kind") == "criterion"]
+    labelled = [(k, n, h) for k, n, h in labelled if h.get("kind") != "criterion"]
+    out += criteria_markdown(criteria)
     if labelled:
         out += [
             "### Agreement with human labels",
