@@ -288,3 +288,48 @@ def test_the_readmes_study_plans_and_dry_runs_exactly_as_printed(workflow, tmp_p
     # 2 generators x (8 GSM8K shards + 2 MT-bench shards); one job per judge, each on its benchmark.
     assert dry.count("rule generate:") == 20 and dry.count("rule judge:") == 2 and dry.count("rule merge:") == 4
     assert "results/my-study/judge/gsm8k-ref/" in dry and "results/my-study/judge/mtbench-score/" in dry
+
+
+def test_the_healthbench_example_plans_a_grader_request_per_criterion_and_a_physicians_row(workflow):
+    """HealthBench's published shape (tests/data/rubric_demo.jsonl has it): generation jobs for the model
+    only, the physicians' answers read from the dataset, one judge job whose requests are the criteria."""
+    cfg = yaml.safe_load((ROOT / "config/examples/healthbench.yaml").read_text())
+    data = workflow.path / "oss_eval.jsonl"
+    shutil.copy(ROOT / "tests" / "data" / "rubric_demo.jsonl", data)
+    cfg["dataset"]["path"] = str(data)
+    jobs = plan(workflow, cfg, "healthbench")
+    assert jobs["generate"] == "8" and jobs["merge"] == "2" and jobs["judge"] == "1", jobs
+    from conftest import genjudge_cli
+
+    out = genjudge_cli(
+        "plan", "--configfile", str(workflow.path / "config" / "healthbench-fixture.yaml"), cwd=workflow.path
+    )
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    criteria = sum(len(r["rubrics"]) for r in rows)
+    answered = sum(len(r["rubrics"]) for r in rows if r["ideal_completions_data"])
+    assert f"about {criteria + answered:,} requests" in out.stdout or f"{criteria + criteria:,}" in out.stdout, (
+        out.stdout
+    )
+
+
+def test_the_wildbench_example_shows_each_tasks_checklist_and_reports_wb_score(workflow):
+    cfg = yaml.safe_load((ROOT / "config/examples/wildbench.yaml").read_text())
+    data = workflow.path / "wildbench.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "session_id": f"s{i}",
+                    "question": f"Plan a {i}-day trip.",
+                    "primary_tag": ["Planning", "Advice"][i % 2],
+                    "checklist": ["Gives a day-by-day plan", f"Fits {i} days"],
+                }
+            )
+            + "\n"
+            for i in range(12)
+        )
+    )
+    cfg["dataset"]["path"] = str(data)
+    jobs = plan(workflow, cfg, "wildbench")
+    assert jobs["generate"] == "8" and jobs["judge"] == "1", jobs

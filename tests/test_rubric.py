@@ -434,3 +434,29 @@ def test_a_judge_checked_on_labelled_criteria(tmp_path):
     write_jsonl(path, [{"id": "0f7c-made-up-2", "criterion": 0, "label": "maybe", "who": "p1"}])
     with pytest.raises(InputError, match=r"line 1, field 'label': label 'maybe' is not true or false"):
         human.read_labels(section, RUBRIC)
+
+
+def test_a_panel_of_rubric_judges_scores_each_answer_by_its_judges_mean():
+    """Each member's answer score, averaged (rule mean): no member's criteria are dropped, and an answer one
+    judge left out is the others' mean (never only the last judge's score, as HELM's jury keeps)."""
+    from genjudge.judging.panels import panel_judgments, panel_summary
+
+    def judged(scores):
+        return pd.DataFrame(
+            {
+                "generator": "g",
+                "dataset": "d",
+                "opponent": None,
+                "id": ["a", "b", "c"],
+                "turn": 1,
+                "sample": 0,
+                "verdict": [None if s is None else repr(s) for s in scores],
+                "score": scores,
+            }
+        )
+
+    panel = {"judges": ["j1", "j2"], "rule": "mean", "mode": "rubric"}
+    df = panel_judgments(panel, {"j1": judged([0.5, 1.0, None]), "j2": judged([0.25, 0.5, 0.75])})
+    assert df["score"].tolist() == [0.375, 0.75, 0.75]
+    m = panel_summary(panel, df)["measures"]["rubric_score"]
+    assert m["value"] == pytest.approx((0.375 + 0.75 + 0.75) / 3) and "bootstrap" in m["method"]

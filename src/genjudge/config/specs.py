@@ -207,6 +207,7 @@ class JudgeSpec(ModelSpec):
     # Parsing only: changing the pattern re-parses stored outputs without the judge.
     verdict_pattern: str | None = _run()
     score_range: list = _run()  # parsing only, as the pattern
+    score_rescaled: dict | None = _run()  # reporting only: the mean score on another scale (WB-Score)
     rubric: dict = _job()  # mode rubric: a criterion's tries, and how an unparsed one counts
     reasoning: dict = _run()  # parsing only: the judge's own trace is stripped before its verdict is read
     shards: int = _run()  # the judge-shard files carry their count in their names

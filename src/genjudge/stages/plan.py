@@ -145,6 +145,10 @@ def make_plan(
 
     if "generator" in roles:
         for name in exp.generators:
+            if exp.generators[name].get("answers_from"):  # read from the dataset: no model, no job to plan
+                field = exp.generators[name]["answers_from"]
+                lines.append(f"generator {name}: answers read from the dataset's field {field!r}: no model, no job")
+                continue
             if exp.generators[name]["engine"] == "openai":  # no model here: requests, tokens, cost
                 entries.append(plan_endpoint(config, exp, "generator", name, items, cal, workflow_dir))
                 continue

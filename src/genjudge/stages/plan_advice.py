@@ -272,7 +272,7 @@ def advice(config: dict, exp, entries: list, role_gpus: dict, pools: dict, on_sl
                 f"  generators: {rec.describe()}{gain}"
                 + (
                     f"; about one job per GPU ({rec.jobs} jobs on {sum(pools['generator'])})"
-                    if 0.5 <= jobs_per_gpu <= 1.5
+                    if rec.on_gpus and 0.5 <= jobs_per_gpu <= 1.5
                     else ""
                 )
             )

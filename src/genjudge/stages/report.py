@@ -27,7 +27,11 @@ from genjudge.store.records import GenerateMeta, JudgeMeta, RunSummary
 
 def parse_options(judge: dict) -> dict:
     """The judge's settings that parsing and the measures read (besides the verdict pattern)."""
-    return {"score_range": judge["score_range"], "rubric": judge.get("rubric") or {}}
+    return {
+        "score_range": judge["score_range"],
+        "rubric": judge.get("rubric") or {},
+        "score_rescaled": judge.get("score_rescaled"),
+    }
 
 
 def counted_unfinished(df: pd.DataFrame, judge: dict, config: dict) -> pd.DataFrame:

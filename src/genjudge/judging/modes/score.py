@@ -58,6 +58,25 @@ class Score(JudgeMode):
             "score_counts": {_fmt(k): int(v) for k, v in score.value_counts().sort_index().items()},
         }
 
+    def measures(self, g: pd.DataFrame, options: dict | None = None) -> dict:
+        """With `score_rescaled`, the mean score also on its other scale, (mean + offset) x factor, under its
+        name (WildBench's WB-Score: (score - 5) x 2), the interval mapped alike (the map is increasing)."""
+        out = super().measures(g, options)
+        r = (options or {}).get("score_rescaled")
+        m = out.get("mean_score")
+        if r and isinstance(m, dict):
+
+            def scaled(x):
+                return None if x is None else (x + r["offset"]) * r["factor"]
+
+            out[r["name"]] = {
+                **m,
+                "value": scaled(m.get("value")),
+                "ci95": [scaled(x) for x in m["ci95"]] if m.get("ci95") else None,
+                "rescaled": f"(mean score {r['offset']:+g}) x {r['factor']:g}",
+            }
+        return out
+
     def bounds(self, options):
         lo, hi = (options or {}).get("score_range") or DEFAULT_RANGE
         return {"mean_score": (float(lo), float(hi)), "mean_score_over_items": (float(lo), float(hi))}
@@ -67,7 +86,12 @@ class Score(JudgeMode):
         ci = f" [{m['ci95'][0]:.2f}, {m['ci95'][1]:.2f}]" if m["ci95"] else ""
         value = "n/a" if m["value"] is None else f"{m['value']:.2f}"
         lo, hi = s.get("score_range") or DEFAULT_RANGE
-        return [(f"mean score ({_fmt(lo)}-{_fmt(hi)})", f"{value}{ci}")]
+        rows = [(f"mean score ({_fmt(lo)}-{_fmt(hi)})", f"{value}{ci}")]
+        for name, r in s.items():  # the mean score on another scale (score_rescaled)
+            if isinstance(r, dict) and r.get("rescaled") and r.get("value") is not None:
+                ci = f" [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" if r.get("ci95") else ""
+                rows.append((f"{name.replace('_', ' ')}: {r['rescaled']}", f"{r['value']:.2f}{ci}"))
+        return rows
 
     def summary(self, df, metrics, options=None):
         return {"score_range": list((options or {}).get("score_range") or DEFAULT_RANGE)}
