@@ -525,7 +525,7 @@ def check_judge(
             check_turns(templates.texts[path], path, mode, seen, keys[path])
         check_rules_apply(templates.rules, rules_key, exp, name, conversations, config, no_category)
     lo, hi = spec.score_range
-    if mode.name == "score" and not lo < hi:
+    if mode.scored_in_range and not lo < hi:
         raise InputError(
             f"{entry_key(config, 'judge', name, 'score_range')}: {spec.score_range} is [low, high] with low < high "
             f"(every score would be outside it, so every verdict unparsed); e.g. [{min(lo, hi):g}, {max(lo, hi):g}]"

@@ -106,6 +106,7 @@ class JudgeMode:
     unfinished_verdict: str | None = None  # report.unfinished_reasoning: incorrect: an unfinished trace's verdict
     needs_baseline = False
     needs_reference = False  # grades against the reference: an item without one is "no reference"
+    scored_in_range = False  # verdicts are numbers within the judge's `score_range`
     requests_per_item = 1  # judge calls per answer (pairwise: both orders)
     paired_measure: str | None = None  # the headline two generators are compared by (judging/paired.py)
     paired_binary = True  # the paired measure is a share of answers (McNemar), not a mean score
