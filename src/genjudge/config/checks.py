@@ -115,8 +115,9 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
     load_plugins(config)
     exp = resolve(config)
     from genjudge.cluster.job_resources import check_node_gpus
+    from genjudge.config.job_settings import gpu_requests, slurm_from_config
 
-    check_node_gpus(config, exp)
+    check_node_gpus(slurm_from_config(config), gpu_requests(config, exp))
     for kind, entries in (("datasets", exp.datasets), ("generators", exp.generators), ("judges", exp.judges)):
         for name, section in entries.items():
             where = f"{kind}.{name}" if config.get(kind) else kind[:-1]

@@ -380,6 +380,7 @@ def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, 
 
 def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal, read_rate, workflow_dir, nodes):
     from genjudge.config import judge_template
+    from genjudge.config.job_settings import slurm_from_config
     from genjudge.engine.judge_parallel import layout as judge_layout
     from genjudge.engine.memory_plan import plan, render
     from genjudge.judging import modes
@@ -389,13 +390,14 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
     section = exp.judges[name]
     spec = JudgeSpec.from_config(section)
     view = {**config, "judge": section}
+    slurm = slurm_from_config(config)
     if nodes:
         # As the SLURM run decides: `judge.gpus: all` is one judge node's GPUs, whose size the run
         # knows from judge.gpu_memory alone (no nvidia-smi where the workflow plans).
-        lay = judge_layout(spec, view, [], on_slurm=True)
-        known = judge_layout(spec, view, [], on_slurm=True, gpus=gpus)
+        lay = judge_layout(spec, slurm, [], on_slurm=True)
+        known = judge_layout(spec, slurm, [], on_slurm=True, gpus=gpus)
     else:
-        lay = known = judge_layout(spec, view, list(range(len(gpus))), on_slurm=False, gpus=gpus)
+        lay = known = judge_layout(spec, slurm, list(range(len(gpus))), on_slurm=False, gpus=gpus)
     n = lay.gpus_per_job if gpus else 0
     job_gpus = gpus[:n] if n else []
     answers = {
