@@ -138,7 +138,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
     from genjudge.judging.labels import check_config_labels
     from genjudge.judging.panels import resolve_panels
 
-    resolve_panels(config, exp)
+    resolve_panels(config.get("panels") or {}, exp)
     if data:
         n_items, ids, with_reference, conversations, turns, no_category = {}, {}, {}, {}, {}, {}
         for name, section in exp.datasets.items():
@@ -169,7 +169,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
                     f"answers judge {name!r} grades; use shards <= {graded}"
                 )
             check_baseline_file(config, exp, name, turns)
-        check_config_labels(config, exp, ids)
+        check_config_labels(exp, ids, bool(config.get("judges")))
     from genjudge.config.specs import GeneratorSpec, JudgeSpec
     from genjudge.models.vllm_support import check_spec as check_vllm
 
