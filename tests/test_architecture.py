@@ -138,6 +138,80 @@ def test_the_mode_branch_check_catches_each_spelling(tmp_path):
     assert [hit.split(":")[1] for hit in mode_branches(rules, tmp_path)] == ["3"]
 
 
+# The raw config dict is read where it is resolved: config/ (which builds typed specs and settings from
+# it), cli.py, and outside the package scripts/ and rules/. Code below takes those typed values.
+CONFIG_READERS = {"config", "cli.py"}
+CONFIG_NAMES = {"config", "cfg"}
+# Stages still handed the raw config; each is being moved to typed job plans built in scripts/.
+CONFIG_READS_ALLOWED = {
+    "stages/judge_job.py": "being moved to typed job plans",
+    "stages/plan.py": "being moved to typed job plans",
+    "stages/plan_advice.py": "being moved to typed job plans",
+    "stages/plan_dates.py": "being moved to typed job plans",
+    "stages/plan_endpoint.py": "being moved to typed job plans",
+    "stages/plan_roles.py": "being moved to typed job plans",
+    "stages/plan_slurm.py": "being moved to typed job plans",
+    "stages/report.py": "being moved to typed job plans",
+    "stages/report_table.py": "being moved to typed job plans",
+    "stages/validity.py": "being moved to typed job plans",
+}
+
+
+def config_reads(path, root=PKG) -> list[str]:
+    """Each parameter named `config`/`cfg`, and each `config[...]` or `config.get(...)` read."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]
+            found += [(node.lineno, f"parameter {p.arg!r}") for p in params if p.arg in CONFIG_NAMES]
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in CONFIG_NAMES:
+            found.append((node.lineno, f"{node.value.id}[...]"))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in CONFIG_NAMES
+        ):
+            found.append((node.lineno, f"{node.func.value.id}.get(...)"))
+    return [f"{path.relative_to(root)}:{line}: {what}" for line, what in sorted(found)]
+
+
+def test_no_module_below_config_reads_the_raw_config():
+    hits, allowed_seen = [], set()
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        if rel.parts[0] in CONFIG_READERS:
+            continue
+        found = config_reads(path)
+        if rel.as_posix() in CONFIG_READS_ALLOWED:
+            if found:
+                allowed_seen.add(rel.as_posix())
+            continue
+        hits += found
+    assert hits == [], (
+        "the raw config is read below config/; resolve it where the job starts (config/ builds typed specs "
+        "and settings from it: genjudge.config.specs, .job_settings, .export; scripts/, rules/common.smk and "
+        "cli.py call those builders) and pass the typed values down:\n" + "\n".join(hits)
+    )
+    stale = sorted(set(CONFIG_READS_ALLOWED) - allowed_seen)
+    assert stale == [], f"no longer read the raw config: take them off CONFIG_READS_ALLOWED: {stale}"
+
+
+def test_the_config_read_check_catches_each_spelling(tmp_path):
+    code = tmp_path / "code.py"
+    code.write_text(
+        "def a(config): pass\n"
+        "def b(*, cfg=None): pass\n"
+        "x = config['run']\n"
+        "y = cfg.get('slurm')\n"
+        "f = lambda config: 1\n"
+        "def ok(model_config, settings): return settings.config, model_config['x'], spec.get('a')\n"
+    )
+    assert [hit.split(":")[1] for hit in config_reads(code, tmp_path)] == ["1", "2", "3", "4", "5"]
+
+
 def test_the_docs_list_exactly_the_meta_fields():
     # The tables of this head in the user documentation (docs/architecture.md, and pages of their own).
     listed = set()
