@@ -1,10 +1,10 @@
 """The run's HTML report: one self-contained page with plots, a GPU timeline, throughput and provenance.
 
 `write_html_report` is called by the report stage after summary.json is written; `timeline` is the
-pure-data time line of the jobs (one band per snakemake command), `plots` draws the figures, `page` is
-the view model (what each section shows, as data: the dataclasses in `view`, the sections about results
-in `results`, about the jobs in `runs`), `render` fills the Jinja2 templates under `templates/` (one per
-section) with it.
+pure-data time line of the jobs (one band per snakemake command), `plots` draws the figures
+(`timeline_plot` the GPU timeline's), `page` is the view model (what each section shows, as data: the
+dataclasses in `view`, the sections about results in `results`, about the jobs in `runs`), `render`
+fills the Jinja2 templates under `templates/` (one per section) with it.
 
 May import: errors, cluster, store, data, judging, planning.
 """
