@@ -12,6 +12,7 @@ from snakemake.logging import logger
 from genjudge import config as wfconfig
 from genjudge.cluster import interrupt, job_resources, slurm_array_task, slurm_submission
 from genjudge.cluster.gpu_lease import resolve_inventory
+from genjudge.config import job_settings
 from genjudge.config.checks import endpoint_warnings
 from genjudge.config.export import FORMATS as EXPORT_FORMATS
 from genjudge.config.experiment import entry_key, judge_inputs, resolve
@@ -56,6 +57,9 @@ EXP = resolve(config)
 GENERATORS = {name: GeneratorSpec.from_config(sec) for name, sec in EXP.generators.items()}
 JUDGES = {name: JudgeSpec.from_config(sec) for name, sec in EXP.judges.items()}
 GPU_INVENTORY = resolve_inventory(config["gpu_inventory"])
+# The config's `resources` and `slurm`, typed once: the cluster and engine code reads these.
+JOB_SETTINGS = job_settings.from_config(config)
+SLURM = JOB_SETTINGS.slurm
 if workflow.is_main_process:
     for warning in endpoint_warnings(config, EXP):
         logger.warning(f"warning: {warning}")
@@ -66,7 +70,7 @@ if workflow.is_main_process:
         raise WorkflowError(f"bad input: {exc}") from None
 try:  # judge.parallel: tensor on a model that cannot be split stops here, with the reason
     judge_parallel.check_parallel(JUDGES.values())
-    judge_parallel.check_vllm_layouts(config, EXP, GPU_INVENTORY, on_slurm=False)
+    judge_parallel.check_vllm_layouts(job_settings.vllm_models(config, EXP), SLURM, GPU_INVENTORY, on_slurm=False)
 except InputError as exc:
     raise WorkflowError(f"bad input: {exc}") from None
 
@@ -87,7 +91,7 @@ def shards_of(dataset):
 
 def judge_jobs(judge):
     """judge.shards, times the GPUs of one for judge.parallel: replicas."""
-    return judge_parallel.judge_jobs(JUDGES[judge], config, GPU_INVENTORY, on_slurm())
+    return judge_parallel.judge_jobs(JUDGES[judge], SLURM, GPU_INVENTORY, on_slurm())
 
 
 def judge_generations(wildcards):
@@ -272,7 +276,7 @@ def submission_settings(wildcards):
     if not SUBMISSION and workflow.is_main_process and getattr(plugin, "name", "") == "slurm":
         n = sum(len(shards_of(d)) for _, d in EXP.generated())
         gpus = {generate_gpus(g) for g in EXP.generators}
-        sub = slurm_submission.apply(workflow.executor_settings, config, n, workflow.resource_settings.nodes, gpus)
+        sub = slurm_submission.apply(workflow.executor_settings, SLURM, n, workflow.resource_settings.nodes, gpus)
         for note in sub.notes:
             logger.info(note)
         SUBMISSION.append(sub)
@@ -280,11 +284,13 @@ def submission_settings(wildcards):
 
 
 def generate_gpus(generator):
-    return job_resources.generate_gpus(EXP, config, generator, GPU_INVENTORY, on_slurm())
+    return job_resources.generate_gpus(
+        GENERATORS[generator].engine, EXP.gpus_per_job(generator, config), GPU_INVENTORY, on_slurm()
+    )
 
 
 def judge_gpus(judge):
-    return judge_parallel.judge_gpus(JUDGES[judge], config, GPU_INVENTORY, on_slurm())
+    return judge_parallel.judge_gpus(JUDGES[judge], SLURM, GPU_INVENTORY, on_slurm())
 
 
 def generate_gpu_resource(wildcards):
@@ -438,33 +444,33 @@ def judge_step(wildcards):
 
 
 def gen_mem_mb(wildcards, attempt):
-    return job_resources.scaled(config, gen_step(wildcards), "mem_mb", attempt)
+    return job_resources.scaled(JOB_SETTINGS, gen_step(wildcards), "mem_mb", attempt)
 
 
 def gen_runtime(wildcards, attempt):
-    return job_resources.scaled(config, gen_step(wildcards), "runtime", attempt)
+    return job_resources.scaled(JOB_SETTINGS, gen_step(wildcards), "runtime", attempt)
 
 
 def judge_mem_mb(wildcards, attempt):
-    return job_resources.scaled(config, judge_step(wildcards), "mem_mb", attempt)
+    return job_resources.scaled(JOB_SETTINGS, judge_step(wildcards), "mem_mb", attempt)
 
 
 def judge_runtime(wildcards, attempt):
-    return job_resources.scaled(config, judge_step(wildcards), "runtime", attempt)
+    return job_resources.scaled(JOB_SETTINGS, judge_step(wildcards), "runtime", attempt)
 
 
 def gen_cpus(wildcards):
-    return job_resources.threads(config, gen_step(wildcards), generate_gpus(wildcards.generator), on_slurm())
+    return job_resources.threads(JOB_SETTINGS, gen_step(wildcards), generate_gpus(wildcards.generator), on_slurm())
 
 
 def judge_cpus(wildcards):
-    return job_resources.threads(config, judge_step(wildcards), judge_gpus(wildcards.judge), on_slurm())
+    return job_resources.threads(JOB_SETTINGS, judge_step(wildcards), judge_gpus(wildcards.judge), on_slurm())
 
 
 def slurm_resources(role):
     """The role's SLURM settings; its GPU model per job, since a model behind an endpoint asks for no GPU,
     and where the role has such models their placement per job (`slurm.endpoint.*` first for them)."""
-    res = job_resources.slurm_resources(config, role)
+    res = job_resources.slurm_resources(SLURM, role)
     if "gpu_model" in res:
         res["gpu_model"] = generate_gpu_model if role == "generate" else judge_gpu_model
     specs = GENERATORS if role == "generate" else JUDGES
@@ -479,18 +485,18 @@ def placement(role, key):
 
     def value(wildcards):
         spec = GENERATORS[wildcards.generator] if role == "generate" else JUDGES[wildcards.judge]
-        return job_resources.job_slurm_setting(config, key, role, spec.engine) or None
+        return SLURM.job_setting(key, role, spec.engine) or None
 
     value.__name__ = f"{role}_{key}"
     return value
 
 
 def generate_gpu_model(wildcards):
-    return job_resources.gpu_model(config, "generate", generate_gpus(wildcards.generator))
+    return job_resources.gpu_model(SLURM, "generate", generate_gpus(wildcards.generator))
 
 
 def judge_gpu_model(wildcards):
-    return job_resources.gpu_model(config, "judge", judge_gpus(wildcards.judge))
+    return job_resources.gpu_model(SLURM, "judge", judge_gpus(wildcards.judge))
 
 
 def label_files():

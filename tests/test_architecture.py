@@ -58,15 +58,157 @@ def test_no_module_outside_engine_and_demo_imports_torch_even_lazily():
     assert offenders == []
 
 
+def python_of(path) -> tuple[ast.Module, dict[int, int]]:
+    """A module's syntax tree; for a Snakefile or rules/*.smk, that of the Python Snakemake makes of it,
+    with the map from its lines to the file's."""
+    if path.suffix == ".py":
+        return ast.parse(path.read_text()), {}
+    from types import SimpleNamespace
+
+    from snakemake.parser import parse
+
+    source = SimpleNamespace(get_path_or_uri=lambda secret_free=True: str(path))
+    workflow = SimpleNamespace(sourcecache=SimpleNamespace(open=lambda _: open(path)))  # noqa: SIM115 (parse closes it)
+    lines: dict[int, int] = {}
+    code, _ = parse(source, workflow, lines)
+    return ast.parse(code), lines
+
+
+def names_a_mode(node) -> bool:
+    """`mode`, `x_mode`, `x.mode`, `x["mode"]`, `x.get("mode")`, `mode.name`."""
+    if isinstance(node, ast.Name):
+        return node.id == "mode" or node.id.endswith("_mode")
+    if isinstance(node, ast.Attribute):
+        return node.attr == "mode" or node.attr.endswith("_mode") or (node.attr == "name" and names_a_mode(node.value))
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "mode"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+        return isinstance(node.args[0], ast.Constant) and node.args[0].value == "mode"
+    return False
+
+
+def is_text(node) -> bool:
+    """A string literal, or a tuple, list or set of them."""
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return bool(node.elts) and all(map(is_text, node.elts))
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def mode_branches(path, root=ROOT) -> list[str]:
+    """Each comparison of a mode's name with text (`==`, `!=`, `in (...)`, either side) and each `match` on it."""
+    tree, lines = python_of(path)
+    found = []
+    for node in ast.walk(tree):
+        hit = isinstance(node, ast.Match) and names_a_mode(node.subject)
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            hit = any(
+                names_a_mode(a) and is_text(b) or names_a_mode(b) and is_text(a) for a, b in zip(sides, sides[1:])
+            )
+        if hit:
+            found.append(lines.get(node.lineno, node.lineno))
+    text = path.read_text().splitlines()
+    return [f"{path.relative_to(root)}:{line}: {text[line - 1].strip()}" for line in sorted(found)]
+
+
 def test_no_branching_on_the_mode_name_outside_the_mode_objects():
-    hits = []
-    for path in [*(ROOT / "src").rglob("*.py"), *(ROOT / "rules").glob("*.smk")]:
-        if "modes" in path.relative_to(ROOT).parts:
+    # A grading mode is one object (judging/modes/): code elsewhere asks it (`modes.get(name).needs_baseline`,
+    # a method or attribute of JudgeMode) rather than testing its name, so that a new mode needs no edit there.
+    paths = [p for p in (ROOT / "src").rglob("*.py") if "modes" not in p.relative_to(ROOT).parts]
+    paths += [ROOT / "Snakefile", *sorted((ROOT / "rules").glob("*.smk"))]
+    hits = [hit for path in sorted(paths) for hit in mode_branches(path)]
+    assert hits == [], "branches on a mode's name; ask the mode object (judging/modes/) instead:\n" + "\n".join(hits)
+
+
+def test_the_mode_branch_check_catches_each_spelling(tmp_path):
+    spellings = [
+        'if spec.mode == "pairwise": pass',
+        'if col["mode"] in ("score", "pairwise"): pass',
+        'if mode in {"score"}: pass',
+        'if "pairwise" != judge.get("mode"): pass',
+        'if judge_mode not in ["reference"]: pass',
+        'if mode.name == "score": pass',
+        'match section["mode"]:\n    case "score": pass',
+    ]
+    code = tmp_path / "code.py"
+    code.write_text("\n".join(spellings) + "\nif mode.needs_baseline or modes.get(name) == x: pass\n")
+    assert [hit.split(":")[1] for hit in mode_branches(code, tmp_path)] == [str(i) for i in range(1, 8)]
+    rules = tmp_path / "rules.smk"
+    rules.write_text('rule a:\n    output:\n        "x" if config["judge"]["mode"] == "score" else "y",\n')
+    assert [hit.split(":")[1] for hit in mode_branches(rules, tmp_path)] == ["3"]
+
+
+# The raw config dict is read where it is resolved: config/ (which builds typed specs and settings from
+# it), cli.py, and outside the package scripts/ and rules/. Code below takes those typed values.
+CONFIG_READERS = {"config", "cli.py"}
+CONFIG_NAMES = {"config", "cfg"}
+# Stages still handed the raw config; each is being moved to typed job plans built in scripts/.
+CONFIG_READS_ALLOWED = {
+    "stages/plan.py": "being moved to typed job plans",
+    "stages/plan_advice.py": "being moved to typed job plans",
+    "stages/plan_dates.py": "being moved to typed job plans",
+    "stages/plan_endpoint.py": "being moved to typed job plans",
+    "stages/plan_roles.py": "being moved to typed job plans",
+    "stages/plan_slurm.py": "being moved to typed job plans",
+    "stages/report.py": "being moved to typed job plans",
+    "stages/report_table.py": "being moved to typed job plans",
+    "stages/validity.py": "being moved to typed job plans",
+}
+
+
+def config_reads(path, root=PKG) -> list[str]:
+    """Each parameter named `config`/`cfg`, and each `config[...]` or `config.get(...)` read."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]
+            found += [(node.lineno, f"parameter {p.arg!r}") for p in params if p.arg in CONFIG_NAMES]
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in CONFIG_NAMES:
+            found.append((node.lineno, f"{node.value.id}[...]"))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in CONFIG_NAMES
+        ):
+            found.append((node.lineno, f"{node.func.value.id}.get(...)"))
+    return [f"{path.relative_to(root)}:{line}: {what}" for line, what in sorted(found)]
+
+
+def test_no_module_below_config_reads_the_raw_config():
+    hits, allowed_seen = [], set()
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        if rel.parts[0] in CONFIG_READERS:
             continue
-        for i, line in enumerate(path.read_text().splitlines(), 1):
-            if re.search(r"mode ?==", line):
-                hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
-    assert hits == []
+        found = config_reads(path)
+        if rel.as_posix() in CONFIG_READS_ALLOWED:
+            if found:
+                allowed_seen.add(rel.as_posix())
+            continue
+        hits += found
+    assert hits == [], (
+        "the raw config is read below config/; resolve it where the job starts (config/ builds typed specs "
+        "and settings from it: genjudge.config.specs, .job_settings, .export; scripts/, rules/common.smk and "
+        "cli.py call those builders) and pass the typed values down:\n" + "\n".join(hits)
+    )
+    stale = sorted(set(CONFIG_READS_ALLOWED) - allowed_seen)
+    assert stale == [], f"no longer read the raw config: take them off CONFIG_READS_ALLOWED: {stale}"
+
+
+def test_the_config_read_check_catches_each_spelling(tmp_path):
+    code = tmp_path / "code.py"
+    code.write_text(
+        "def a(config): pass\n"
+        "def b(*, cfg=None): pass\n"
+        "x = config['run']\n"
+        "y = cfg.get('slurm')\n"
+        "f = lambda config: 1\n"
+        "def ok(model_config, settings): return settings.config, model_config['x'], spec.get('a')\n"
+    )
+    assert [hit.split(":")[1] for hit in config_reads(code, tmp_path)] == ["1", "2", "3", "4", "5"]
 
 
 def test_the_docs_list_exactly_the_meta_fields():

@@ -36,6 +36,11 @@ Today Date: {{ date_string }}
 FAKE_CLOCK = ROOT / "tests" / "fake_clock"  # its sitecustomize.py moves the clock of prompts' dates
 
 
+def with_fake_clock() -> str:
+    """PYTHONPATH with the fake clock first, the caller's after it (a checkout that puts its own src there)."""
+    return os.pathsep.join(filter(None, [str(FAKE_CLOCK), os.environ.get("PYTHONPATH")]))
+
+
 def dated_copy(model: str, dest):
     """A demo model whose chat template stamps today's date, as Llama 3.2's does."""
     shutil.copytree(ROOT / "models" / model, dest)
@@ -77,7 +82,7 @@ def test_a_pinned_date_is_in_every_prompt_on_both_engines(dated):
 def test_the_first_job_pins_the_run_date_and_jobs_started_together_agree(tmp_path):
     # Eight jobs start at once, each on its own clock (0 to 7 days ahead): one date wins, and all read it.
     code = "from genjudge.store import chat_date; print(chat_date.pin(__import__('sys').argv[1]).date)"
-    env = {**os.environ, "PYTHONPATH": str(FAKE_CLOCK)}
+    env = {**os.environ, "PYTHONPATH": with_fake_clock()}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, str(tmp_path)],
@@ -195,7 +200,7 @@ def test_a_rerun_on_the_next_day_resumes_every_item(workflow, tmp_path):
     args = ["--configfile", cfg, "--cores", "2"]
 
     def run(days_ahead, *extra):
-        env = clean_env(PYTHONPATH=str(FAKE_CLOCK), FAKE_CLOCK_DAYS_AHEAD=str(days_ahead))
+        env = clean_env(PYTHONPATH=with_fake_clock(), FAKE_CLOCK_DAYS_AHEAD=str(days_ahead))
         return workflow.run(*args, target, *extra, env=env)
 
     before = day()

@@ -14,6 +14,7 @@ from conftest import new_workflow
 from test_memplan import plan_config
 from test_resume import complete_lines, kill_judge_halfway, write_dataset
 
+from genjudge.cluster.job_resources import SlurmSettings
 from genjudge.config.specs import spec_for
 from genjudge.engine.judge_parallel import decide, layout
 from genjudge.engine.memory_plan import empty_model, load_config, parse_inventory_spec
@@ -263,7 +264,7 @@ def llama70b():
 def auto(model_path, gpus, quantization="none", model=None):
     spec = spec_for("judge", model=model_path, dtype="bfloat16", quantization=quantization, parallel="auto")
     inventory = parse_inventory_spec(gpus)
-    cfg = {"slurm": {"gpus_per_node": 4}}
+    cfg = SlurmSettings({"gpus_per_node": 4})
     return layout(spec, cfg, [g.index for g in inventory], on_slurm=False, gpus=inventory, model=model)
 
 
@@ -328,7 +329,7 @@ def test_plan_command_prints_the_choice_and_why(tmp_path, capsys):
 
 
 def test_auto_on_slurm_uses_judge_gpu_memory_or_says_it_is_unknown(llama70b):
-    cfg = {"slurm": {"gpus_per_node": 4}}
+    cfg = SlurmSettings({"gpus_per_node": 4})
     known = spec_for("judge", model=CFG70, quantization="4bit", parallel="auto", gpu_memory="80GiB")
     lay = layout(known, cfg, [], on_slurm=True, model=llama70b)
     assert (lay.parallel, lay.jobs, lay.gpus_per_job) == ("replicas", 4, 1)

@@ -152,6 +152,7 @@ def tiny_llama(path: Path, layers=2, heads=4, kv=4):
 
 def test_vllm_layouts_that_cannot_start_are_refused_while_planning(study, tmp_path):
     from genjudge.config.experiment import resolve
+    from genjudge.config.job_settings import slurm_from_config, vllm_models
     from genjudge.engine.judge_parallel import check_vllm_layouts
 
     _, cfg = study
@@ -162,7 +163,7 @@ def test_vllm_layouts_that_cannot_start_are_refused_while_planning(study, tmp_pa
     with pytest.raises(
         InputError, match=r"judges\.small\.gpus: 4 GPUs per job .* 4 pipeline stages, more than its 2 layers"
     ):
-        check_vllm_layouts(config, resolve(config), ["0", "1", "2", "3"], on_slurm=False)
+        check_vllm_layouts(vllm_models(config, resolve(config)), slurm_from_config(config), ["0", "1", "2", "3"], False)
     # An explicit tensor split that does not divide the heads.
     deep = tiny_llama(tmp_path / "deep", layers=8, heads=6, kv=6)
     judges = {"big": {"model": deep, "engine": "vllm", "gpus": 4, "parallel": "tensor"}}
@@ -170,7 +171,7 @@ def test_vllm_layouts_that_cannot_start_are_refused_while_planning(study, tmp_pa
     with pytest.raises(
         InputError, match=r"judges\.big\.parallel: tensor .*its 6 attention heads do not split evenly over 4 GPUs"
     ):
-        check_vllm_layouts(config, resolve(config), ["0", "1", "2", "3"], on_slurm=False)
+        check_vllm_layouts(vllm_models(config, resolve(config)), slurm_from_config(config), ["0", "1", "2", "3"], False)
     # The plan stops too, naming the key.
     with pytest.raises(InputError, match=r"judges\.small\.gpus"):
         plan_lines({**cfg, "judges": {"small": {"model": two_layers, "engine": "vllm", "gpus": 4}}}, "4xH100")

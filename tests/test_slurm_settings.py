@@ -15,9 +15,11 @@ from conftest import clean_env
 
 from genjudge import config as wfconfig
 from genjudge.cluster import job_resources
+from genjudge.cluster.job_resources import JobSettings, SlurmSettings, StepResources
 from genjudge.cluster.slurm_array_task import own_command_line
 from genjudge.cluster.slurm_job import job_info
 from genjudge.cluster.slurm_submission import decide
+from genjudge.config.job_settings import slurm_from_config
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +99,7 @@ def test_bad_slurm_settings_stop_planning_with_the_key_named(workflow):
 
 
 def test_arrays_are_the_default_and_step_aside_where_they_would_stall():
-    config = wfconfig.defaults()
+    config = slurm_from_config(wfconfig.defaults())
     sub = decide(config, 24, 100)
     assert sub.array_jobs == "generate" and sub.array_limit == 1000 and not sub.requeue
     # Fewer job slots than generation jobs: the plugin would hold back array tasks for good.
@@ -107,7 +109,7 @@ def test_arrays_are_the_default_and_step_aside_where_they_would_stall():
     assert decide(config, 24, 100, gpu_counts={1, 2}).array_jobs is None  # one array, one resource request
     assert decide(config, 24, None, given_arrays="generate,judge").array_jobs == "generate,judge"
     assert decide(config, 24, 100, given_limit=8).array_limit == 8
-    one = wfconfig.defaults(slurm={"array_limit": 1, "requeue": True})
+    one = slurm_from_config(wfconfig.defaults(slurm={"array_limit": 1, "requeue": True}))
     sub = decide(one, 24, 100)
     assert sub.array_jobs is None and sub.requeue
 
@@ -165,7 +167,7 @@ def test_the_demos_dry_runs_say_what_will_run_and_nothing_else(workflow, no_slur
 def test_a_gpu_job_on_slurm_takes_its_cpus_from_what_sbatch_booked():
     from types import SimpleNamespace
 
-    cfg = {"resources": {"generate": {"cpus_per_gpu": 4, "cpus": 3}}}
+    cfg = JobSettings({"generate": StepResources(mem_mb=1, runtime=1, cpus=3, cpus_per_gpu=4)}, SlurmSettings())
     assert job_resources.threads(cfg, "generate", 2) == 8 and job_resources.threads(cfg, "generate", 0) == 3
     # Snakemake would cap threads at the submitting host's cores: on SLURM a GPU job declares 1 ...
     assert job_resources.threads(cfg, "generate", 2, slurm=True) == 1

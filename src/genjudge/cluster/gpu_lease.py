@@ -34,12 +34,19 @@ import fcntl
 import logging
 import os
 import re
-import shutil
 import socket
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from genjudge.cluster.gpu_inventory import (  # noqa: F401 - importable from here, as before
+    NVIDIA_SMI_TIMEOUT,
+    _board,
+    in_slurm_allocation,
+    nvidia_smi_gpus,
+    resolve_inventory,
+    visible_restriction,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,114 +64,10 @@ DEFAULT_LOCK_DIR = Path("/tmp/genjudge-gpu-locks")
 
 REPORT_EVERY = 60.0  # seconds between reports of who holds the GPUs while waiting
 QUEUE_AFTER = 5.0  # seconds of waiting before a job takes a place in the queue
-NVIDIA_SMI_TIMEOUT = 30.0
 
 
 def default_lock_dir() -> Path:
     return Path(os.environ.get(LOCK_DIR_ENV) or DEFAULT_LOCK_DIR)
-
-
-# --- inventory ------------------------------------------------------------------------------
-
-
-def nvidia_smi_gpus(timeout: float = NVIDIA_SMI_TIMEOUT) -> list[tuple[str, str]] | None:
-    """(index, uuid) of every GPU nvidia-smi sees, without initialising CUDA.
-
-    None when there is no nvidia-smi (a container without GPUs). An nvidia-smi
-    that fails or hangs is logged as a warning and yields [] (no usable GPU).
-    """
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    cmd = [exe, "--query-gpu=index,uuid", "--format=csv,noheader"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        log.warning("nvidia-smi did not answer within %.0fs: no GPU will be used", timeout)
-        return []
-    except OSError as exc:
-        log.warning("nvidia-smi could not be run (%s): no GPU will be used", exc)
-        return []
-    if proc.returncode != 0:
-        detail = (proc.stderr.strip() or proc.stdout.strip())[-500:]
-        log.warning("nvidia-smi failed (exit %d): %s; no GPU will be used", proc.returncode, detail)
-        return []
-    gpus = []
-    for line in proc.stdout.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 2 and parts[0].isdigit() and parts[1]:
-            gpus.append((parts[0], parts[1]))
-        elif line.strip():
-            log.warning("nvidia-smi printed an unexpected line, ignored: %r", line)
-    return gpus
-
-
-def visible_restriction() -> list[str] | None:
-    """The devices allowed by a CUDA_VISIBLE_DEVICES set before the workflow started."""
-    value = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
-        return None
-    return [x.strip() for x in value.split(",") if x.strip() and x.strip() != "-1"]
-
-
-def _uuid_index(given: str, table: list[tuple[str, str]]) -> str | None:
-    """The index of the GPU whose UUID is `given` or starts with it (CUDA accepts unique prefixes)."""
-    hits = [index for index, uuid in table if uuid == given] or [
-        index for index, uuid in table if uuid.startswith(given)
-    ]
-    return hits[0] if len(hits) == 1 else None
-
-
-def _board(device: str, table: list[tuple[str, str]] | None) -> str:
-    """One name per physical device: the nvidia-smi index for a known GPU UUID, else the id itself."""
-    if device.startswith("GPU-") and table:
-        return _uuid_index(device, table) or device
-    return device
-
-
-def _known(device: str, table: list[tuple[str, str]]) -> bool:
-    if device.isdigit():
-        return any(index == device for index, _ in table)
-    if device.startswith("GPU-"):
-        return _uuid_index(device, table) is not None
-    # MIG instances are not listed by --query-gpu; CUDA itself rejects unknown ones.
-    return device.startswith("MIG-")
-
-
-def resolve_inventory(configured="auto") -> list[str]:
-    """GPU ids this machine offers to the workflow.
-
-    `configured` is "auto" (nvidia-smi), a list of ids, or an int n (ids 0..n-1).
-    A CUDA_VISIBLE_DEVICES already set limits the inventory to those devices,
-    which may be indices, GPU UUIDs or MIG UUIDs; their ids are kept as given.
-    """
-    allowed = visible_restriction()
-    if configured == "auto" or configured is None:
-        table = nvidia_smi_gpus()
-        if allowed is None:
-            return [index for index, _ in table or []]
-        if not table:
-            return allowed  # no nvidia-smi to check against (containers): trust the caller's list
-        kept = [d for d in allowed if _known(d, table)]
-        if len(kept) != len(allowed):
-            log.warning(
-                "CUDA_VISIBLE_DEVICES names devices nvidia-smi does not show, left out: %s",
-                [d for d in allowed if d not in kept],
-            )
-        return kept
-    if isinstance(configured, int):
-        ids = [str(i) for i in range(configured)]
-    else:
-        ids = [str(x) for x in configured]
-    if allowed is None:
-        return ids
-    table = nvidia_smi_gpus() if any(d.startswith("GPU-") for d in allowed + ids) else None
-    boards = {_board(d, table) for d in allowed}
-    return [i for i in ids if _board(i, table) in boards]
-
-
-def in_slurm_allocation() -> bool:
-    return bool(os.environ.get("SLURM_JOB_ID"))
 
 
 # --- lock files -----------------------------------------------------------------------------
@@ -393,6 +296,86 @@ def _timeout_from_env(timeout: float | None) -> float | None:
         raise ValueError(f"{TIMEOUT_ENV}={value!r}: expected a number of seconds") from None
 
 
+def _without_lease(n_gpus: int, inventory: list[str], slurm_executor: bool | None) -> Lease | None:
+    """The lease of a job that locks no GPU: under SLURM's executor the GPUs SLURM assigned, and with
+    none asked (or none to have) no GPU at all, CUDA hidden. None: the job leases its GPUs."""
+    if slurm_executor is None:
+        slurm_executor = in_slurm_allocation()
+    if slurm_executor:
+        devices = visible_restriction() or []
+        log.info(
+            "SLURM job %s: using the GPUs SLURM assigned: %s",
+            os.environ.get("SLURM_JOB_ID", "?"),
+            ",".join(devices) or "none",
+        )
+        return Lease(devices=devices, source="slurm")
+    if n_gpus <= 0 or not inventory:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        if n_gpus > 0:
+            log.warning("the job asks for %d GPU(s) but the inventory is empty: running on CPU, CUDA hidden", n_gpus)
+        else:
+            log.info("no GPU asked for: running on CPU, CUDA hidden")
+        return Lease(devices=[], source="none")
+    return None
+
+
+@dataclass
+class _Wait:
+    """One job's wait for its GPUs: its scans, and its place in the queue once it has waited `queue_after`."""
+
+    lock_dir: Path
+    boards: list[str]
+    n_gpus: int
+    label: str
+    queue_after: float
+    start: float  # time.monotonic() when it began
+    queue_name: str
+    queue_fd: int | None = None
+
+    def scan(self, alloc_fd: int) -> tuple[list[tuple[str, int]], list[_Waiter]]:
+        """One scan under the allocation lock: ([(board, fd)] of all `n_gpus` GPUs, or [] and none held;
+        the waiters ahead of this job). A job that got none and has waited long enough joins the queue."""
+        held: list[tuple[str, int]] = []
+        fcntl.flock(alloc_fd, fcntl.LOCK_EX)  # serialise scans; held for milliseconds
+        try:
+            ahead = _waiters_ahead(self.lock_dir, self.queue_name)
+            reserved = _reserved(self.lock_dir, ahead)
+            for board in self.boards:
+                if board in reserved:
+                    continue
+                fd = _lock_path(_gpu_file(self.lock_dir, board))
+                if fd is not None:
+                    held.append((board, fd))
+                    if len(held) == self.n_gpus:
+                        break
+            if len(held) == self.n_gpus:
+                info = _holder_info(self.label)
+                for _, fd in held:
+                    _write_info(fd, info)
+                if self.queue_fd is not None:
+                    os.unlink(self.lock_dir / self.queue_name)
+            else:
+                for _, fd in held:
+                    os.close(fd)  # closing the only descriptor drops its flock
+                held = []
+                if self.queue_fd is None and time.monotonic() - self.start >= self.queue_after:
+                    self.queue_fd = _enqueue(self.lock_dir, self.queue_name, self.n_gpus, self.boards, self.label)
+        finally:
+            fcntl.flock(alloc_fd, fcntl.LOCK_UN)
+        return held, ahead
+
+    def leave(self, got: bool) -> None:
+        """Out of the queue: its file is gone already where the job got its GPUs."""
+        if self.queue_fd is None:
+            return
+        if not got:
+            try:
+                os.unlink(self.lock_dir / self.queue_name)
+            except OSError:
+                pass
+        os.close(self.queue_fd)
+
+
 def acquire(
     n_gpus: int,
     inventory: list[str],
@@ -417,25 +400,10 @@ def acquire(
     `timeout` (default: GENJUDGE_LEASE_TIMEOUT, else none) raises TimeoutError
     naming the holders; see the module docstring for reports and the queue.
     """
-    if slurm_executor is None:
-        slurm_executor = in_slurm_allocation()
-    if slurm_executor:
-        devices = visible_restriction() or []
-        log.info(
-            "SLURM job %s: using the GPUs SLURM assigned: %s",
-            os.environ.get("SLURM_JOB_ID", "?"),
-            ",".join(devices) or "none",
-        )
-        return Lease(devices=devices, source="slurm")
+    unleased = _without_lease(n_gpus, [str(x) for x in inventory], slurm_executor)
+    if unleased is not None:
+        return unleased
     inventory = [str(x) for x in inventory]
-    if n_gpus <= 0 or not inventory:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        if n_gpus > 0:
-            log.warning("the job asks for %d GPU(s) but the inventory is empty: running on CPU, CUDA hidden", n_gpus)
-        else:
-            log.info("no GPU asked for: running on CPU, CUDA hidden")
-        return Lease(devices=[], source="none")
-
     table = nvidia_smi_gpus() if any(d.startswith("GPU-") for d in inventory) else None
     pairs: dict[str, str] = {}  # board -> device id as given; one entry per physical device
     for device in inventory:
@@ -446,38 +414,13 @@ def acquire(
     timeout = _timeout_from_env(timeout)
     lock_dir = _prepare(lock_dir)
     alloc_fd = _open_lock(lock_dir / "allocate.lock")
-    start, started_ns = time.monotonic(), time.time_ns()
-    queue_fd, queue_name = None, _queue_name(started_ns)
+    wait = _Wait(lock_dir, boards, n_gpus, label, queue_after, time.monotonic(), _queue_name(time.time_ns()))
+    start = wait.start
     next_report = 0.0
     held: list[tuple[str, int]] = []
     try:
         while True:
-            fcntl.flock(alloc_fd, fcntl.LOCK_EX)  # serialise scans; held for milliseconds
-            try:
-                ahead = _waiters_ahead(lock_dir, queue_name)
-                reserved = _reserved(lock_dir, ahead)
-                for board in boards:
-                    if board in reserved:
-                        continue
-                    fd = _lock_path(_gpu_file(lock_dir, board))
-                    if fd is not None:
-                        held.append((board, fd))
-                        if len(held) == n_gpus:
-                            break
-                if len(held) == n_gpus:
-                    info = _holder_info(label)
-                    for _, fd in held:
-                        _write_info(fd, info)
-                    if queue_fd is not None:
-                        os.unlink(lock_dir / queue_name)
-                else:
-                    for _, fd in held:
-                        os.close(fd)  # closing the only descriptor drops its flock
-                    held = []
-                    if queue_fd is None and time.monotonic() - start >= queue_after:
-                        queue_fd = _enqueue(lock_dir, queue_name, n_gpus, boards, label)
-            finally:
-                fcntl.flock(alloc_fd, fcntl.LOCK_UN)
+            held, ahead = wait.scan(alloc_fd)
             if held:
                 break
             waited = time.monotonic() - start
@@ -499,13 +442,7 @@ def acquire(
             time.sleep(poll_seconds)
     finally:
         os.close(alloc_fd)
-        if queue_fd is not None:
-            if not held:
-                try:
-                    os.unlink(lock_dir / queue_name)
-                except OSError:
-                    pass
-            os.close(queue_fd)
+        wait.leave(bool(held))
 
     devices = [devices_by_board[board] for board, _ in held]
     os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"

@@ -22,7 +22,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from genjudge.cluster.job_resources import slurm_setting
 from genjudge.errors import InputError
 
 CHOICES = ("device_map", "tensor", "replicas")
@@ -88,12 +87,12 @@ def _read(facts: Facts) -> ModelFacts:
     return facts() if callable(facts) else facts
 
 
-def per_shard_gpus(spec, config: dict, n_inventory: int, on_slurm: bool) -> int:
+def per_shard_gpus(spec, slurm, n_inventory: int, on_slurm: bool) -> int:
     """GPUs of one judge job under device_map: `judge.gpus`, or the machine's (one node's on
-    SLURM) shared out among `judge.shards`."""
+    SLURM: `slurm`, job_resources.SlurmSettings) shared out among `judge.shards`."""
     if spec.gpus != "all":
         return int(spec.gpus)
-    node = slurm_setting(config, "gpus_per_node", "judge") if on_slurm else n_inventory
+    node = slurm.setting("gpus_per_node", "judge") if on_slurm else n_inventory
     return max(1, node // spec.shards) if node else 0
 
 

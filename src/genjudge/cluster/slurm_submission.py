@@ -39,7 +39,7 @@ def plugin_default(settings, name: str):
 
 
 def decide(
-    config: dict,
+    slurm,
     n_generate_jobs: int,
     max_jobs: int | None,
     given_arrays: str | None = None,
@@ -48,15 +48,14 @@ def decide(
 ) -> Submission:
     """The submission settings for a run with `n_generate_jobs` generation jobs, at most
     `max_jobs` jobs in flight (the profile's `jobs:`; None for no limit), and generators whose
-    jobs ask for `gpu_counts` GPUs."""
-    slurm = config["slurm"]
-    limit = given_limit or slurm["array_limit"]
+    jobs ask for `gpu_counts` GPUs; `slurm`: the config's `slurm` section (job_resources.SlurmSettings)."""
+    limit = given_limit or slurm.array_limit
     notes = []
     arrays = None
     if given_arrays:
         arrays = given_arrays
         notes.append(f"job arrays: --slurm-array-jobs={given_arrays} from the command line")
-    elif not slurm["arrays"]:
+    elif not slurm.arrays:
         notes.append("job arrays: off (slurm.arrays: false); one sbatch per generation shard")
     elif limit < 2:
         notes.append("job arrays: off (slurm.array_limit: 1 makes every task its own job)")
@@ -80,16 +79,16 @@ def decide(
             f"job arrays: {n_generate_jobs} generation jobs in arrays of up to {limit} tasks "
             f"(at least {n_arrays} sbatch call(s)); judge jobs are never arrays: one sbatch each"
         )
-    if slurm["requeue"]:
+    if slurm.requeue:
         notes.append("requeue: on (sbatch --requeue); a requeued job resumes from its checkpoints")
-    return Submission(array_jobs=arrays, array_limit=limit, requeue=bool(slurm["requeue"]), notes=notes)
+    return Submission(array_jobs=arrays, array_limit=limit, requeue=bool(slurm.requeue), notes=notes)
 
 
-def apply(settings, config: dict, n_generate_jobs: int, max_jobs: int | None, gpu_counts=None) -> Submission:
-    """Fill the plugin's settings (`workflow.executor_settings`) in from the config, in place."""
+def apply(settings, slurm, n_generate_jobs: int, max_jobs: int | None, gpu_counts=None) -> Submission:
+    """Fill the plugin's settings (`workflow.executor_settings`) in from `slurm:`, in place."""
     limit = settings.array_limit
     given_limit = limit if limit is not None and limit != plugin_default(settings, "array_limit") else None
-    sub = decide(config, n_generate_jobs, max_jobs, settings.array_jobs, given_limit, gpu_counts)
+    sub = decide(slurm, n_generate_jobs, max_jobs, settings.array_jobs, given_limit, gpu_counts)
     settings.array_jobs = sub.array_jobs
     if sub.array_jobs:  # the plugin refuses a limit below 2 even with arrays off
         settings.array_limit = sub.array_limit

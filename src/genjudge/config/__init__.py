@@ -1,7 +1,7 @@
 """The configuration of a run: loading the layers of config files, the schema's defaults and
 validation (`validation`), the typed generator, judge and dataset specs (`specs`), the named
-generators x datasets x judges of an experiment (`experiment`) and the checks of a whole run before
-any job starts (`checks`). The loader and the checks are re-exported here.
+generators x datasets x judges of an experiment (`experiment`), the scheduler settings of its jobs
+(`job_settings`) and the checks of a whole run before any job starts (`checks`). The loader and the checks are re-exported here.
 
 May import: errors, models, cluster, data, judging.
 """

@@ -115,8 +115,9 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
     load_plugins(config)
     exp = resolve(config)
     from genjudge.cluster.job_resources import check_node_gpus
+    from genjudge.config.job_settings import gpu_requests, slurm_from_config
 
-    check_node_gpus(config, exp)
+    check_node_gpus(slurm_from_config(config), gpu_requests(config, exp))
     for kind, entries in (("datasets", exp.datasets), ("generators", exp.generators), ("judges", exp.judges)):
         for name, section in entries.items():
             where = f"{kind}.{name}" if config.get(kind) else kind[:-1]
@@ -137,7 +138,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
     from genjudge.judging.labels import check_config_labels
     from genjudge.judging.panels import resolve_panels
 
-    resolve_panels(config, exp)
+    resolve_panels(config.get("panels") or {}, exp)
     if data:
         n_items, ids, with_reference, conversations, turns, no_category = {}, {}, {}, {}, {}, {}
         lacking: dict = {}  # dataset -> per-item field (rubric) -> the ids of items without it
@@ -171,7 +172,7 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
                 )
             check_baseline_file(config, exp, name, turns)
             check_item_fields(config, exp, name, lacking)
-        check_config_labels(config, exp, ids)
+        check_config_labels(exp, ids, bool(config.get("judges")))
     from genjudge.config.specs import GeneratorSpec, JudgeSpec
     from genjudge.models.vllm_support import check_spec as check_vllm
 
@@ -553,7 +554,7 @@ def check_judge(
             check_turns(templates.texts[path], path, mode, seen, keys[path])
         check_rules_apply(templates.rules, rules_key, exp, name, conversations, config, no_category)
     lo, hi = spec.score_range
-    if mode.name == "score" and not lo < hi:
+    if mode.scored_in_range and not lo < hi:
         raise InputError(
             f"{entry_key(config, 'judge', name, 'score_range')}: {spec.score_range} is [low, high] with low < high "
             f"(every score would be outside it, so every verdict unparsed); e.g. [{min(lo, hi):g}, {max(lo, hi):g}]"

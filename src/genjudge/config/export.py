@@ -189,7 +189,7 @@ def export_settings(config: dict, workflow_dir=".") -> ExportSettings:
         n: PanelEntry(
             n, tuple(p["judges"]), p["rule"], p["mode"], tuple(p["score_range"]) if "score_range" in p else None
         )
-        for n, p in resolve_panels(config, exp).items()
+        for n, p in resolve_panels(config.get("panels") or {}, exp).items()
     }
     return ExportSettings(
         run=config["run"],

@@ -16,13 +16,13 @@ from genjudge.errors import InputError
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
 
-def _label(path: str, config, split) -> str:
-    parts = [f"config {config!r}" if config else "", f"split {split!r}" if split else ""]
+def _label(path: str, config_name, split) -> str:
+    parts = [f"config {config_name!r}" if config_name else "", f"split {split!r}" if split else ""]
     parts = [p for p in parts if p]
     return f"{path} ({', '.join(parts)})" if parts else path
 
 
-def _pick_split(loaded, path: str, config, split):
+def _pick_split(loaded, path: str, config_name, split):
     """The one Dataset asked for: `split`, or the only split there is."""
     import datasets
 
@@ -32,15 +32,15 @@ def _pick_split(loaded, path: str, config, split):
     if split is None:
         if len(names) != 1:
             raise InputError(
-                f"{_label(path, config, None)}: has the splits {', '.join(names)}; choose one with dataset.hf.split"
+                f"{_label(path, config_name, None)}: has the splits {', '.join(names)}; choose one with dataset.hf.split"
             )
         split = names[0]
     if split not in loaded:
-        raise InputError(f"{_label(path, config, split)}: no split {split!r}; it has {', '.join(names) or 'none'}")
+        raise InputError(f"{_label(path, config_name, split)}: no split {split!r}; it has {', '.join(names) or 'none'}")
     return loaded[split], split
 
 
-def _load(path: str, config, split, what: str, load):
+def _load(path: str, config_name, split, what: str, load):
     try:
         return load()
     except InputError:
@@ -55,7 +55,7 @@ def _load(path: str, config, split, what: str, load):
                 "then run here with HF_HUB_OFFLINE=1"
             )
         raise InputError(
-            f"{_label(path, config, split)}: cannot load {what} ({type(exc).__name__}: {message}){advice}"
+            f"{_label(path, config_name, split)}: cannot load {what} ({type(exc).__name__}: {message}){advice}"
         ) from None
 
 
@@ -66,14 +66,14 @@ def read_hf_rows(path: str, options: dict) -> tuple[str, list[tuple[str, dict]]]
     (`test`; a hub id also takes slices such as `test[:100]`), `revision` (a hub
     branch, tag or commit) and `cache_dir` (null: the library's own, under HF_HOME).
     """
-    config, split = options.get("config"), options.get("split")
+    config_name, split = options.get("config"), options.get("split")
     revision, cache_dir = options.get("revision"), options.get("cache_dir")
     local = Path(path).expanduser()
     if local.is_dir():
         import datasets
 
         if (local / "dataset_dict.json").is_file() or (local / "state.json").is_file():
-            for key, value in (("config", config), ("revision", revision)):
+            for key, value in (("config", config_name), ("revision", revision)):
                 if value is not None:
                     raise InputError(
                         f"dataset.hf.{key}: {path} is a directory written by save_to_disk, which has "
@@ -83,10 +83,10 @@ def read_hf_rows(path: str, options: dict) -> tuple[str, list[tuple[str, dict]]]
         else:
             loaded = _load(
                 path,
-                config,
+                config_name,
                 split,
                 "the data files there",
-                lambda: datasets.load_dataset(str(local), config, split=split, cache_dir=cache_dir),
+                lambda: datasets.load_dataset(str(local), config_name, split=split, cache_dir=cache_dir),
             )
     elif local.exists():
         raise InputError(
@@ -98,15 +98,15 @@ def read_hf_rows(path: str, options: dict) -> tuple[str, list[tuple[str, dict]]]
 
         loaded = _load(
             path,
-            config,
+            config_name,
             split,
             "the Hugging Face dataset",
-            lambda: datasets.load_dataset(path, config, split=split, revision=revision, cache_dir=cache_dir),
+            lambda: datasets.load_dataset(path, config_name, split=split, revision=revision, cache_dir=cache_dir),
         )
     else:
         raise InputError(
             f"{path}: dataset not found (no such directory, and not a Hugging Face hub id such as `owner/name`)"
         )
-    dataset, split = _pick_split(loaded, path, config, split)
+    dataset, split = _pick_split(loaded, path, config_name, split)
     rows = dataset.with_format(None).to_list()
-    return _label(path, config, split), [(f"row {i}", row) for i, row in enumerate(rows)]
+    return _label(path, config_name, split), [(f"row {i}", row) for i, row in enumerate(rows)]

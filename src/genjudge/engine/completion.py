@@ -10,30 +10,16 @@ import functools
 import logging
 import os
 import time
+from dataclasses import dataclass, field
 
-from genjudge.config.specs import GeneratorSpec, ModelSpec
-from genjudge.engine.decoding import Generator, GenParams, Throughput, Timing, run_batches
-from genjudge.engine.prompting import render_prompt, uses_chat_template
+from genjudge.config.specs import ModelSpec
+from genjudge.engine.decoding import Generator, Throughput, Timing, run_batches
+from genjudge.engine.prompt_set import PromptSet, gen_params  # noqa: F401 - importable from here, as before
 from genjudge.engine.results import Completion, keyed, to_compute
-from genjudge.models.modelref import DigestIndex, fingerprint
-from genjudge.store import chat_date as chat_dates
-from genjudge.store.item_store import ItemStore, item_key
+from genjudge.store.item_store import ItemStore
 from genjudge.store.records import INVOCATION_ENV
 
 log = logging.getLogger(__name__)
-
-
-def gen_params(spec: ModelSpec) -> GenParams:
-    """Decoding parameters: a generator may sample; a judge always decodes greedily."""
-    if isinstance(spec, GeneratorSpec) and spec.do_sample:
-        return GenParams(
-            max_new_tokens=spec.max_new_tokens,
-            do_sample=True,
-            temperature=spec.temperature,
-            top_p=spec.top_p,
-            seed=spec.seed,
-        )
-    return GenParams(max_new_tokens=spec.max_new_tokens, do_sample=False)
 
 
 def kv_bytes_per_token(pset, model) -> float:
@@ -132,152 +118,6 @@ def prompt_set(
     return PromptSet(spec, kind, suffix, digests, cache_dir, chat_date)
 
 
-class PromptSet:
-    """A model's tokenizer and the keyed prompts it will complete."""
-
-    def __init__(
-        self,
-        spec: ModelSpec,
-        kind: str,
-        suffix: str = "",
-        digests: DigestIndex | None = None,
-        cache_dir=None,
-        chat_date: str | None = None,
-    ):
-        """`chat_date`: the run's pinned date (genjudge.store.chat_date), which a chat template that stamps
-        today's date (`strftime_now`) gets instead; None: transformers' clock."""
-        from genjudge.engine.loading import load_tokenizer
-        from genjudge.errors import InputError
-        from genjudge.models.modelref import missing_files
-        from genjudge.store.batch_memory import BatchMemory
-
-        t0 = time.monotonic()
-        missing = missing_files(spec.model)
-        if missing:  # planning needed config.json only (a login node has no weights): stop before any item
-            raise InputError(
-                f"{kind} model {spec.model!r} has {missing}: this job cannot load it; nothing was computed. "
-                "Copy the whole checkpoint there (e.g. `hf download ORG/NAME --local-dir DIR`)"
-            )
-        self.spec = spec
-        self.kind = kind
-        self.tok = load_tokenizer(spec.model, spec.revision)
-        self.chat = uses_chat_template(self.tok, spec.use_chat_template)
-        self.params = gen_params(spec)
-        self.fp = fingerprint(spec.model, spec.revision, digests)
-        self.suffix = suffix  # appended after the chat template (logprob: the verdict marker)
-        self.chat_date = chat_date
-        # The date in its prompts, for the meta (None: its template stamps none); unpinned, the clock's.
-        stamps = self.chat and "strftime_now" in str(getattr(self.tok, "chat_template", None) or "")
-        self.stamped_date = (chat_date or chat_dates.today()) if stamps else None
-        if stamps:
-            log.info("the chat template stamps the date (strftime_now): its prompts say %s", self.stamped_date)
-        self.setup_seconds = time.monotonic() - t0
-        self.model = None  # loaded by the first completion with something to compute
-        self.info: dict = {}
-        self.memory = BatchMemory(cache_dir) if cache_dir else None  # batch_size auto's remembered choices
-
-    def check_labels(self, labels: tuple[str, ...], marker: str) -> None:
-        """Refuse logprob labels this tokenizer cannot tell apart, before the weights load."""
-        from genjudge.engine.logprob import label_token_ids
-
-        label_token_ids(self.tok, labels, marker)
-
-    def render(self, texts: list[str], conversations: list | None = None) -> list[str]:
-        """Prompts as sent; `conversations[i]`, when not None, is item i's list of chat messages."""
-        conversations = conversations or [None] * len(texts)
-        return [
-            self._closed(
-                render_prompt(
-                    self.tok,
-                    t,
-                    self.spec.system_prompt,
-                    self.chat,
-                    conv,
-                    self.spec.chat_template_kwargs,
-                    self.chat_date,
-                )
-            )
-            + self.suffix
-            for t, conv in zip(texts, conversations)
-        ]
-
-    def _closed(self, prompt: str) -> str:
-        """A logprob verdict after a chat template that opens a reasoning trace (Qwen3, DeepSeek-R1 append
-        `<think>`) would be read inside the trace: the trace is closed empty first, as a non-thinking
-        template does (`<think>\n</think>\n\n`). (judging.reasoning.prompt_opens, which this wing may not
-        import, decides the same way.)"""
-        settings = getattr(self.spec, "reasoning", None) or {}
-        opening, closing = settings.get("open"), settings.get("close")
-        if not self.suffix or not opening or not closing or settings.get("strip") is False:
-            return prompt
-        at_open, at_close = prompt.rfind(opening), prompt.rfind(closing)
-        if at_open < 0 or at_open < at_close or prompt[at_open + len(opening) :].strip():
-            return prompt
-        if not getattr(self, "_said_closed", False):
-            self._said_closed = True
-            log.info(
-                "the judge's chat template opens a reasoning trace (%s): closed empty before %r, so the logprob "
-                "verdict is read after it",
-                opening,
-                self.suffix,
-            )
-        return prompt + ("" if prompt.endswith("\n") else "\n") + closing + "\n\n"
-
-    def load(self, seq_len: int):
-        """The model (for engine vllm: the started engine), loaded on first use and kept for later
-        completions (the turns of a conversation): (model, info, seconds this call spent loading)."""
-        if self.model is None:  # the GPUs of the lease are the ones torch sees, or the job says it runs on the CPU
-            from genjudge.engine.devices import check_leased_devices
-
-            check_leased_devices(log)
-        if self.model is None and self.spec.engine == "vllm":
-            from genjudge.engine import collector
-            from genjudge.engine.memory_plan import model_plan
-            from genjudge.engine.vllm_engine import load_engine
-
-            collector.resume()  # before vLLM starts its engine process: a forked one inherits a paused collector
-            t0 = time.monotonic()
-            self.model, info = load_engine(self.spec, self.kind, model_fingerprint=self.fp)
-            seconds = time.monotonic() - t0
-            # The model's numbers, for the time model's check of this job and `plan --calibrate`.
-            self.info = {**info, "memory_plan": model_plan(self.spec, self.kind)}
-            return self.model, self.info, seconds
-        if self.model is None:
-            from genjudge.engine import collector
-            from genjudge.engine.devices import torch_device_info
-            from genjudge.engine.loading import load_causal_lm
-            from genjudge.engine.memory_plan import job_plan, refuse_quantized_offload, render
-
-            t0 = time.monotonic()
-            mplan = job_plan(self.spec, self.spec.batch_size, seq_len, self.kind)
-            log.info("memory plan:\n%s", render(mplan) if "error" not in mplan else mplan["error"])
-            refuse_quantized_offload(mplan)
-            collector.freeze_imports()  # torch and transformers are imported by now
-            self.model, placement = load_causal_lm(self.spec)
-            collector.resume()
-            self.info = {
-                "engine": "transformers",
-                "placement": placement,
-                "device": torch_device_info(),
-                "memory_plan": mplan,
-            }
-            return self.model, self.info, time.monotonic() - t0
-        return self.model, self.info, 0.0
-
-    def key(self, prompt: str, sample: int | None = None) -> str:
-        """Everything that decides this item's result: the spec's item fields, the model's files, the prompt,
-        and when sampling the sample's index (each sample of an item is a result of its own)."""
-        if sample is None:
-            return item_key(kind=self.kind, model=self.fp, params=self.spec.item_params(), prompt=prompt)
-        return item_key(kind=self.kind, model=self.fp, params=self.spec.item_params(), prompt=prompt, sample=sample)
-
-    def seed(self, prompt: str, sample: int) -> int:
-        """The seed of one sample's own generator: the run's seed, the item's key, the sample index."""
-        from genjudge.engine.sampling import sample_seed
-
-        return sample_seed(self.params.seed, self.key(prompt), sample)
-
-
 def run_batches_remembered(gen, lengths, batch_size, compute, checkpoint, progress, pset, choice, key):
     """decoding.run_batches with what an out-of-memory halving changes: the generator pads short
     batches to the new size (not the old one's buckets), and a remembered auto choice is lowered to
@@ -295,6 +135,20 @@ def run_batches_remembered(gen, lengths, batch_size, compute, checkpoint, progre
         reason = f"batch {batch_size} ran out of memory in a job; halved to {final}"
         pset.memory.lower(key, final, reason, pset.spec.model)
     return results, final
+
+
+@dataclass
+class _Computed:
+    """What computing a completion's missing items cost and gave (nothing, where none was missing)."""
+
+    load_seconds: float = 0.0
+    compute_seconds: float = 0.0
+    batch_size: int | None = None
+    info: dict = field(default_factory=dict)
+    new: list = field(default_factory=list)  # the results, in the order of `todo`
+    timing: Timing = field(default_factory=Timing)
+    choice: object = None  # batch_choice.Choice for a local model's batches
+    compile_seconds: float = 0.0
 
 
 def complete(
@@ -341,83 +195,17 @@ def complete(
     )
     # The tokenizer's time is paid once per PromptSet, however many completions it makes; the model's
     # load only by a completion with something to compute (none when every item came from the store).
-    setup_seconds, load_seconds, compute_seconds, batch_size, info, new = pset.setup_seconds, 0.0, 0.0, None, {}, []
-    timing, choice, compile_seconds = Timing(), None, 0.0
+    setup_seconds, run, over = pset.setup_seconds, _Computed(), {}
     pset.setup_seconds = 0.0
-    over: dict = {}
     if todo:
-        from genjudge.engine.context import check_context, too_long
-        from genjudge.engine.decoding import token_lengths
-
-        todo_prompts = [prompts[i] for i in todo]
-        lengths = token_lengths(pset.tok, todo_prompts, add_special_tokens=not pset.chat)
-        # Before the weights load: a prompt that cannot fit stops the job, naming the item, or is left out.
-        new_tokens = 1 if scorer is not None else pset.params.max_new_tokens  # logprob: one forward pass
-        if not keep_going:
-            check_context(pset.spec, lengths, [ids[i] for i in todo], desc, new_tokens)
-        elif over_todo := too_long(pset.spec, lengths, new_tokens):
-            over = {keys[todo[j]]: why for j, why in over_todo.items()}
-            log.warning("%s: %d prompt(s) too long for the context, left out", desc, len(over))
-            kept = [j for j in range(len(todo)) if j not in over_todo]
-            todo, todo_prompts, lengths = (
-                [todo[j] for j in kept],
-                [todo_prompts[j] for j in kept],
-                [lengths[j] for j in kept],
-            )
-    if todo:
-        longest = max(len(p) for p in todo_prompts)  # characters: an upper bound on tokens
-        model, info, seconds = pset.load(longest + pset.params.max_new_tokens)
-        load_seconds += seconds
-        gen = runner(pset, model, scorer, cache_tokens=max(lengths) + pset.params.max_new_tokens, lengths=lengths)
-        choice, batch_key = None, None
-        if pset.spec.engine == "vllm":  # chunks of requests, each checkpointed; the engine batches within
-            batch_size = int(pset.spec.vllm["chunk_size"])
-        else:
-            choice, batch_key = resolve_batch_size(pset, gen, todo_prompts, lengths, new_tokens)
-            batch_size = choice.batch
-            gen.batch_size = batch_size
-        bar = Throughput(len(todo), desc, log_stream)
-
-        from genjudge.engine import tensor_parallel
-
-        def checkpoint(idx, results):
-            if not tensor_parallel.is_writer():  # in a tensor-parallel group, rank 0 writes
-                return
-            extra = (lambda j: {"sample": samples[todo[j]]}) if sampling else (lambda j: {})
-            store.append(
-                [
-                    {
-                        **r,
-                        "key": keys[todo[j]],
-                        "id": ids[todo[j]],
-                        "invocation": invocation,
-                        "writer": writer,
-                        **extra(j),
-                    }
-                    for j, r in zip(idx, results)
-                ]
-            )
-
-        if sampling:
-            seeds = [pset.seed(prompts[i], samples[i]) for i in todo]
-
-            def compute(idx):
-                return gen.generate([todo_prompts[j] for j in idx], seeds=[seeds[j] for j in idx])
-        else:
-
-            def compute(idx):
-                return gen.generate([todo_prompts[j] for j in idx])
-
-        t1, compiled_before = time.monotonic(), getattr(gen, "compile_seconds", 0.0)
-        new, batch_size = run_batches_remembered(
-            gen, lengths, batch_size, tensor_parallel.agree(compute), checkpoint, bar, pset, choice, batch_key
+        todo, todo_prompts, lengths, over, new_tokens = _fitting(
+            pset, prompts, keys, ids, todo, desc, scorer, keep_going
         )
-        compile_seconds = getattr(gen, "compile_seconds", 0.0)
-        # The batches' seconds without compiling (a fixed cost of its own, in compile_seconds).
-        compute_seconds = time.monotonic() - t1 - (compile_seconds - compiled_before)
-        timing = getattr(gen, "timing", None) or Timing()
-        bar.close()
-        for j, r in enumerate(new):
+    if todo:
+        stamp = {"invocation": invocation, "writer": writer}
+        work = _prepare(pset, scorer, todo, todo_prompts, lengths, new_tokens, keys, ids, samples if sampling else None)
+        run = _run(work, pset, store, desc, log_stream, stamp)
+        for j, r in enumerate(run.new):
             done[keys[todo[j]]] = r
     results = [done.get(k) for k in keys]
     from_store = len(keys) - sum(k in queued for k in keys)
@@ -430,21 +218,114 @@ def complete(
         len(todo),
         pset.fp,
         pset.chat,
-        load_seconds,
-        compute_seconds,
-        batch_size,
-        info,
-        sum(r["n_generated_tokens"] for r in new),
+        run.load_seconds,
+        run.compute_seconds,
+        run.batch_size,
+        run.info,
+        sum(r["n_generated_tokens"] for r in run.new),
         {keys[i] for i in todo},
-        timing,
+        run.timing,
         setup_seconds,
-        choice.meta() if choice is not None else None,
-        choice.search_seconds if choice is not None else 0.0,
-        compile_seconds,
+        run.choice.meta() if run.choice is not None else None,
+        run.choice.search_seconds if run.choice is not None else 0.0,
+        run.compile_seconds,
         {i: over[k] for i, k in enumerate(keys) if k in over},
         shared=shared,
         shared_keys=this_run,
     )
+
+
+def _fitting(pset, prompts, keys, ids, todo, desc, scorer, keep_going):
+    """Before the weights load: a prompt that cannot fit the context stops the job, naming the item, or
+    with `keep_going` is left out. (todo, its prompts, their tokens, {key: why left out}, new tokens)."""
+    from genjudge.engine.context import check_context, too_long
+    from genjudge.engine.decoding import token_lengths
+
+    over: dict = {}
+    todo_prompts = [prompts[i] for i in todo]
+    lengths = token_lengths(pset.tok, todo_prompts, add_special_tokens=not pset.chat)
+    new_tokens = 1 if scorer is not None else pset.params.max_new_tokens  # logprob: one forward pass
+    if not keep_going:
+        check_context(pset.spec, lengths, [ids[i] for i in todo], desc, new_tokens)
+    elif over_todo := too_long(pset.spec, lengths, new_tokens):
+        over = {keys[todo[j]]: why for j, why in over_todo.items()}
+        log.warning("%s: %d prompt(s) too long for the context, left out", desc, len(over))
+        kept = [j for j in range(len(todo)) if j not in over_todo]
+        todo, todo_prompts, lengths = (
+            [todo[j] for j in kept],
+            [todo_prompts[j] for j in kept],
+            [lengths[j] for j in kept],
+        )
+    return todo, todo_prompts, lengths, over, new_tokens
+
+
+@dataclass
+class _Work:
+    """The items a completion computes: positions in its prompts (`todo`), their prompts as sent and
+    tokens, their keys and ids, and their samples' indices where sampling (None otherwise)."""
+
+    gen: object
+    batch_key: object
+    todo: list
+    prompts: list
+    lengths: list
+    keys: list
+    ids: list
+    samples: list | None
+
+
+def _prepare(pset, scorer, todo, todo_prompts, lengths, new_tokens, keys, ids, samples) -> tuple[_Computed, _Work]:
+    """The model loaded and its runner set to the batch size (configured, or `auto`'s choice)."""
+    run = _Computed()
+    longest = max(len(p) for p in todo_prompts)  # characters: an upper bound on tokens
+    model, run.info, run.load_seconds = pset.load(longest + pset.params.max_new_tokens)
+    gen = runner(pset, model, scorer, cache_tokens=max(lengths) + pset.params.max_new_tokens, lengths=lengths)
+    batch_key = None
+    if pset.spec.engine == "vllm":  # chunks of requests, each checkpointed; the engine batches within
+        run.batch_size = int(pset.spec.vllm["chunk_size"])
+    else:
+        run.choice, batch_key = resolve_batch_size(pset, gen, todo_prompts, lengths, new_tokens)
+        run.batch_size = run.choice.batch
+        gen.batch_size = run.batch_size
+    return run, _Work(gen, batch_key, todo, todo_prompts, lengths, keys, ids, samples)
+
+
+def _run(prepared: tuple[_Computed, _Work], pset, store, desc, log_stream, stamp: dict) -> _Computed:
+    """The batches run, each checkpointed to the store as it finishes (`stamp`: this command's
+    invocation and the store's writer, on every record)."""
+    from genjudge.engine import tensor_parallel
+
+    run, w = prepared
+    bar = Throughput(len(w.todo), desc, log_stream)
+
+    def checkpoint(idx, results):
+        if not tensor_parallel.is_writer():  # in a tensor-parallel group, rank 0 writes
+            return
+        extra = (lambda j: {"sample": w.samples[w.todo[j]]}) if w.samples is not None else (lambda j: {})
+        store.append(
+            [{**r, "key": w.keys[w.todo[j]], "id": w.ids[w.todo[j]], **stamp, **extra(j)} for j, r in zip(idx, results)]
+        )
+
+    if w.samples is not None:
+        seeds = [pset.seed(prompt, w.samples[i]) for i, prompt in zip(w.todo, w.prompts)]
+
+        def compute(idx):
+            return w.gen.generate([w.prompts[j] for j in idx], seeds=[seeds[j] for j in idx])
+    else:
+
+        def compute(idx):
+            return w.gen.generate([w.prompts[j] for j in idx])
+
+    t1, compiled_before = time.monotonic(), getattr(w.gen, "compile_seconds", 0.0)
+    run.new, run.batch_size = run_batches_remembered(
+        w.gen, w.lengths, run.batch_size, tensor_parallel.agree(compute), checkpoint, bar, pset, run.choice, w.batch_key
+    )
+    run.compile_seconds = getattr(w.gen, "compile_seconds", 0.0)
+    # The batches' seconds without compiling (a fixed cost of its own, in compile_seconds).
+    run.compute_seconds = time.monotonic() - t1 - (run.compile_seconds - compiled_before)
+    run.timing = getattr(w.gen, "timing", None) or Timing()
+    bar.close()
+    return run
 
 
 def combined(cs: list[Completion]) -> Completion:

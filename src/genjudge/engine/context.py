@@ -18,9 +18,9 @@ log = logging.getLogger(__name__)
 CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 
 
-def context_length(config) -> tuple[int | None, str | None]:
+def context_length(model_config) -> tuple[int | None, str | None]:
     """(window in tokens, the config field it comes from), or (None, None) when the config has none."""
-    for cfg in (config, getattr(config, "text_config", None)):
+    for cfg in (model_config, getattr(model_config, "text_config", None)):
         if cfg is None:
             continue
         for name in CONTEXT_FIELDS:

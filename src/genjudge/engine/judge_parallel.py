@@ -156,7 +156,7 @@ def gpu_bytes_from_nvidia_smi(inventory: list) -> list[int] | None:
     return None if any(s is None for s in found) else found
 
 
-def job_gpus_for(spec, config: dict, inventory: list, on_slurm: bool, n: int):
+def job_gpus_for(spec, inventory: list, on_slurm: bool, n: int):
     """Hypothetical Gpu objects of one judge job (sizes known), or None."""
     from genjudge.engine.devices import Gpu
     from genjudge.engine.memory_plan import parse_inventory_spec
@@ -175,47 +175,48 @@ def decide(spec, n: int, gpus=None, model=None) -> tuple[str, str]:
     return judge_layout.decide(spec, n, lambda: model_facts(spec, model), gpus[0].total_bytes if gpus else None)
 
 
-def layout(spec, config: dict, inventory: list, on_slurm: bool, gpus=None, model=None) -> Layout:
-    """The judge jobs and their GPUs. `gpus`: the GPUs of one job with their sizes, when the
-    caller knows them (the plan's hypothetical inventory); else nvidia-smi or judge.gpu_memory."""
+def layout(spec, slurm, inventory: list, on_slurm: bool, gpus=None, model=None) -> Layout:
+    """The judge jobs and their GPUs. `slurm`: the config's `slurm` (job_resources.SlurmSettings); `gpus`:
+    the GPUs of one job with their sizes, when the caller knows them (the plan's hypothetical inventory);
+    else nvidia-smi or judge.gpu_memory."""
     if spec.engine == "openai":  # no model here, no GPU
         return judge_layout.layout(spec, 0, lambda: None)
-    n = judge_layout.per_shard_gpus(spec, config, len(inventory), on_slurm)
+    n = judge_layout.per_shard_gpus(spec, slurm, len(inventory), on_slurm)
     if gpus is not None:
         gpus = list(gpus)[:n] or None
     elif spec.parallel == "auto" and n > 1:
-        gpus = job_gpus_for(spec, config, inventory, on_slurm, n)
+        gpus = job_gpus_for(spec, inventory, on_slurm, n)
     return judge_layout.layout(spec, n, lambda: model_facts(spec, model), gpus[0].total_bytes if gpus else None)
 
 
 @lru_cache(maxsize=64)
-def _cached(spec_json: str, config_json: str, inventory: tuple, on_slurm: bool) -> Layout:
+def _cached(spec_json: str, slurm, inventory: tuple, on_slurm: bool) -> Layout:
     from genjudge.config.specs import JudgeSpec
 
-    return layout(JudgeSpec.from_config(json.loads(spec_json)), json.loads(config_json), list(inventory), on_slurm)
+    return layout(JudgeSpec.from_config(json.loads(spec_json)), slurm, list(inventory), on_slurm)
 
 
-def cached_layout(spec, config: dict, inventory: list, on_slurm: bool) -> Layout:
+def cached_layout(spec, slurm, inventory: list, on_slurm: bool) -> Layout:
     """layout(), computed once per judge and setting (the rules ask for it many times)."""
     if spec.parallel in ("device_map", "replicas") or spec.engine == "openai":  # cheap: no model to look at
-        return layout(spec, config, inventory, on_slurm)
+        return layout(spec, slurm, inventory, on_slurm)
     return _cached(
         json.dumps(spec.as_dict(), sort_keys=True, default=str),
-        json.dumps({"slurm": config["slurm"]}, sort_keys=True),
+        slurm,
         tuple(map(str, inventory)),
         on_slurm,
     )
 
 
-def judge_gpus(spec, config: dict, inventory: list, on_slurm: bool) -> int:
+def judge_gpus(spec, slurm, inventory: list, on_slurm: bool) -> int:
     """GPUs of one judge job. `all` is every GPU of the machine here (or of one judge node on SLURM),
     shared out among data-parallel judge shards; one each for `judge.parallel: replicas`."""
-    return cached_layout(spec, config, inventory, on_slurm).gpus_per_job
+    return cached_layout(spec, slurm, inventory, on_slurm).gpus_per_job
 
 
-def judge_jobs(spec, config: dict, inventory: list, on_slurm: bool) -> int:
+def judge_jobs(spec, slurm, inventory: list, on_slurm: bool) -> int:
     """Judge jobs: `judge.shards`, times the GPUs of one for replicas."""
-    return cached_layout(spec, config, inventory, on_slurm).jobs
+    return cached_layout(spec, slurm, inventory, on_slurm).jobs
 
 
 def job_choice(spec, n: int) -> tuple[str, str]:
@@ -229,40 +230,32 @@ def check_parallel(specs) -> None:
         judge_layout.check_tensor_possible(spec, lambda spec=spec: model_facts(spec))
 
 
-def check_vllm_layouts(config: dict, exp, inventory: list, on_slurm: bool) -> None:
+def check_vllm_layouts(models, slurm, inventory: list, on_slurm: bool) -> None:
     """Stop while planning where vLLM could not start on a job's GPUs: pipeline stages that outnumber
     the model's layers (its heads do not split over the GPUs), or an explicit `judge.parallel: tensor`
-    whose tensor-parallel size does not divide the heads. Each error names the key."""
-    from genjudge.config.experiment import entry_key
-    from genjudge.config.specs import JudgeSpec
+    whose tensor-parallel size does not divide the heads. `models`: the generators' and judges' on vLLM
+    (genjudge.config.job_settings.vllm_models). Each error names the key."""
     from genjudge.errors import InputError
     from genjudge.models.vllm_support import local_config, pipeline_obstacle, tensor_obstacle
 
-    for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
-        for name, section in entries.items():
-            if section["engine"] != "vllm":
-                continue
-            model_config = local_config(section["model"], section["revision"])
-            if model_config is None:  # a hub model not in the cache: the job checks
-                continue
-            if kind == "judge":
-                try:
-                    n = judge_gpus(JudgeSpec.from_config(section), config, inventory, on_slurm)
-                except InputError as exc:  # the layout's own refusal, with the key as the user wrote it
-                    why = str(exc).split("is impossible: ", 1)[-1]
-                    raise InputError(
-                        f"{entry_key(config, 'judge', name, 'parallel')}: tensor is impossible: {why}"
-                    ) from None
-                key = entry_key(config, "judge", name, "gpus")
-            else:
-                n = exp.gpus_per_job(name, config)
-                key = entry_key(config, "generator", name, "gpus_per_job")
-            why = pipeline_obstacle(model_config, n)
-            if why:
-                raise InputError(f"{key}: {n} GPUs per job of {section['model']} with engine: vllm: {why}")
-            split = tensor_obstacle(model_config, n) if n > 1 else None
-            if kind == "judge" and section["parallel"] == "tensor" and split:
-                raise InputError(
-                    f"{entry_key(config, 'judge', name, 'parallel')}: tensor with engine: vllm over {n} GPUs: {split}; "
-                    "use a GPU count that divides them, or parallel: auto (vLLM then splits the layers in stages)"
-                )
+    for m in models:
+        model_config = local_config(m.model, m.revision)
+        if model_config is None:  # a hub model not in the cache: the job checks
+            continue
+        if m.kind == "judge":
+            try:
+                n = judge_gpus(m.judge, slurm, inventory, on_slurm)
+            except InputError as exc:  # the layout's own refusal, with the key as the user wrote it
+                why = str(exc).split("is impossible: ", 1)[-1]
+                raise InputError(f"{m.parallel_key}: tensor is impossible: {why}") from None
+        else:
+            n = m.gpus_per_job
+        why = pipeline_obstacle(model_config, n)
+        if why:
+            raise InputError(f"{m.gpus_key}: {n} GPUs per job of {m.model} with engine: vllm: {why}")
+        split = tensor_obstacle(model_config, n) if n > 1 else None
+        if m.kind == "judge" and m.judge.parallel == "tensor" and split:
+            raise InputError(
+                f"{m.parallel_key}: tensor with engine: vllm over {n} GPUs: {split}; "
+                "use a GPU count that divides them, or parallel: auto (vLLM then splits the layers in stages)"
+            )

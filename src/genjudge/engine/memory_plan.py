@@ -142,7 +142,7 @@ def _from_json(path: Path):
     return AutoConfig.for_model(data.pop("model_type"), **data)
 
 
-def empty_model(config):
+def empty_model(model_config):
     """The model on the meta device: shapes without memory. `config` is left as it was (transformers
     sets the dtype it builds in on the config it is given: the checkpoint's own would read float32)."""
     import copy
@@ -153,7 +153,7 @@ def empty_model(config):
 
     # fp32 shapes: accelerate sizes a parameter at min(target dtype, its own dtype).
     with init_empty_weights():
-        model = AutoModelForCausalLM.from_config(copy.deepcopy(config), dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(copy.deepcopy(model_config), dtype=torch.float32)
     model.tie_weights()  # tied input/output embeddings are one tensor, counted once
     return model
 
@@ -208,35 +208,35 @@ def quantized_parameters(model) -> int:
     return sum(p.numel() for n, p in model.named_parameters() if n in quantized)
 
 
-def loaded_precision(spec, config) -> str:
+def loaded_precision(spec, model_config) -> str:
     """The precision the job loads: spec.precision, where `dtype: auto` is the checkpoint's own
     dtype (config.json's `dtype`/`torch_dtype`; bfloat16 when it names none)."""
     if spec.quantization != "none" or spec.dtype != "auto":
         return spec.precision
-    own = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    own = getattr(model_config, "dtype", None) or getattr(model_config, "torch_dtype", None)
     own = str(own).replace("torch.", "") if own is not None else ""
     return own if own in ("float32", "bfloat16", "float16") else "bfloat16"
 
 
-def model_numbers(config, model, precision: str) -> dict:
+def model_numbers(model_config, model, precision: str) -> dict:
     """What the time model needs of a model, as plain numbers (genjudge.planning.time_model uses them
     without torch). The KV cache is held in the compute dtype: fp32 for a float32 model."""
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "quantized_parameters": quantized_parameters(model),
-        "layers": int(getattr(config, "num_hidden_layers", 0) or 0),
-        "hidden_size": int(getattr(config, "hidden_size", 0) or 0),
+        "layers": int(getattr(model_config, "num_hidden_layers", 0) or 0),
+        "hidden_size": int(getattr(model_config, "hidden_size", 0) or 0),
         # attention heads per key/value head: grouped-query attention expands the KV cache by this
-        "gqa_ratio": (getattr(config, "num_attention_heads", 1) or 1)
-        // (getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", 1) or 1),
-        "kv_bytes_per_token": kv_cache_bytes(config, 1, 1, 4 if precision == "float32" else 2),
+        "gqa_ratio": (getattr(model_config, "num_attention_heads", 1) or 1)
+        // (getattr(model_config, "num_key_value_heads", None) or getattr(model_config, "num_attention_heads", 1) or 1),
+        "kv_bytes_per_token": kv_cache_bytes(model_config, 1, 1, 4 if precision == "float32" else 2),
     }
 
 
-def kv_cache_bytes(config, batch_size: int, seq_len: int, bytes_per_value: int = 2) -> int:
-    layers = config.num_hidden_layers
-    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+def kv_cache_bytes(model_config, batch_size: int, seq_len: int, bytes_per_value: int = 2) -> int:
+    layers = model_config.num_hidden_layers
+    heads = getattr(model_config, "num_key_value_heads", None) or model_config.num_attention_heads
+    head_dim = getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
     return int(2 * layers * heads * head_dim * seq_len * batch_size * bytes_per_value)
 
 

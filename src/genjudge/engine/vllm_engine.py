@@ -56,35 +56,35 @@ def device_count() -> int:
     return max(1, len([d for d in visible.split(",") if d.strip()]))
 
 
-def parallel_sizes(n: int, config: dict) -> tuple[int, int]:
+def parallel_sizes(n: int, model_config: dict) -> tuple[int, int]:
     """(tensor_parallel_size, pipeline_parallel_size) over `n` devices: tensor parallelism (vLLM's
     way of using several GPUs) where the heads split among them, else the layers in `n` stages."""
     if n <= 1:
         return 1, 1
-    return (n, 1) if tensor_obstacle(config, n) is None else (1, n)
+    return (n, 1) if tensor_obstacle(model_config, n) is None else (1, n)
 
 
-def _dtype(spec, config: dict) -> str:
+def _dtype(spec, model_config: dict) -> str:
     """`auto` means the checkpoint's own dtype, as for transformers (vLLM's `auto` would run an fp32
     checkpoint in fp16)."""
     if spec.dtype != "auto":
         return spec.dtype
-    c = text_config(config)
-    return str(c.get("torch_dtype") or c.get("dtype") or config.get("torch_dtype") or "bfloat16")
+    c = text_config(model_config)
+    return str(c.get("torch_dtype") or c.get("dtype") or model_config.get("torch_dtype") or "bfloat16")
 
 
-def kv_bytes_per_token(config: dict, dtype: str) -> int:
-    c = text_config(config)
+def kv_bytes_per_token(model_config: dict, dtype: str) -> int:
+    c = text_config(model_config)
     heads = c.get("num_key_value_heads") or c.get("num_attention_heads") or 1
     width = 4 if dtype in ("float32", "fp32") else 2
-    return int(2 * int(c.get("num_hidden_layers", 1)) * int(heads) * (head_size(config) or 64) * width)
+    return int(2 * int(c.get("num_hidden_layers", 1)) * int(heads) * (head_size(model_config) or 64) * width)
 
 
-def engine_kwargs(spec, kind: str, n_devices: int, on_cpu: bool, config: dict) -> dict:
+def engine_kwargs(spec, kind: str, n_devices: int, on_cpu: bool, model_config: dict) -> dict:
     """The arguments of `vllm.LLM` for this job."""
     v = spec.vllm
-    tp, pp = parallel_sizes(n_devices, config)
-    dtype = _dtype(spec, config)
+    tp, pp = parallel_sizes(n_devices, model_config)
+    dtype = _dtype(spec, model_config)
     kwargs = {
         "model": spec.model,
         "tokenizer": spec.model,
@@ -112,9 +112,9 @@ def engine_kwargs(spec, kind: str, n_devices: int, on_cpu: bool, config: dict) -
     elif on_cpu:
         # On CPU, gpu_memory_utilization would reserve that share of the machine's RAM: size the
         # cache for what the job needs instead.
-        c = text_config(config)
+        c = text_config(model_config)
         longest = int(v["max_model_len"] or c.get("max_position_embeddings") or 4096)
-        need = CPU_KV_SEQUENCES * longest * kv_bytes_per_token(config, dtype) // max(tp * pp, 1)
+        need = CPU_KV_SEQUENCES * longest * kv_bytes_per_token(model_config, dtype) // max(tp * pp, 1)
         kwargs["kv_cache_memory_bytes"] = max(CPU_KV_FLOOR, need)
     else:
         kwargs["gpu_memory_utilization"] = float(v["gpu_memory_utilization"])
@@ -142,14 +142,14 @@ def load_engine(spec, kind: str, threads: int | None = None, model_fingerprint: 
 
     if not installed():
         raise InputError(f"{spec.model}: engine vllm is not installed; install it with {INSTALL}")
-    config = local_config(spec.model, spec.revision)
-    if config is None:
+    model_config = local_config(spec.model, spec.revision)
+    if model_config is None:
         from transformers import AutoConfig
 
-        config = AutoConfig.from_pretrained(spec.model, revision=spec.revision).to_dict()
+        model_config = AutoConfig.from_pretrained(spec.model, revision=spec.revision).to_dict()
     on_cpu = not torch.cuda.is_available()
     n = device_count()
-    kwargs = engine_kwargs(spec, kind, n, on_cpu, config)
+    kwargs = engine_kwargs(spec, kind, n, on_cpu, model_config)
     if on_cpu:
         _cpu_environment(threads or torch.get_num_threads(), kwargs["tensor_parallel_size"])
     log.info("vLLM %s engine: %s", version(), {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")})

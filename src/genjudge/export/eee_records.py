@@ -123,7 +123,7 @@ def result(ci: CellInput, ctx: RunContext, rid: str, name: str, m: dict, **kw) -
     method = interval_method(m)
     if m.get("ci95") and (lo is not None and m.get("kind") == "mean"):
         method += f", cut at the range {lo:g}-{hi:g}"
-    config = {
+    metric = {
         "evaluation_description": kw.get("about") or name.replace("_", " "),
         "metric_id": name,
         "metric_name": name + "".join(f" ({k} {v})" for k, v in (kw.get("params") or {}).items()),
@@ -135,11 +135,11 @@ def result(ci: CellInput, ctx: RunContext, rid: str, name: str, m: dict, **kw) -
         "max_score": hi,
     }
     if kw.get("params"):
-        config["metric_parameters"] = kw["params"]
+        metric["metric_parameters"] = kw["params"]
     if judged:
-        config["llm_scoring"] = llm_scoring(ci, ctx)
+        metric["llm_scoring"] = llm_scoring(ci, ctx)
     if kw.get("extra"):
-        config["additional_details"] = strings(kw["extra"])
+        metric["additional_details"] = strings(kw["extra"])
     uncertainty = {"num_samples": int(m["n"])}
     if m.get("ci95"):
         lower, upper = m["ci95"]
@@ -154,7 +154,7 @@ def result(ci: CellInput, ctx: RunContext, rid: str, name: str, m: dict, **kw) -
         "evaluation_result_id": rid,
         "evaluation_name": evaluation_name(ci),
         "source_data": source_data(ci, ctx),
-        "metric_config": config,
+        "metric_config": metric,
         "score_details": {"score": m["value"], "uncertainty": uncertainty, "details": strings(details)},
         "generation_config": generation_config(ctx.settings.generators[ci.cell.generator]),
     }

@@ -215,13 +215,14 @@ def differing_answers(joined: pd.DataFrame, labels: pd.DataFrame) -> dict | None
     }
 
 
-def check_config_labels(config: dict, exp, ids_by_dataset: dict) -> None:
-    """While planning: every judge's labels file reads, and names only items of the run."""
+def check_config_labels(exp, ids_by_dataset: dict, named_judges: bool) -> None:
+    """While planning: every judge's labels file reads, and names only items of the run.
+    `named_judges`: the config names its judges (`judges.<name>.labels`, else `judge.labels`)."""
     from genjudge.judging import modes
 
     for name, section in exp.judges.items():
         lab = section.get("labels") or {}
         if lab.get("path"):
-            where = f"judges.{name}.labels" if config.get("judges") else "judge.labels"
+            where = f"judges.{name}.labels" if named_judges else "judge.labels"
             labels = read_labels(lab, modes.get(section["mode"]))
             check_ids(labels, ids_by_dataset, exp.generators, str(lab["path"]), where, modes.get(section["mode"]))

@@ -25,10 +25,11 @@ NO_MAJORITY = "no majority"
 KEYS = ["generator", "dataset", "opponent", "id", "turn", "sample"]
 
 
-def resolve_panels(config: dict, exp) -> dict:
-    """name -> {judges, rule, mode}; raises InputError naming `panels.<name>.<key>`."""
+def resolve_panels(panels: dict, exp) -> dict:
+    """name -> {judges, rule, mode} of the config's `panels` section; raises InputError naming
+    `panels.<name>.<key>`."""
     out = {}
-    for name, p in (config.get("panels") or {}).items():
+    for name, p in panels.items():
         where = f"panels.{name}"
         judges = list(p.get("judges") or [])
         rule = p.get("rule") or "majority"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from genjudge.errors import InputError
+from genjudge.judging import modes
 from genjudge.judging.headline import value_text
 
 STUDY_NOTE = (
@@ -70,6 +72,15 @@ def study_rows(table: dict) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def _against_baseline(mode: str) -> bool:
+    """Whether a column's mode grades against a baseline. `genjudge summary` loads no plugins: a mode of
+    one grades alone here, unless its column names a baseline."""
+    try:
+        return modes.get(mode).needs_baseline
+    except InputError:
+        return False
+
+
 def measure_unit(col: dict) -> str:
     """What a column's headline is and its unit, in words."""
     if col["kind"] == "strength":
@@ -77,7 +88,7 @@ def measure_unit(col: dict) -> str:
             "Bradley-Terry strength from every pair judged (log scale, centred at 0; ties count half; 95% bootstrap "
             "interval over items)"
         )
-    if col["mode"] == "pairwise" or col.get("baseline"):
+    if _against_baseline(col["mode"]) or col.get("baseline"):
         return (
             f"win rate against {col.get('baseline') or 'the baseline'}: wins plus half the ties, as a share of the "
             "parsed verdicts (%, 95% interval clustered by item)"

@@ -63,12 +63,12 @@ def local_config(model: str, revision: str | None) -> dict | None:
     return json.loads(Path(hit).read_text()) if isinstance(hit, str) else None
 
 
-def text_config(config: dict) -> dict:
-    return config.get("text_config") or config
+def text_config(model_config: dict) -> dict:
+    return model_config.get("text_config") or model_config
 
 
-def head_size(config: dict) -> int | None:
-    c = text_config(config)
+def head_size(model_config: dict) -> int | None:
+    c = text_config(model_config)
     if c.get("head_dim"):
         return int(c["head_dim"])
     if c.get("hidden_size") and c.get("num_attention_heads"):
@@ -111,9 +111,9 @@ def check_spec(spec, where: str) -> None:
             )
 
 
-def tensor_obstacle(config: dict, n: int) -> str | None:
+def tensor_obstacle(model_config: dict, n: int) -> str | None:
     """Why vLLM cannot split this model (its config.json) over `n` GPUs by tensor parallelism, or None."""
-    c = text_config(config)
+    c = text_config(model_config)
     heads = c.get("num_attention_heads")
     return heads_obstacle(heads, c.get("num_key_value_heads") or heads, n)
 
@@ -128,15 +128,15 @@ def heads_obstacle(heads: int | None, kv: int | None, n: int) -> str | None:
     return None
 
 
-def pipeline_obstacle(config: dict, n: int) -> str | None:
+def pipeline_obstacle(model_config: dict, n: int) -> str | None:
     """Why vLLM cannot run this model (its config.json) over `n` GPUs at all: where the heads do not
     split among them it splits the layers into `n` pipeline stages, and each stage needs a layer."""
-    if n <= 1 or tensor_obstacle(config, n) is None:
+    if n <= 1 or tensor_obstacle(model_config, n) is None:
         return None
-    layers = int(text_config(config).get("num_hidden_layers") or 0)
+    layers = int(text_config(model_config).get("num_hidden_layers") or 0)
     if layers and n > layers:
         return (
-            f"{tensor_obstacle(config, n)}, so vLLM would split its layers into {n} pipeline stages, more than "
+            f"{tensor_obstacle(model_config, n)}, so vLLM would split its layers into {n} pipeline stages, more than "
             f"its {layers} layers; use fewer GPUs per job"
         )
     return None

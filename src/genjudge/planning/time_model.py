@@ -142,6 +142,27 @@ def _bytes(x: float) -> str:
     return f"{x:.0f} B"
 
 
+@dataclass(frozen=True)
+class _Rates:
+    """A job's achievable bandwidth and FLOP/s over its layout, and how the formulas print them."""
+
+    bw: float
+    flops: float
+    bw_txt: str
+    fl_txt: str
+
+    @classmethod
+    def of(cls, device: Device, layout: Layout) -> _Rates:
+        k = layout.speedup
+        times = f" x {k:g}" if k != 1 else ""
+        return cls(
+            device.achievable_bandwidth * k,
+            device.achievable_flops * k,
+            f"{device.bandwidth / GB:,.0f} GB/s x {device.bandwidth_efficiency:g}" + times,
+            f"{device.flops / 1e12:,.1f} TFLOP/s x {device.flops_efficiency:g}" + times,
+        )
+
+
 def job_time(
     model: ModelNumbers,
     device: Device,
@@ -159,46 +180,15 @@ def job_time(
     engine = engine or ENGINES["transformers"]
     cal = calibration or Calibration("")
     out = JobTime()
-    k = layout.speedup
-    bw = device.achievable_bandwidth * k
-    flops = device.achievable_flops * k
-    bw_txt = f"{device.bandwidth / GB:,.0f} GB/s x {device.bandwidth_efficiency:g}" + (f" x {k:g}" if k != 1 else "")
-    fl_txt = f"{device.flops / 1e12:,.1f} TFLOP/s x {device.flops_efficiency:g}" + (f" x {k:g}" if k != 1 else "")
+    rates = _Rates.of(device, layout)
     out.sources = engine.sources(model, device)
-
-    if cal.startup_seconds is not None:
-        out.terms.append(Term("start-up", cal.startup_seconds, f"measured per job ({cal.source})"))
-    else:
-        out.terms.append(Term("start-up", engine.startup_seconds(device), f"{engine.label}, fixed"))
-    if cal.load_seconds is not None:
-        out.terms.append(Term("load", cal.load_seconds, f"measured per job ({cal.source})"))
-    else:
-        fixed = engine.load_overhead_seconds(device)
-        out.terms.append(
-            Term(
-                "load",
-                fixed + model.weight_bytes / read_rate,
-                f"{fixed:g} s ({engine.name}, fixed) + {_bytes(model.weight_bytes)} / {read_rate / GB:.2f} GB/s (assumed)",
-            )
-        )
+    out.terms += _fixed_terms(model, device, engine, cal, read_rate)
     batch = max(1, int(batch))
     n_total = sum(r.n for r in requests)
     prompt_tokens = sum(r.n * r.prompt_tokens for r in requests)
     groups = [(r, *engine.schedule(r, batch, cal)) for r in requests]  # r, batches, rows, steps, steps/sequence
-    if probes and n_total and cal.search_seconds:
-        out.terms.append(Term("batch search", cal.search_seconds, f"measured per job ({cal.source})"))
-    elif probes and n_total:
-        mean_prompt = prompt_tokens / n_total
-        line = step_line(model, device, layout, engine, mean_prompt + PROBE_STEPS)
-        search = sum(2 * model.parameters * b * mean_prompt / flops + PROBE_STEPS * line.seconds(b) for b in probes)
-        out.terms.append(
-            Term(
-                "batch search",
-                search,
-                f"batch_size auto: probes of {', '.join(map(str, probes))} sequences, a prefill and "
-                f"{PROBE_STEPS} steps each",
-            )
-        )
+    if probes and n_total:
+        out.terms.append(_search_term(model, device, layout, engine, cal, probes, prompt_tokens / n_total, rates))
     compile_s = engine.compile_seconds(device, max((b for _, nb, b, _, _ in groups if nb), default=batch))
     if compile_s and cal.compile_seconds:
         out.terms.append(Term("compile", cal.compile_seconds, f"measured per job ({cal.source})"))
@@ -210,81 +200,10 @@ def job_time(
     factor = engine.quantization_factor(model, device, rows)
     plain = replace(model, weight_bytes=model.bf16_weight_bytes or model.weight_bytes, precision="bfloat16")
     timed = plain if factor != 1.0 else model
-
-    # Prefill: compute bound, unless a batch's FLOPs take less than reading the weights once.
-    p_flops = 2 * model.parameters * prompt_tokens
-    p_bytes = sum(nb * engine.weight_traffic(timed, b)[0] for _, nb, b, _, _ in groups)
-    n_batches = sum(nb for _, nb, _, _, _ in groups)
-    n_prefills = sum(math.ceil(r.n / max(b, 1)) if r.n else 0 for r, _, b, _, _ in groups)
     over = engine.step_overhead_seconds(model, device)
-    prefill = max(p_flops / flops, p_bytes / bw) + n_prefills * over if n_total else 0.0
-    bound = "compute bound" if p_flops / flops >= p_bytes / bw else "memory bound: reading the weights per batch"
-    out.terms.append(
-        Term(
-            "prefill",
-            prefill * cal.prefill_factor,
-            f"2 x {_n(model.parameters)} params x {_n(prompt_tokens)} prompt tokens / ({fl_txt})"
-            + f" [{bound}] + {n_prefills} batches x {over * 1e3:.2f} ms"
-            + (f" x {cal.prefill_factor:.2f} (calibrated)" if cal.prefill_factor != 1 else ""),
-        )
-    )
-
-    # Decode: every step reads the weights and the KV cache of its batch's context.
+    prefill, n_batches = _prefill(out, model, timed, engine, groups, prompt_tokens, n_total, rates, cal, over)
     step_count = sum(nb * s for _, nb, _, s, _ in groups)
-    decode_total = 0.0
-    if step_count:
-        w_bytes = 0.0
-        w_note = ""
-        for _, nb, b, s, _ in groups:
-            traffic, note = engine.weight_traffic(timed, b)
-            w_bytes += nb * s * traffic
-            w_note = w_note or note
-        passes = engine.kv_passes(device, model)
-        kv_bytes = passes * sum(
-            r.n * model.kv_bytes_per_token * (a * engine.kv_context(r.prompt_tokens, r.new_tokens) + a * (a + 1) / 2)
-            for r, _, _, _, a in groups
-        )
-        d_flops = sum(2 * model.parameters * r.n * a for r, _, _, _, a in groups)
-        memory_s, compute_s = (w_bytes + kv_bytes) / bw, d_flops / flops
-        f = cal.decode_factor
-        cal_txt = f" x {f:.2f} (calibrated)" if f != 1 else ""
-        per_step = w_bytes / step_count
-        if memory_s >= compute_s:
-            out.terms.append(
-                Term(
-                    "decode weights",
-                    w_bytes / bw * f,
-                    f"{_n(step_count)} steps x {_bytes(per_step)}"
-                    + (f" ({_bytes(timed.weight_bytes)} {w_note})" if w_note else "")
-                    + f" / ({bw_txt}){cal_txt}",
-                )
-            )
-            ctx = sum(r.n * engine.kv_context(r.prompt_tokens, r.new_tokens) for r, *_ in groups) / max(n_total, 1)
-            out.terms.append(
-                Term(
-                    "decode KV cache",
-                    kv_bytes / bw * f,
-                    f"{passes:g} passes x {_n(n_total)} sequences x {_bytes(model.kv_bytes_per_token)}/token x "
-                    f"(steps x ~{ctx:,.0f} context tokens + steps^2/2) = {_bytes(kv_bytes)} / ({bw_txt}){cal_txt}",
-                )
-            )
-        else:
-            out.terms.append(
-                Term(
-                    "decode (compute bound)",
-                    compute_s * f,
-                    f"2 x {_n(model.parameters)} params x {_n(n_total)} sequences x steps / ({fl_txt})"
-                    f" [weights + KV would take {duration(memory_s)}]{cal_txt}",
-                )
-            )
-        out.terms.append(
-            Term(
-                "decode step overhead",
-                step_count * over * f,
-                f"{_n(step_count)} steps x {over * 1e3:.2f} ms ({engine.label}, {model.layers} layers){cal_txt}",
-            )
-        )
-        decode_total = sum(t.seconds for t in out.terms if t.name.startswith("decode"))
+    decode_total = _decode(out, model, timed, device, engine, groups, n_total, rates, cal, over) if step_count else 0.0
     if factor != 1.0 and n_total:
         step_part = decode_total + prefill * cal.prefill_factor
         out.terms.append(
@@ -294,6 +213,129 @@ def job_time(
                 f"{model.precision} (bitsandbytes): the bf16 prefill and decode above x {factor:.2f} - 1, measured",
             )
         )
+    out.notes.append(_schedule_note(engine, requests, n_total, n_batches, batch, step_count, cal))
+    return out
+
+
+def _fixed_terms(model: ModelNumbers, device: Device, engine: Engine, cal: Calibration, read_rate: float) -> list:
+    """The job's start-up and the model's load: measured where calibrated, else the engine's and the read rate's."""
+    out = []
+    if cal.startup_seconds is not None:
+        out.append(Term("start-up", cal.startup_seconds, f"measured per job ({cal.source})"))
+    else:
+        out.append(Term("start-up", engine.startup_seconds(device), f"{engine.label}, fixed"))
+    if cal.load_seconds is not None:
+        out.append(Term("load", cal.load_seconds, f"measured per job ({cal.source})"))
+    else:
+        fixed = engine.load_overhead_seconds(device)
+        out.append(
+            Term(
+                "load",
+                fixed + model.weight_bytes / read_rate,
+                f"{fixed:g} s ({engine.name}, fixed) + {_bytes(model.weight_bytes)} / {read_rate / GB:.2f} GB/s (assumed)",
+            )
+        )
+    return out
+
+
+def _search_term(model, device, layout, engine, cal: Calibration, probes: tuple, mean_prompt: float, rates) -> Term:
+    """`batch_size: auto`'s probes: measured where calibrated, else a prefill and PROBE_STEPS steps each."""
+    if cal.search_seconds:
+        return Term("batch search", cal.search_seconds, f"measured per job ({cal.source})")
+    line = step_line(model, device, layout, engine, mean_prompt + PROBE_STEPS)
+    search = sum(2 * model.parameters * b * mean_prompt / rates.flops + PROBE_STEPS * line.seconds(b) for b in probes)
+    return Term(
+        "batch search",
+        search,
+        f"batch_size auto: probes of {', '.join(map(str, probes))} sequences, a prefill and {PROBE_STEPS} steps each",
+    )
+
+
+def _prefill(out: JobTime, model, timed, engine, groups, prompt_tokens, n_total, rates, cal, over) -> tuple[float, int]:
+    """Prefill: compute bound, unless a batch's FLOPs take less than reading the weights once. Adds its
+    term; returns (its uncalibrated seconds, the batches)."""
+    p_flops = 2 * model.parameters * prompt_tokens
+    p_bytes = sum(nb * engine.weight_traffic(timed, b)[0] for _, nb, b, _, _ in groups)
+    n_batches = sum(nb for _, nb, _, _, _ in groups)
+    n_prefills = sum(math.ceil(r.n / max(b, 1)) if r.n else 0 for r, _, b, _, _ in groups)
+    prefill = max(p_flops / rates.flops, p_bytes / rates.bw) + n_prefills * over if n_total else 0.0
+    bound = (
+        "compute bound"
+        if p_flops / rates.flops >= p_bytes / rates.bw
+        else "memory bound: reading the weights per batch"
+    )
+    out.terms.append(
+        Term(
+            "prefill",
+            prefill * cal.prefill_factor,
+            f"2 x {_n(model.parameters)} params x {_n(prompt_tokens)} prompt tokens / ({rates.fl_txt})"
+            + f" [{bound}] + {n_prefills} batches x {over * 1e3:.2f} ms"
+            + (f" x {cal.prefill_factor:.2f} (calibrated)" if cal.prefill_factor != 1 else ""),
+        )
+    )
+    return prefill, n_batches
+
+
+def _decode(out: JobTime, model, timed, device, engine, groups, n_total, rates, cal, over) -> float:
+    """Decode: every step reads the weights and the KV cache of its batch's context (or, where larger,
+    computes its FLOPs). Adds its terms; returns their seconds."""
+    step_count = sum(nb * s for _, nb, _, s, _ in groups)
+    w_bytes = 0.0
+    w_note = ""
+    for _, nb, b, s, _ in groups:
+        traffic, note = engine.weight_traffic(timed, b)
+        w_bytes += nb * s * traffic
+        w_note = w_note or note
+    passes = engine.kv_passes(device, model)
+    kv_bytes = passes * sum(
+        r.n * model.kv_bytes_per_token * (a * engine.kv_context(r.prompt_tokens, r.new_tokens) + a * (a + 1) / 2)
+        for r, _, _, _, a in groups
+    )
+    d_flops = sum(2 * model.parameters * r.n * a for r, _, _, _, a in groups)
+    memory_s, compute_s = (w_bytes + kv_bytes) / rates.bw, d_flops / rates.flops
+    f = cal.decode_factor
+    cal_txt = f" x {f:.2f} (calibrated)" if f != 1 else ""
+    per_step = w_bytes / step_count
+    if memory_s >= compute_s:
+        out.terms.append(
+            Term(
+                "decode weights",
+                w_bytes / rates.bw * f,
+                f"{_n(step_count)} steps x {_bytes(per_step)}"
+                + (f" ({_bytes(timed.weight_bytes)} {w_note})" if w_note else "")
+                + f" / ({rates.bw_txt}){cal_txt}",
+            )
+        )
+        ctx = sum(r.n * engine.kv_context(r.prompt_tokens, r.new_tokens) for r, *_ in groups) / max(n_total, 1)
+        out.terms.append(
+            Term(
+                "decode KV cache",
+                kv_bytes / rates.bw * f,
+                f"{passes:g} passes x {_n(n_total)} sequences x {_bytes(model.kv_bytes_per_token)}/token x "
+                f"(steps x ~{ctx:,.0f} context tokens + steps^2/2) = {_bytes(kv_bytes)} / ({rates.bw_txt}){cal_txt}",
+            )
+        )
+    else:
+        out.terms.append(
+            Term(
+                "decode (compute bound)",
+                compute_s * f,
+                f"2 x {_n(model.parameters)} params x {_n(n_total)} sequences x steps / ({rates.fl_txt})"
+                f" [weights + KV would take {duration(memory_s)}]{cal_txt}",
+            )
+        )
+    out.terms.append(
+        Term(
+            "decode step overhead",
+            step_count * over * f,
+            f"{_n(step_count)} steps x {over * 1e3:.2f} ms ({engine.label}, {model.layers} layers){cal_txt}",
+        )
+    )
+    return sum(t.seconds for t in out.terms if t.name.startswith("decode"))
+
+
+def _schedule_note(engine, requests, n_total, n_batches, batch, step_count, cal) -> str:
+    """How the requests are batched, and what the decoding steps are counted at."""
     continuous = engine.continuous_batching
     how = (
         f"{_n(n_total)} requests, up to {batch} at once (continuous batching): decoding lasts their answer tokens "
@@ -313,8 +355,7 @@ def job_time(
             )
         else:
             how += "; every batch decodes to max_new_tokens, its longest answer (an upper bound)"
-    out.notes.append(how)
-    return out
+    return how
 
 
 def step_line(model: ModelNumbers, device: Device, layout: Layout, engine: Engine, context_tokens: float):

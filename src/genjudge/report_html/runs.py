@@ -8,7 +8,7 @@ import json
 
 from genjudge.judging.modes.base import pct
 from genjudge.planning import calibration
-from genjudge.report_html import plots
+from genjudge.report_html import timeline_plot
 from genjudge.report_html.view import (
     SHOWN,
     Band,
@@ -33,14 +33,16 @@ class RunSections:
         bands = [t for t in self.bands if t.bars]
         if not bands:
             return None
-        views = [band(t, plots.band_title(t, i, len(bands)) if len(bands) > 1 else "") for i, t in enumerate(bands)]
+        views = [
+            band(t, timeline_plot.band_title(t, i, len(bands)) if len(bands) > 1 else "") for i, t in enumerate(bands)
+        ]
         jobs = self.jobs
         load = sum(j.load_seconds for j in jobs)
         compute = sum(j.compute_seconds for j in jobs)
         return GpuTimeline(
             bands=views,
             load_share=load / (load + compute) if load + compute > 0 else None,
-            plot=self.plot("gpu_timeline", plots.gantt(bands)),
+            plot=self.plot("gpu_timeline", timeline_plot.gantt(bands)),
         )
 
     def throughput(self) -> Throughput | None:

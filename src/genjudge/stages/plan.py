@@ -136,9 +136,11 @@ def make_plan(
     slurm_nodes = nodes_by_role(nodes)
     if slurm_nodes:
         role_gpus = slurm_gpus(config, role_gpus, gpus_spec, lines)
+    from genjudge.config.job_settings import slurm_from_config, vllm_models
     from genjudge.engine.judge_parallel import check_vllm_layouts
 
-    check_vllm_layouts(config, exp, [g.index for g in role_gpus["judge"]], on_slurm=bool(slurm_nodes))
+    judge_gpus = [g.index for g in role_gpus["judge"]]
+    check_vllm_layouts(vllm_models(config, exp), slurm_from_config(config), judge_gpus, on_slurm=bool(slurm_nodes))
     read_rate = config["plan"]["load_gb_per_s"] * GB
     entries = []
     from genjudge.stages.plan_endpoint import plan_endpoint
@@ -255,15 +257,16 @@ def inventory_lines(config: dict, gpus_spec, lines: list) -> dict:
 def slurm_gpus(config: dict, role_gpus: dict, gpus_spec, lines: list) -> dict:
     """On SLURM each role's job sees the GPUs of one of its nodes: slurm.<role>.gpus_per_node of the
     type --gpus / plan.gpus names, else slurm.<role>.gpu_model where the table knows it."""
-    from genjudge.cluster.job_resources import slurm_setting
+    from genjudge.config.job_settings import slurm_from_config
     from genjudge.engine.devices import Gpu
     from genjudge.planning.time_model import gpu_type
 
     specs = gpus_by_role(config, gpus_spec)
+    slurm = slurm_from_config(config)
     out = {}
     for role, step in (("generator", "generate"), ("judge", "judge")):
-        per_node = slurm_setting(config, "gpus_per_node", step)
-        model = slurm_setting(config, "gpu_model", step)
+        per_node = slurm.setting("gpus_per_node", step)
+        model = slurm.setting("gpu_model", step)
         if specs[role] and role_gpus[role]:
             g = role_gpus[role][0]
             how = f"--gpus/plan.gpus: {g.name}"

@@ -161,6 +161,7 @@ def _numbers(plan: dict):
 
 def judge_options(config: dict, exp, e, gpus: list, pool: list[int], on_slurm: bool) -> list[Option]:
     """Engine x precision x judge.parallel for one judge entry, on the judge's `pool`."""
+    from genjudge.config.job_settings import slurm_from_config
     from genjudge.engine.judge_parallel import layout as judge_layout
     from genjudge.engine.memory_plan import ACTIVATION_RESERVE
     from genjudge.errors import InputError
@@ -183,7 +184,7 @@ def judge_options(config: dict, exp, e, gpus: list, pool: list[int], on_slurm: b
                 if engine_name == "vllm":
                     spec = replace(spec, batch_size="auto")
                 try:
-                    lay = judge_layout(spec, view, list(range(len(gpus))), on_slurm=False, gpus=gpus)
+                    lay = judge_layout(spec, slurm_from_config(view), list(range(len(gpus))), on_slurm=False, gpus=gpus)
                 except InputError:
                     continue
                 n = lay.gpus_per_job

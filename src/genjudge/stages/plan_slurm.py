@@ -52,29 +52,31 @@ def sbatch_preview(config: dict) -> list[str]:
 
     from genjudge.cluster import job_resources as jr
     from genjudge.cluster.slurm_submission import decide
+    from genjudge.config import job_settings
     from genjudge.config.experiment import resolve
     from genjudge.engine import judge_parallel
 
     exp = resolve(config)
-    jr.check_node_gpus(config, exp)
+    settings = job_settings.from_config(config)
+    jr.check_node_gpus(settings.slurm, job_settings.gpu_requests(config, exp))
     jobs = []
     n_generate = 0
     gpu_counts = set()
     for name in exp.generators:
-        gpus = jr.generate_gpus(exp, config, name, [], on_slurm=True)
+        engine = exp.generators[name]["engine"]
+        gpus = jr.generate_gpus(engine, exp.gpus_per_job(name, config), [], on_slurm=True)
         gpu_counts.add(gpus)
         n = sum(exp.shards(d, config) for d in exp.datasets_of(name))
         n_generate += n
-        engine = exp.generators[name]["engine"]
-        res = jr.job_resources(config, "generate", gpus, engine)
-        jobs.append(("generate", name, n, res, jr.threads(config, jr.step("generate", engine), gpus)))
+        res = jr.job_resources(settings, "generate", gpus, engine)
+        jobs.append(("generate", name, n, res, jr.threads(settings, jr.step("generate", engine), gpus)))
     for name, section in exp.judges.items():
         spec = JudgeSpec.from_config(section)
-        gpus = judge_parallel.judge_gpus(spec, config, [], on_slurm=True)
-        n_jobs = judge_parallel.judge_jobs(spec, config, [], on_slurm=True)
-        res = jr.job_resources(config, "judge", gpus, spec.engine)
-        jobs.append(("judge", name, n_jobs, res, jr.threads(config, jr.step("judge", spec.engine), gpus)))
-    submission = decide(config, n_generate, None, gpu_counts=gpu_counts)
+        gpus = judge_parallel.judge_gpus(spec, settings.slurm, [], on_slurm=True)
+        n_jobs = judge_parallel.judge_jobs(spec, settings.slurm, [], on_slurm=True)
+        res = jr.job_resources(settings, "judge", gpus, spec.engine)
+        jobs.append(("judge", name, n_jobs, res, jr.threads(settings, jr.step("judge", spec.engine), gpus)))
+    submission = decide(settings.slurm, n_generate, None, gpu_counts=gpu_counts)
     settings = SimpleNamespace(requeue=submission.requeue, no_requeue=False, qos=None, reservation=None)
     lines = []
     for rule, name, count, resources, threads in jobs:

@@ -671,6 +671,15 @@ def run_report(
         with open(provenance_path, encoding="utf-8") as fh:
             prov = json.load(fh)
         write_html_report(
-            config, run, cells, gen_metas, judge_metas, prov, html_path, plots_dir, _of_study(attempts, full)
+            run,
+            cells,
+            gen_metas,
+            judge_metas,
+            prov,
+            html_path,
+            plots_dir,
+            _of_study(attempts, full),
+            gpu_inventory=config.get("gpu_inventory"),
+            n_examples=n_examples,
         )
     return run

@@ -222,9 +222,9 @@ class Study:
     """The report stage's view of an experiment with failures: `of` sets the failed cells apart
     (genjudge.store.failures.surviving); `add_to` puts the table and the failures in the summary."""
 
-    def __init__(self, full, survived):
+    def __init__(self, full, survived, config: dict):
         self.full = full
-        self.exp, self.config = survived.exp, survived.config
+        self.exp, self.config = survived.exp, {**config, "panels": survived.panels}
         self.gen_metas, self.judge_metas, self.failed = survived.gen_metas, survived.judge_metas, survived.failed
         self.table: dict = {}
         self.warnings: list[str] = []
@@ -233,7 +233,7 @@ class Study:
     def of(cls, exp, config: dict, gen_metas, judge_metas: dict) -> Study:
         from genjudge.store.failures import surviving
 
-        return cls(exp, surviving(exp, config, gen_metas, judge_metas))
+        return cls(exp, surviving(exp, config.get("panels") or {}, gen_metas, judge_metas), config)
 
     def add_to(self, run) -> None:
         self.table = build(self.full, run.leaderboard, run.across_cells, self.failed)

@@ -109,7 +109,7 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
                     df, lab, mode, entry_key(config, "judge", judge, "labels")
                 )
         out["judges"][judge] = entry
-    for name, panel in resolve_panels(config, exp).items():
+    for name, panel in resolve_panels(config.get("panels") or {}, exp).items():
         pdf = panel_judgments(panel, judgments)
         s = panel_summary(panel, pdf)
         sections = [exp.judges[j].get("labels") or {} for j in panel["judges"]]

@@ -173,16 +173,17 @@ def failed_cells(exp, gen_metas, judge_metas: dict) -> list[dict]:
 @dataclass
 class Surviving:
     """What the report can use: the experiment less the failed cells and the judges with none left,
-    the config without panels of such judges, the metas of the jobs that succeeded; and the failures."""
+    the panels without such judges, the metas of the jobs that succeeded; and the failures."""
 
     exp: object
-    config: dict
+    panels: dict  # name -> the panel's `panels` entry
     gen_metas: list
     judge_metas: dict
     failed: list
 
 
-def surviving(exp, config: dict, gen_metas, judge_metas: dict) -> Surviving:
+def surviving(exp, panels: dict, gen_metas, judge_metas: dict) -> Surviving:
+    """`panels`: the config's `panels` section."""
     failed = failed_cells(exp, gen_metas, judge_metas)
     gone: dict = {}
     for row in failed:
@@ -191,10 +192,10 @@ def surviving(exp, config: dict, gen_metas, judge_metas: dict) -> Surviving:
     kept = exp.without(skipped)
     empty = {j for j in kept.judges if not kept.cells(j)}
     kept = replace(kept, judges={j: s for j, s in kept.judges.items() if j not in empty})
-    panels = {n: p for n, p in (config.get("panels") or {}).items() if not set(p["judges"]) & empty}
+    panels = {n: p for n, p in panels.items() if not set(p["judges"]) & empty}
     return Surviving(
         exp=kept,
-        config={**config, "panels": panels},
+        panels=panels,
         gen_metas=[m for m in gen_metas if not m.error],
         judge_metas={j: m for j, m in judge_metas.items() if j in kept.judges},
         failed=failed,

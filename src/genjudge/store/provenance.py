@@ -86,11 +86,12 @@ def _one(fingerprints: set):
     return fps[0] if len(fps) == 1 else (fps or None)
 
 
-def provenance(config: dict, exp, gen_metas, judge_metas: dict, workflow_dir) -> dict:
-    """`exp` is the resolved experiment; models are listed by their names in it."""
-    canonical = json.dumps(config, sort_keys=True, default=str)
+def provenance(run_config: dict, exp, gen_metas, judge_metas: dict, workflow_dir) -> dict:
+    """`run_config`: the run's resolved config, recorded whole and hashed, never read here; `exp` is the
+    resolved experiment; models are listed by their names in it."""
+    canonical = json.dumps(run_config, sort_keys=True, default=str)
     return {
-        "config": config,
+        "config": run_config,
         "config_sha256": hashlib.sha256(canonical.encode()).hexdigest(),
         "packages": package_versions(),
         "models": {

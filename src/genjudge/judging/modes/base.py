@@ -114,6 +114,7 @@ class JudgeMode:
     unfinished_verdict: str | None = None  # report.unfinished_reasoning: incorrect: an unfinished trace's verdict
     needs_baseline = False
     needs_reference = False  # grades against the reference: an item without one is "no reference"
+    scored_in_range = False  # verdicts are numbers within the judge's `score_range`
     requests_per_item = 1  # judge calls per answer (pairwise: both orders); requests_of says it per row
     settings: frozenset = frozenset()  # the judge's settings sections this mode reads (rubric: {"rubric"})
     item_fields: tuple = ()  # item columns every graded item must have (rubric: its rubric), checked at planning

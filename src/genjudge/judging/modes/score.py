@@ -26,6 +26,7 @@ class Score(JudgeMode):
     marker = "SCORE"
     paired_measure = "mean_score"
     paired_binary = False
+    scored_in_range = True
     headline_rule = "the mean of the parsed scores; a score outside the range is unparsed, never averaged in"
 
     def parse_text(self, text, rx, custom, options=None):
