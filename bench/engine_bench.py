@@ -84,6 +84,7 @@ def write_items(path: Path, n: int, seed: int = 0) -> None:
 
 def generate(engine: str, model: Path, shard: Path, new_tokens: int, batch_size: int, workdir: Path, rep: int):
     from genjudge.cluster.gpu_lease import Lease
+    from genjudge.config.jobs import GenerateJob
     from genjudge.config.specs import spec_for
     from genjudge.stages.generate import run_generate
 
@@ -99,17 +100,15 @@ def generate(engine: str, model: Path, shard: Path, new_tokens: int, batch_size:
     )
     out = workdir / f"{engine}-{rep}.parquet"
     t0 = time.monotonic()
-    meta = run_generate(
-        shard=0,
-        shard_path=shard,
-        out_path=out,
-        meta_path=workdir / f"{engine}-{rep}.meta.json",
+    job = GenerateJob(
         spec=spec,
-        store_dir=workdir / f"store-{engine}-{rep}",  # empty: every prompt is computed
+        shard_path=str(shard),
+        out_path=str(out),
+        meta_path=str(workdir / f"{engine}-{rep}.meta.json"),
+        store_dir=str(workdir / f"store-{engine}-{rep}"),  # empty: every prompt is computed
         run="bench",
-        lease=Lease([], "none"),
-        log_stream=io.StringIO(),
     )
+    meta = run_generate(job, Lease([], "none"), io.StringIO())
     wall = time.monotonic() - t0
     import pandas as pd
 

@@ -37,9 +37,10 @@ def announced(self, prompts):
 generation.Generator.generate = announced
 from genjudge.config.specs import spec_for
 spec = spec_for("generator", model=sys.argv[1], max_new_tokens=24, batch_size=int(sys.argv[5]))
-m = run_generate(shard=0, shard_path=sys.argv[2], out_path=sys.argv[3] + "/out.parquet",
-                 meta_path=sys.argv[3] + "/out.meta.json", spec=spec, store_dir=sys.argv[4], run="bench",
-                 lease=Lease([], "none"), log_stream=io.StringIO())
+from genjudge.config.jobs import GenerateJob
+job = GenerateJob(spec=spec, shard_path=sys.argv[2], out_path=sys.argv[3] + "/out.parquet",
+                  meta_path=sys.argv[3] + "/out.meta.json", store_dir=sys.argv[4], run="bench")
+m = run_generate(job, Lease([], "none"), io.StringIO())
 print("done", m.resumed_items, m.computed_items, flush=True)
 """
 

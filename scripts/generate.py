@@ -31,36 +31,26 @@ def main():
                 label=f"{cfg['run']}/generate/{job}",
             ) as lease:
                 attempt["gpus"] = list(lease.devices)
-                from genjudge.config.experiment import entry_where, resolve
-                from genjudge.config.specs import GeneratorSpec
-                from genjudge.models.modelref import digest_index
+                from dataclasses import replace
+
+                from genjudge.config.jobs import generate_job
                 from genjudge.stages.generate import run_generate
                 from genjudge.stages.split import shard_path
 
-                exp = resolve(cfg)
-                spec = GeneratorSpec.from_config(exp.generators[w.generator])
-                pinned = run_chat_date(cfg, spec)
-                run_generate(
-                    shard=int(w.shard),
-                    shard_path=shard_path(sm.input.shards, w.shard),
-                    out_path=sm.output.generations,
-                    meta_path=sm.output.meta,
-                    spec=spec,
-                    store_dir=f"{cfg['cache_dir']}/generations",
-                    run=cfg["run"],
-                    lease=lease,
-                    log_stream=stream,
-                    generator=w.generator,
-                    dataset=w.dataset,
-                    digests=digest_index(cfg["cache_dir"]),
-                    threads=job_resources.job_threads(
-                        sm.threads, sm.resources, os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1"
-                    ),
-                    cache_dir=cfg["cache_dir"],
-                    on_too_long=exp.datasets[w.dataset]["on_too_long"],
-                    where=entry_where(cfg, "generator", w.generator),
-                    chat_date=pinned,
+                threads = job_resources.job_threads(
+                    sm.threads, sm.resources, os.environ.get("GENJUDGE_SLURM_EXECUTOR") == "1"
                 )
+                job = generate_job(
+                    cfg,
+                    w.generator,
+                    w.dataset,
+                    int(w.shard),
+                    shard_path(sm.input.shards, w.shard),
+                    sm.output.generations,
+                    sm.output.meta,
+                    threads=threads,
+                )
+                run_generate(replace(job, chat_date=run_chat_date(cfg, job.spec)), lease, stream)
 
 
 def run_chat_date(cfg, spec):

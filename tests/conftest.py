@@ -294,11 +294,11 @@ def generate_shard(tmp_path: Path, spec, name: str = "out", store: str = "store"
     import io
 
     import pandas as pd
+    from judges import generate_with
 
     from genjudge.cluster.gpu_lease import Lease
-    from genjudge.stages.generate import run_generate
 
-    meta = run_generate(
+    meta = generate_with(
         shard=0,
         shard_path=shard_path or tmp_path / "0.jsonl",
         out_path=tmp_path / f"{name}.parquet",

@@ -83,3 +83,14 @@ def rubric_judge(path: Path, steps: int = 150) -> Path:
                 pairs.append((render_prompt(tok, prompt, None, True), rubric_reply(c)))
     finetune(str(path), pairs, steps=steps, batch_size=16)
     return path
+
+
+def generate_with(*, lease, log_stream, **fields):
+    """stages.generate.run_generate on a GenerateJob made of `fields` (paths as text), as the tests state a
+    generate job: the job script builds it from the config instead."""
+    from genjudge.config.jobs import GenerateJob
+    from genjudge.stages.generate import run_generate
+
+    paths = ("shard_path", "out_path", "meta_path", "store_dir", "cache_dir")
+    fields = {k: str(v) if k in paths and v is not None else v for k, v in fields.items()}
+    return run_generate(GenerateJob(**fields), lease, log_stream)

@@ -194,10 +194,11 @@ def generate_run(tmp_path, spec):
     """generate_shard with on_too_long: skip."""
     import io
 
-    from genjudge.cluster.gpu_lease import Lease
-    from genjudge.stages.generate import run_generate
+    from judges import generate_with
 
-    meta = run_generate(
+    from genjudge.cluster.gpu_lease import Lease
+
+    meta = generate_with(
         shard=0,
         shard_path=tmp_path / "0.jsonl",
         out_path=tmp_path / "skip.parquet",

@@ -494,9 +494,10 @@ def test_a_proxy_that_echoes_the_key_in_every_error_leaves_it_in_no_file(wf, ser
 
 def test_a_prompt_too_long_for_the_servers_context_is_its_items_too_long_case(tmp_path, servers):
     """The server's context-length refusal (HTTP 400) is not retried: the dataset's on_too_long decides."""
+    from judges import generate_with
+
     from genjudge.data.shard_files import write_shard
     from genjudge.errors import InputError
-    from genjudge.stages.generate import run_generate
 
     gen, _ = servers
     proxy = FaultProxy(gen.url)
@@ -509,7 +510,7 @@ def test_a_prompt_too_long_for_the_servers_context_is_its_items_too_long_case(tm
         spec = spec_for("generator", model=GENERATOR, max_new_tokens=16, **endpoint(proxy))
 
         def generate(name, on_too_long):
-            run_generate(
+            generate_with(
                 shard=0,
                 shard_path=tmp_path / "0.jsonl",
                 out_path=tmp_path / f"{name}.parquet",

@@ -3,9 +3,10 @@
 raw config dict.
 
 `JudgeJob` is the judge rule's job: the judge's spec, the cells it grades and their answers' files,
-the template, its paths and its rule's settings (GPUs, threads, shard). Build one with `judge_job`;
-a test or a bench may construct one directly (every field but the spec, the cells and the paths has a
-default).
+the template, its paths and its rule's settings (GPUs, threads, shard); `GenerateJob` the generate
+rule's: the generator's spec, its shard's file and its paths. Build them with `judge_job` and
+`generate_job`; a test or a bench may construct one directly (every field but the spec and the paths has
+a default).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from genjudge.config.experiment import Cell, entry_where, judge_inputs, resolve
-from genjudge.config.specs import JudgeSpec
+from genjudge.config.specs import GeneratorSpec, JudgeSpec
 
 
 @dataclass(frozen=True)
@@ -97,4 +98,52 @@ def judge_job(
         threads=int(threads),
         plugins=tuple(config.get("plugins") or ()),
         results=results,
+    )
+
+
+@dataclass(frozen=True)
+class GenerateJob:
+    spec: GeneratorSpec
+    shard_path: str  # the shard's items (data.shard_files)
+    out_path: str
+    meta_path: str
+    store_dir: str
+    run: str = "run"
+    generator: str | None = None
+    dataset: str | None = None
+    shard: int = 0
+    digests: object = None  # models.modelref.DigestIndex of the cache
+    cache_dir: str | None = None  # where batch_size: auto remembers its choices (None: it probes every time)
+    on_too_long: str = "fail"  # the dataset's
+    where: str = "generator"  # the generator's config key, for errors
+    chat_date: str | None = None  # the run's pinned date (store.chat_date); None for an endpoint
+    threads: int | None = None  # torch's threads for the job, set before the model loads
+
+    @property
+    def writer(self) -> str:
+        return f"{self.run}-{self.generator}-{self.dataset}-shard{self.shard}"
+
+
+def generate_job(
+    config: dict, generator: str, dataset: str, shard: int, shard_path, out_path, meta_path, threads=None
+) -> GenerateJob:
+    """The generate rule's job for one shard of one generator on one dataset."""
+    from genjudge.models.modelref import digest_index
+
+    exp = resolve(config)
+    return GenerateJob(
+        spec=GeneratorSpec.from_config(exp.generators[generator]),
+        shard_path=str(shard_path),
+        out_path=str(out_path),
+        meta_path=str(meta_path),
+        store_dir=f"{config['cache_dir']}/generations",
+        run=config["run"],
+        generator=generator,
+        dataset=dataset,
+        shard=int(shard),
+        digests=digest_index(config["cache_dir"]),
+        cache_dir=config["cache_dir"],
+        on_too_long=exp.datasets[dataset]["on_too_long"],
+        where=entry_where(config, "generator", generator),
+        threads=threads,
     )

@@ -12,13 +12,12 @@ import json
 
 import pandas as pd
 
-from genjudge.config.specs import GeneratorSpec
+from genjudge.config.jobs import GenerateJob
 from genjudge.data.conversation import history_messages, item_turns
 from genjudge.data.dataset import is_missing
 from genjudge.data.shard_files import read_shard
 from genjudge.engine.completion import combined, complete, completion_meta, prompt_set
 from genjudge.judging import reasoning
-from genjudge.models.modelref import DigestIndex
 from genjudge.store import atomic
 from genjudge.store.item_store import ItemStore
 from genjudge.store.records import GenerateMeta
@@ -39,41 +38,28 @@ OUTPUT_COLUMNS = [
 ]
 
 
-def run_generate(
-    *,
-    shard: int,
-    shard_path,
-    out_path,
-    meta_path,
-    spec: GeneratorSpec,
-    store_dir,
-    run: str,
-    lease,
-    log_stream,
-    generator: str | None = None,
-    dataset: str | None = None,
-    digests: DigestIndex | None = None,
-    threads: int | None = None,
-    cache_dir=None,
-    on_too_long: str = "fail",
-    where: str = "generator",
-    chat_date: str | None = None,
-) -> GenerateMeta:
-    """Generate every item of one shard (resumed from the item store); `threads`: torch's threads for
-    this job (Snakemake's `threads`), set before the model loads; `cache_dir`: where `batch_size: auto`
-    remembers its choices (none: it probes every time); `on_too_long`: the dataset's; `where`: the
-    generator's config key (an endpoint's errors name it); `chat_date`: the run's pinned date, which a
-    chat template that stamps today's gets (genjudge.store.chat_date)."""
-    if threads is not None and spec.engine != "openai":  # an endpoint job imports no torch
+def run_generate(job: GenerateJob, lease, log_stream) -> GenerateMeta:
+    """Generate every item of the job's shard (resumed from the item store)."""
+    spec, shard = job.spec, job.shard
+    if job.threads is not None and spec.engine != "openai":  # an endpoint job imports no torch
         from genjudge.engine.threads import set_threads
 
-        set_threads(threads)
+        set_threads(job.threads)
     meta = GenerateMeta.start(
-        lease, shard=int(shard), run=run, model=spec.model, revision=spec.revision, generator=generator, dataset=dataset
+        lease,
+        shard=int(shard),
+        run=job.run,
+        model=spec.model,
+        revision=spec.revision,
+        generator=job.generator,
+        dataset=job.dataset,
     )
-    items = read_shard(shard_path)
-    pset = prompt_set(spec, kind="generate", digests=digests, cache_dir=cache_dir, where=where, chat_date=chat_date)
-    store = ItemStore(store_dir, f"{run}-{generator}-{dataset}-shard{shard}")
+    pset = prompt_set(
+        spec, kind="generate", digests=job.digests, cache_dir=job.cache_dir, where=job.where, chat_date=job.chat_date
+    )
+    store = ItemStore(job.store_dir, job.writer)
+    on_too_long, out_path, meta_path = job.on_too_long, job.out_path, job.meta_path
+    items = read_shard(job.shard_path)
     turns = [item_turns(p, r, t) for p, r, t in zip(items["prompt"], items["reference"], items["turns"])]
     chats = [None if is_missing(m) else json.loads(m) for m in items["messages"]]
     n = int(spec.n_samples)
