@@ -1,6 +1,6 @@
 """The endpoint client's own cost: genjudge's endpoint judge through the judge stage against a bare
 `AsyncOpenAI` loop with a semaphore, on the same requests, against a loopback server that answers every
-chat completion at once (bench/instant_server.py, a process of its own). What this measures is what
+chat completion at once (bench/_instant_server.py, a process of its own). What this measures is what
 genjudge owns of a hosted judge with a high rate limit (30,000 requests a minute is 500 a second): the
 requests a second its client sustains and the CPU it spends on each.
 
@@ -53,7 +53,7 @@ def free_port() -> int:
 
 def start_server() -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "instant_server.py"), str(port)])
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_instant_server.py"), str(port)])
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

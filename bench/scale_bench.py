@@ -86,12 +86,13 @@ elif step == "parse":
     from genjudge.stages.parse import run_parse
     run_parse([Cell("gen", "data")], gens, f"{wd}/raw.parquet", f"{wd}/judgments.parquet", "reference", None, "judge")
 elif step in ("report", "report-no-html"):
+    from genjudge.config.jobs import ReportJob
     from genjudge.stages.report import run_report
     html = (f"{wd}/report.html", f"{wd}/plots") if step == "report" else (None, None)
-    s = run_report(cfg, {"judge": f"{wd}/judgments.parquet"},
-                   [f"{wd}/generations/gen/data/{i}.meta.json" for i in range(shards)], {"judge": f"{wd}/raw.meta.json"},
-                   f"{wd}/summary.json", f"{wd}/report.md", f"{wd}/provenance.json", wd, f"{wd}/per_category.csv",
-                   *html)
+    s = run_report(ReportJob(cfg, {"judge": f"{wd}/judgments.parquet"},
+                   tuple(f"{wd}/generations/gen/data/{i}.meta.json" for i in range(shards)), {"judge": f"{wd}/raw.meta.json"},
+                   f"{wd}/summary.json", f"{wd}/report.md", f"{wd}/provenance.json", f"{wd}/per_category.csv", wd,
+                   *html))
     assert s.n_items == n and abs(s.accuracy - 0.5) < 0.01, (s.n_items, s.accuracy)
 """
 

@@ -147,3 +147,22 @@ def generate_job(
         where=entry_where(config, "generator", generator),
         threads=threads,
     )
+
+
+@dataclass(frozen=True)
+class ReportJob:
+    """The report rule's job: the run's resolved config (the report's stages still read it: the allow-list
+    of tests/test_architecture.py says so), the files it reads and those it writes."""
+
+    config: dict
+    judgments: dict  # judge -> its judgments' path
+    gen_metas: tuple  # every generation job's meta path
+    judge_metas: dict  # judge -> its merged meta's path
+    summary_path: str
+    md_path: str
+    provenance_path: str
+    categories_path: str
+    workflow_dir: str
+    html_path: str | None = None
+    plots_dir: str | None = None
+    attempts: tuple = ()  # the run's recorded failed attempts (store.failures.attempts_of)

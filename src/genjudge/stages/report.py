@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from genjudge.config.experiment import of_cell
+from genjudge.config.jobs import ReportJob
 from genjudge.judging import modes, paired
 from genjudge.judging.answer_rules import extracts
 from genjudge.judging.extraction import NO_ANSWER
@@ -614,25 +615,26 @@ def unparsed_checks(config: dict, cells: dict) -> tuple[list[dict], list[str]]:
     return failed, warnings
 
 
-def run_report(
-    config: dict,
-    judgments_paths: dict,
-    gen_meta_paths,
-    judge_meta_paths: dict,
-    summary_path,
-    md_path,
-    provenance_path,
-    workflow_dir,
-    categories_path,
-    html_path=None,
-    plots_dir=None,
-    attempts=(),
-) -> RunSummary:
-    """`attempts`: the run's recorded failed attempts (genjudge.store.failures.attempts_of), for the page's
-    timeline; those of generators, datasets and judges no longer in the config are left out."""
+def run_report(job: ReportJob) -> RunSummary:
+    """summary.json, report.md, per_category.csv, provenance.json and report.html of the run. The job's
+    `attempts` are the run's recorded failed attempts, for the page's timeline; those of generators,
+    datasets and judges no longer in the config are left out."""
     from genjudge.config.experiment import resolve
     from genjudge.stages.validity import with_validity
 
+    config, judgments_paths, gen_meta_paths, judge_meta_paths = (
+        job.config,
+        job.judgments,
+        job.gen_metas,
+        job.judge_metas,
+    )
+    summary_path, md_path, provenance_path, categories_path = (
+        job.summary_path,
+        job.md_path,
+        job.provenance_path,
+        job.categories_path,
+    )
+    workflow_dir, html_path, plots_dir, attempts = job.workflow_dir, job.html_path, job.plots_dir, job.attempts
     gen_metas = [GenerateMeta.read(p) for p in gen_meta_paths]
     judge_metas = {j: JudgeMeta.read(p) for j, p in judge_meta_paths.items()}
     endpoints = endpoint_rows(gen_metas, judge_metas)  # every endpoint job that ran, its cells' fate aside

@@ -1,5 +1,5 @@
 """A chat completions server that answers every request at once, for measuring a client's own cost:
-`python bench/instant_server.py PORT` serves POST /v1/chat/completions (and GET /v1/models) on loopback
+`python bench/_instant_server.py PORT` serves POST /v1/chat/completions (and GET /v1/models) on loopback
 with the reply "VERDICT: CORRECT" and its usage, in a process of its own (aiohttp, one event loop)."""
 
 from __future__ import annotations
