@@ -15,8 +15,9 @@ from conftest import clean_env
 from judges import ROOT
 
 # _x.py: shared code. endpoint_bench needs a model server: tests/test_endpoints.py runs its quick mode
-# against that module's server rather than starting one more here.
-ELSEWHERE = {"endpoint_bench.py"}
+# against that module's server rather than starting one more here; rubric_bench starts two vLLM engines:
+# tests/test_vllm_engine.py (marked vllm, out of make test-fast) runs its quick mode.
+ELSEWHERE = {"endpoint_bench.py", "rubric_bench.py"}
 BENCHES = sorted(p for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_") and p.name not in ELSEWHERE)
 pytestmark = pytest.mark.bench
 

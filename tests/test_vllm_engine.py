@@ -207,3 +207,25 @@ def test_a_vllm_job_records_its_timings_and_calibrates_the_next_plan(tmp_path, g
     vl_meta.write(run / "generations" / "g" / "d" / "0.meta.json")
     cal = from_run(run, measure_cpu)  # `genjudge plan --calibrate` refused this run: no timings
     assert cal is not None and cal.jobs == 1 and cal.for_model(GENERATOR, "generator") is not None
+
+
+def test_the_rubric_bench_runs_in_quick_mode(tmp_path):
+    """bench/rubric_bench.py's quick mode: the rubric mode's prompts through two vLLM engines, the prefix
+    cache on and off, and the share of prompt tokens served from the cache (it exists and is counted)."""
+    import subprocess
+    import sys
+
+    from conftest import clean_env
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "rubric_bench.py"), "--quick"],
+        cwd=tmp_path,
+        env=clean_env(PYTHONPATH=str(ROOT / "src")),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rate = float(proc.stdout.split("hit rate ")[1].split()[0])
+    assert 0.3 < rate <= 1.0, proc.stdout  # an item's criteria share their conversation
+    assert list(tmp_path.iterdir()) == []
