@@ -225,6 +225,11 @@ def test_an_endpoint_study_runs_without_gpus_and_records_what_it_sent(wf, clean)
     assert rows["judge logprob/0"]["completed"] == N and rows["judge logprob/0"]["requests_per_second"] > 0
     md = (wf.results("clean") / "report" / "report.md").read_text()
     assert "## Endpoints" in md and "| judge logprob/0 | models/demo-judge at http://127.0.0.1:" in md
+    # A model behind an endpoint is described by where it is served, not by a local model's precision and GPUs;
+    # the Endpoints table ends with what the jobs cost over all attempts.
+    assert "verdict logprob, behind http://127.0.0.1:" in md and "served as models/demo-judge" in md
+    assert "quantization none, GPUs none (CPU)" not in md and "parameters per device: null" not in md
+    assert "Over all attempts: no price known;" in md
     html = (wf.results("clean") / "report" / "report.html").read_text()
     assert '<section id="endpoints">' in html and "judge logprob/0" in html
     gens = pd.read_parquet(wf.results("clean") / "generations" / "demo-generator" / "questions.parquet")
