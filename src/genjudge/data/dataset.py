@@ -20,7 +20,7 @@ conversation, kept in `turns` (`genjudge.data.conversation`); a reference field 
 gives each turn its own reference. `prompt` and `reference` are then turn 1's.
 
 Every problem with the input is an InputError naming the file, the line, item
-or row, and the field.
+or row, and the field. A row's fields are read in `genjudge.data.fields`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from genjudge.data.fields import (
+    _MISSING,
+    _as_text,
+    _is_null,
+    _json_type,
+    _lookup,
+    _messages,
+    _optional_text,
+    _text_of,
+    _turn_references,
+    _user_turns,
+)
 from genjudge.errors import InputError
 
 ITEM_COLUMNS = ["id", "prompt", "reference", "category", "messages", "turns", "rubric", "tags", "checklist"]
@@ -105,12 +117,6 @@ def _object_or_error(obj, where: str) -> dict:
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a JSON object, got {_json_type(obj)}")
     return obj
-
-
-def _json_type(obj) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(obj), "a number"
-    )
 
 
 def _read_jsonl(path: Path, text: str) -> list[tuple[str, dict]]:
@@ -289,122 +295,6 @@ def read_rows(path, fmt: str = "auto", hf: dict | None = None) -> tuple[str, lis
     raise InputError(f"{path}: unknown dataset format {fmt!r}")
 
 
-# --- fields -------------------------------------------------------------------------------------
-
-_MISSING = object()
-
-
-def _plain(value):
-    """Python lists, dicts and scalars for the numpy arrays and scalars Parquet gives."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
-        return _plain(value.tolist())
-    return value
-
-
-def _lookup(obj, dotted: str):
-    cur = obj
-    for part in dotted.split("."):
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        elif isinstance(cur, (list, tuple)) and part.isdigit() and int(part) < len(cur):
-            cur = cur[int(part)]
-        elif hasattr(cur, "tolist") and part.isdigit():  # numpy arrays from parquet
-            seq = cur.tolist()
-            if int(part) >= len(seq):
-                return _MISSING
-            cur = seq[int(part)]
-        else:
-            return _MISSING
-    return cur
-
-
-def _is_null(value) -> bool:
-    if value is None or value is _MISSING:
-        return True
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _as_text(value) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _text_of(value, where: str, name: str) -> str:
-    """A scalar field's text; an object or an array is an error (its Python repr is no question)."""
-    plain = _plain(value)
-    if isinstance(plain, (dict, list)):
-        raise InputError(f"{where}: field {name!r} holds {_json_type(plain)}, not text")
-    return _as_text(value)
-
-
-def _optional_text(obj, name, where: str):
-    """An optional field's text; absent, null and empty (CSV has no null) are None."""
-    if not name:
-        return None
-    value = _lookup(obj, name)
-    if _is_null(value) or _text_of(value, where, name) == "":
-        return None
-    return _as_text(value)
-
-
-def _messages(value, where: str, field: str) -> list[dict] | None:
-    """A list of `{role, content}` messages as plain dicts, or None when `value` is not one."""
-    value = _plain(value)
-    if not (isinstance(value, list) and value and all(isinstance(m, dict) for m in value)):
-        return None
-    if not any("role" in m or "content" in m for m in value):
-        return None
-    messages = []
-    for k, m in enumerate(value):
-        for key in ("role", "content"):
-            if not isinstance(m.get(key), str):
-                got = "is missing" if m.get(key) is None else f"is {_json_type(m[key])}, not text"
-                raise InputError(f"{where}: field {field!r}, message {k}: {key!r} {got}")
-        if not m["role"].strip():
-            raise InputError(f"{where}: field {field!r}, message {k}: the role is empty")
-        messages.append({"role": m["role"], "content": m["content"]})
-    if not any(m["role"] == "user" for m in messages):
-        raise InputError(f"{where}: field {field!r} holds messages but none with the role 'user'")
-    return messages
-
-
-def _user_turns(value, where: str, field: str) -> list[str] | None:
-    """A list of user turns (texts), or None when `value` is not a list of texts."""
-    value = _plain(value)
-    if not (isinstance(value, list) and value and all(isinstance(t, str) for t in value)):
-        return None
-    for k, t in enumerate(value, start=1):
-        if not t.strip():
-            raise InputError(f"{where}: field {field!r}, turn {k} is empty")
-    return value
-
-
-def _turn_references(obj, name, n: int, where: str) -> list[str | None]:
-    """Per-turn references of an n-turn item: a list field gives one per turn (null or empty:
-    none), a single value is turn 1's."""
-    value = _plain(_lookup(obj, name)) if name else None
-    if isinstance(value, list):
-        if len(value) > n:
-            raise InputError(f"{where}: field {name!r} holds {len(value)} references for {n} turns")
-        refs = []
-        for k, v in enumerate(value, start=1):
-            if isinstance(v, (dict, list)):  # its Python repr is no reference answer
-                raise InputError(f"{where}: field {name!r}, turn {k} holds {_json_type(v)}, not text")
-            refs.append(None if _is_null(v) or _as_text(v) == "" else _as_text(v))
-        return refs + [None] * (n - len(refs))
-    return [_optional_text(obj, name, where)] + [None] * (n - 1)
-
-
 def item_rubric(obj, fields: dict, where: str) -> dict:
     """The rubric, tags and checklist columns of one row (JSON texts; None where the config names no
     such field, or the row has none), each checked (data.rubrics)."""
@@ -471,55 +361,13 @@ def load_items(
             if k not in seen_optional and _lookup(obj, name) is not _MISSING:
                 seen_optional.add(k)
         where = f"{source}, {pos}"
-        parts = []
-        messages = turns = refs = None
-        for name in prompt_fields:
-            value = _lookup(obj, name)
-            if value is _MISSING and len(prompt_fields) == 1:
-                raise InputError(f"{where}: missing required field {name!r} (the prompt)")
-            found = _messages(value, where, name)
-            questions = _user_turns(value, where, name) if len(prompt_fields) == 1 else None
-            if questions is not None:
-                refs = _turn_references(obj, fields.get("reference"), len(questions), where)
-                if len(questions) > 1:
-                    turns = [{"question": q, "reference": r} for q, r in zip(questions, refs)]
-                value = questions[0]
-            if found is not None:
-                if len(prompt_fields) > 1:
-                    raise InputError(
-                        f"{where}: field {name!r} holds chat messages, which cannot be joined "
-                        f"with other prompt fields; set {keys['prompt']} to {name!r} alone"
-                    )
-                messages = found
-                value = [m for m in found if m["role"] == "user"][-1]["content"]
-            if value is not _MISSING:
-                present.add(name)
-            if not _is_null(value) and _text_of(value, where, name).strip():
-                parts.append(_as_text(value))
-        if not parts:
-            what = "the last user message of " if messages else ""
-            raise InputError(f"{where}: {what}the prompt field {' + '.join(map(repr, prompt_fields))} is empty")
-        prompt = "\n\n".join(parts)
-
+        prompt, messages, turns, refs = _prompt_of(obj, prompt_fields, fields, keys, where, present)
         if refs is not None:  # a list of turns (one or more): each its reference, or turn 1's alone
             reference = refs[0]
         else:
             reference = _optional_text(obj, fields.get("reference"), where)
         category = _optional_text(obj, fields.get("category"), where)
-
-        if fields.get("id"):
-            value = _lookup(obj, fields["id"])
-            if _is_null(value) or _as_text(value).strip() == "":
-                raise InputError(
-                    f"{where}: missing required field {fields['id']!r} (the id); "
-                    f"set {keys['id']} to null to derive ids from row content"
-                )
-            item_id = _text_of(value, where, fields["id"])
-        else:
-            # A chat item is its whole conversation: the same question after other few-shot turns differs.
-            # A multi-turn item is all its turns.
-            content = json.dumps(turns) if turns else prompt if messages is None else json.dumps(messages)
-            item_id = stable_id(content, reference)
+        item_id = _item_id(obj, fields, keys, where, (prompt, messages, turns, reference))
         if item_id in seen:
             raise InputError(
                 f"{where}: duplicate id {item_id!r} (field {fields.get('id') or '<derived from content>'!r}), "
@@ -545,14 +393,71 @@ def load_items(
             f"{source}: the prompt field(s) {absent} of {keys['prompt']} {prompt_fields} are in no row "
             f"(the first row's fields: {have})"
         )
+    table = _item_table(items)
+    if report is not None:
+        first = rows[0][1]
+        report["in_no_row"] = {k: name for k, name in optional.items() if k not in seen_optional}
+        report["first_row_fields"] = sorted(first) if isinstance(first, dict) else []
+    return table
+
+
+def _prompt_of(obj, prompt_fields: list, fields: dict, keys: dict, where: str, present: set) -> tuple:
+    """(prompt, messages, turns, per-turn references) of one row; `present` gains the prompt fields it has.
+    messages: a chat's, else None; turns: a multi-turn item's, else None; references: None unless the
+    prompt field holds a list of turns."""
+    parts = []
+    messages = turns = refs = None
+    for name in prompt_fields:
+        value = _lookup(obj, name)
+        if value is _MISSING and len(prompt_fields) == 1:
+            raise InputError(f"{where}: missing required field {name!r} (the prompt)")
+        found = _messages(value, where, name)
+        questions = _user_turns(value, where, name) if len(prompt_fields) == 1 else None
+        if questions is not None:
+            refs = _turn_references(obj, fields.get("reference"), len(questions), where)
+            if len(questions) > 1:
+                turns = [{"question": q, "reference": r} for q, r in zip(questions, refs)]
+            value = questions[0]
+        if found is not None:
+            if len(prompt_fields) > 1:
+                raise InputError(
+                    f"{where}: field {name!r} holds chat messages, which cannot be joined "
+                    f"with other prompt fields; set {keys['prompt']} to {name!r} alone"
+                )
+            messages = found
+            value = [m for m in found if m["role"] == "user"][-1]["content"]
+        if value is not _MISSING:
+            present.add(name)
+        if not _is_null(value) and _text_of(value, where, name).strip():
+            parts.append(_as_text(value))
+    if not parts:
+        what = "the last user message of " if messages else ""
+        raise InputError(f"{where}: {what}the prompt field {' + '.join(map(repr, prompt_fields))} is empty")
+    return "\n\n".join(parts), messages, turns, refs
+
+
+def _item_id(obj, fields: dict, keys: dict, where: str, content: tuple) -> str:
+    """The row's id field, or one derived from its `content`: (prompt, messages, turns, reference)."""
+    if fields.get("id"):
+        value = _lookup(obj, fields["id"])
+        if _is_null(value) or _as_text(value).strip() == "":
+            raise InputError(
+                f"{where}: missing required field {fields['id']!r} (the id); "
+                f"set {keys['id']} to null to derive ids from row content"
+            )
+        return _text_of(value, where, fields["id"])
+    prompt, messages, turns, reference = content
+    # A chat item is its whole conversation: the same question after other few-shot turns differs.
+    # A multi-turn item is all its turns.
+    text = json.dumps(turns) if turns else prompt if messages is None else json.dumps(messages)
+    return stable_id(text, reference)
+
+
+def _item_table(items: list[dict]) -> pd.DataFrame:
     table = pd.DataFrame(items, columns=ITEM_COLUMNS)
     # None (not NaN) for an item without messages, so shard files write null.
     table["messages"] = pd.Series([item["messages"] for item in items], dtype=object)
     table["turns"] = pd.Series([item["turns"] for item in items], dtype=object)
     for name in OPTIONAL_COLUMNS:
         table[name] = pd.Series([item[name] for item in items], dtype=object)
-    if report is not None:
-        first = rows[0][1]
-        report["in_no_row"] = {k: name for k, name in optional.items() if k not in seen_optional}
-        report["first_row_fields"] = sorted(first) if isinstance(first, dict) else []
     return table

@@ -100,55 +100,9 @@ def run_generate(job: GenerateJob, lease, log_stream) -> GenerateMeta:
         )
         completions.append(c)
         if c.incomplete:  # an endpoint's: what came back is stored, and a rerun sends only the rest
-            from genjudge.errors import InputError
-
-            first = min(c.incomplete)
-            e = c.info.get("endpoint") or {}
-            if e.get("budget_stopped"):
-                spent = (e.get("cost_usd") or 0.0) + (e.get("cost_usd_earlier_attempts") or 0.0)
-                raise InputError(
-                    f"{desc}: stopped by max_cost_usd: ${spent:.4f} of ${e['max_cost_usd']:g} spent, "
-                    f"{len(c.incomplete)} of {len(ids)} answer(s) left; the answers received are stored: rerun "
-                    f"with a larger max_cost_usd to finish (only the rest is sent)"
-                )
-            raise InputError(
-                f"{desc}: {len(c.incomplete)} of {len(ids)} answer(s) got no result, e.g. item {ids[first]!r}: "
-                f"{c.incomplete[first]}; the answers received are stored and a rerun sends only the rest"
-            )
-        for j, ((i, s), item_id, p, r, key) in enumerate(zip(idx, ids, c.prompts, c.results, c.keys)):
-            if j in c.too_long:
-                why = f"too long for the generator (turn {k}): {c.too_long[j]}"
-                skipped[(i, s)] = f"an earlier turn was skipped: {why}"
-                rows.append(_skipped_row(item_id, s, k, why, p))
-                continue
-            part = reasoning.split(r["output"], thinking, shows, reasoning.prompt_opens(p, thinking))
-            answers[(i, s)].append(part.answer)  # a later turn's history holds the answer, not the trace
-            if part.state == reasoning.UNCLOSED and len(turns[i]) > k:
-                # no answer for the next turn to follow: the turns after it are skipped, never generated
-                # from an empty reply
-                skipped[(i, s)] = f"the reasoning of turn {k} never closed: no answer to continue from"
-            rows.append(
-                {
-                    "id": item_id,
-                    "sample": s,
-                    "turn": k,
-                    "prompt_sent": p,
-                    "output": part.answer,
-                    "reasoning": part.reasoning,
-                    "reasoning_state": part.state,
-                    "n_prompt_tokens": int(r["n_prompt_tokens"]),
-                    "n_generated_tokens": int(r["n_generated_tokens"]),
-                    "finish_reason": r["finish_reason"],
-                    "key": key,
-                    "skipped": None,
-                    "_order": (i, s, k),
-                }
-            )
-    position = {item_id: i for i, item_id in enumerate(items["id"])}
-    for row in rows:
-        if "_order" not in row:
-            row["_order"] = (position[row["id"]], row["sample"], row["turn"])
-    rows.sort(key=lambda row: row.pop("_order"))  # item order, then sample, then turn
+            _refuse_incomplete(c, desc, ids)
+        rows += _turn_rows(c, k, idx, ids, turns, answers, skipped, thinking, shows)
+    _in_item_order(rows, items["id"])
     c = combined(completions)
     out = pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
     atomic.write_parquet(out_path, out)
@@ -163,6 +117,72 @@ def run_generate(job: GenerateJob, lease, log_stream) -> GenerateMeta:
         **completion_meta(c, "generate_seconds"),
     )
     return meta.finish(meta_path)
+
+
+def _refuse_incomplete(c, desc: str, ids: list) -> None:
+    """Stop the job where an endpoint left answers without a result (a rerun sends only those)."""
+    from genjudge.errors import InputError
+
+    first = min(c.incomplete)
+    e = c.info.get("endpoint") or {}
+    if e.get("budget_stopped"):
+        spent = (e.get("cost_usd") or 0.0) + (e.get("cost_usd_earlier_attempts") or 0.0)
+        raise InputError(
+            f"{desc}: stopped by max_cost_usd: ${spent:.4f} of ${e['max_cost_usd']:g} spent, "
+            f"{len(c.incomplete)} of {len(ids)} answer(s) left; the answers received are stored: rerun "
+            f"with a larger max_cost_usd to finish (only the rest is sent)"
+        )
+    raise InputError(
+        f"{desc}: {len(c.incomplete)} of {len(ids)} answer(s) got no result, e.g. item {ids[first]!r}: "
+        f"{c.incomplete[first]}; the answers received are stored and a rerun sends only the rest"
+    )
+
+
+def _turn_rows(
+    c, k: int, idx: list, ids: list, turns: list, answers: dict, skipped: dict, thinking, shows
+) -> list[dict]:
+    """The rows of turn k's completion `c`; each conversation's answer joins `answers` (the history of its next
+    turn), and one that cannot go on joins `skipped`."""
+    out = []
+    for j, ((i, s), item_id, p, r, key) in enumerate(zip(idx, ids, c.prompts, c.results, c.keys)):
+        if j in c.too_long:
+            why = f"too long for the generator (turn {k}): {c.too_long[j]}"
+            skipped[(i, s)] = f"an earlier turn was skipped: {why}"
+            out.append(_skipped_row(item_id, s, k, why, p))
+            continue
+        part = reasoning.split(r["output"], thinking, shows, reasoning.prompt_opens(p, thinking))
+        answers[(i, s)].append(part.answer)  # a later turn's history holds the answer, not the trace
+        if part.state == reasoning.UNCLOSED and len(turns[i]) > k:
+            # no answer for the next turn to follow: the turns after it are skipped, never generated
+            # from an empty reply
+            skipped[(i, s)] = f"the reasoning of turn {k} never closed: no answer to continue from"
+        out.append(
+            {
+                "id": item_id,
+                "sample": s,
+                "turn": k,
+                "prompt_sent": p,
+                "output": part.answer,
+                "reasoning": part.reasoning,
+                "reasoning_state": part.state,
+                "n_prompt_tokens": int(r["n_prompt_tokens"]),
+                "n_generated_tokens": int(r["n_generated_tokens"]),
+                "finish_reason": r["finish_reason"],
+                "key": key,
+                "skipped": None,
+                "_order": (i, s, k),
+            }
+        )
+    return out
+
+
+def _in_item_order(rows: list[dict], item_ids) -> None:
+    """Sort the rows in place: item order, then sample, then turn."""
+    position = {item_id: i for i, item_id in enumerate(item_ids)}
+    for row in rows:
+        if "_order" not in row:
+            row["_order"] = (position[row["id"]], row["sample"], row["turn"])
+    rows.sort(key=lambda row: row.pop("_order"))
 
 
 def reasoning_tokens(tok, traces) -> int | None:

@@ -81,6 +81,28 @@ def behind(model: dict) -> str:
 
 
 def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str:
+    out = _heading_markdown(s)
+    out += ["## Headline", "", "| measure | value |", "|---|---|"]
+    out += [f"| {md_text(k)} | {md_text(v)} |" for k, v in headline_rows(s)]
+    mode = modes.get(s.mode)
+    out += ["", intervals_note(s.n_answers != s.n_items) + mode.interval_note(), ""]
+    out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells, s.failed_cells)]
+    out += controlled.markdown(s.across_cells)
+    out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
+    out += sampling_stats.markdown(s.metrics.get("samples"))
+    out += ["## By category", "", *_category_table(s), ""]
+    out += mode.markdown_sections(s.metrics, df)
+    out += _unparsed_markdown(s)
+    out += _truncated_markdown(s)
+    out += _unfinished_markdown(s)
+    out += skipped_markdown(s)
+    out += _examples_markdown(mode, df, n_examples)
+    out += _throughput_markdown(s)
+    return "\n".join(out)
+
+
+def _heading_markdown(s: RunSummary) -> list[str]:
+    """The title, the generator and the judge (where each ran), and the placement warnings."""
     j = s.judge
     out = [f"# Report: run {md_code(s.run)}", ""]
     where = (
@@ -97,54 +119,62 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
     ]
     for w in s.placement_warnings:
         out += [f"> **Warning:** {md_line(w)}", ""]
-    out += ["## Headline", "", "| measure | value |", "|---|---|"]
-    out += [f"| {md_text(k)} | {md_text(v)} |" for k, v in headline_rows(s)]
-    mode = modes.get(s.mode)
-    out += ["", intervals_note(s.n_answers != s.n_items) + mode.interval_note(), ""]
-    out += [line.replace("### ", "## ", 1) for line in strengths_markdown(s.across_cells, s.failed_cells)]
-    out += controlled.markdown(s.across_cells)
-    out += turn_table(s.metrics.get("per_turn"), *modes.get(s.mode).category_column())
-    out += sampling_stats.markdown(s.metrics.get("samples"))
-    out += ["## By category", "", *_category_table(s), ""]
-    out += mode.markdown_sections(s.metrics, df)
-    if s.unparsed_reasons:
-        out += ["## Unparsed verdicts", "", "| reason | count | examples |", "|---|---|---|"]
-        for r, k in s.unparsed_reasons.items():
-            shown = "; ".join(f"{_cell(e['id'])}: {_cell(e['detail'], 60)}" for e in s.unparsed_examples.get(r, []))
-            out.append(f"| {_cell(r, 200)} | {k} | {shown} |")
-        out.append("")
-    if s.truncated_examples:
-        out += [
-            "## Truncated answers",
-            "",
-            f"{s.n_truncated} answer(s) ({pct(s.truncated_rate)}) reached generator.max_new_tokens "
-            f"({s.generator.get('max_new_tokens')}) before they ended; the judge graded them as they are. "
-            "The first of them:",
-            "",
-            "| id | the answer ends |",
-            "|---|---|",
-        ]
-        for e in s.truncated_examples:
-            where = e["id"] + "".join(f", {k} {e[k]}" for k in ("turn", "sample") if k in e)
-            out.append(f"| {_cell(where, 30)} | {_cell(e['output_end'], 170)} |")
-        out.append("")
-    if s.n_reasoning_unfinished:
-        out += [
-            "## Reasoning not finished",
-            "",
-            f"{s.n_reasoning_unfinished} answer(s) ({pct(s.reasoning_unfinished_rate)}) ended inside their reasoning "
-            "trace (generator.reasoning): the trace never closed, so there is no answer. They were not judged; "
-            + (
-                f"they count as {s.reasoning_unfinished_counted_as} (report.unfinished_reasoning). "
-                if s.reasoning_unfinished_counted_as
-                else "they count among the unparsed, left out of the measures (report.unfinished_reasoning: leave_out). "
-            )
-            + " ".join(unfinished_advice(s.reasoning_unfinished_causes or {LIMIT: s.n_reasoning_unfinished}))
-            + f" Reasoning traces held {s.n_reasoning_tokens} tokens in all.",
-            "",
-        ]
-    out += skipped_markdown(s)
-    out += ["## Examples", ""]
+    return out
+
+
+def _unparsed_markdown(s: RunSummary) -> list[str]:
+    if not s.unparsed_reasons:
+        return []
+    out = ["## Unparsed verdicts", "", "| reason | count | examples |", "|---|---|---|"]
+    for r, k in s.unparsed_reasons.items():
+        shown = "; ".join(f"{_cell(e['id'])}: {_cell(e['detail'], 60)}" for e in s.unparsed_examples.get(r, []))
+        out.append(f"| {_cell(r, 200)} | {k} | {shown} |")
+    out.append("")
+    return out
+
+
+def _truncated_markdown(s: RunSummary) -> list[str]:
+    if not s.truncated_examples:
+        return []
+    out = [
+        "## Truncated answers",
+        "",
+        f"{s.n_truncated} answer(s) ({pct(s.truncated_rate)}) reached generator.max_new_tokens "
+        f"({s.generator.get('max_new_tokens')}) before they ended; the judge graded them as they are. "
+        "The first of them:",
+        "",
+        "| id | the answer ends |",
+        "|---|---|",
+    ]
+    for e in s.truncated_examples:
+        where = e["id"] + "".join(f", {k} {e[k]}" for k in ("turn", "sample") if k in e)
+        out.append(f"| {_cell(where, 30)} | {_cell(e['output_end'], 170)} |")
+    out.append("")
+    return out
+
+
+def _unfinished_markdown(s: RunSummary) -> list[str]:
+    if not s.n_reasoning_unfinished:
+        return []
+    return [
+        "## Reasoning not finished",
+        "",
+        f"{s.n_reasoning_unfinished} answer(s) ({pct(s.reasoning_unfinished_rate)}) ended inside their reasoning "
+        "trace (generator.reasoning): the trace never closed, so there is no answer. They were not judged; "
+        + (
+            f"they count as {s.reasoning_unfinished_counted_as} (report.unfinished_reasoning). "
+            if s.reasoning_unfinished_counted_as
+            else "they count among the unparsed, left out of the measures (report.unfinished_reasoning: leave_out). "
+        )
+        + " ".join(unfinished_advice(s.reasoning_unfinished_causes or {LIMIT: s.n_reasoning_unfinished}))
+        + f" Reasoning traces held {s.n_reasoning_tokens} tokens in all.",
+        "",
+    ]
+
+
+def _examples_markdown(mode, df: pd.DataFrame, n_examples: int) -> list[str]:
+    """The first `n_examples` of each of the mode's groups of judgments."""
+    out = ["## Examples", ""]
     for name, g in mode.example_groups(df):
         if not len(g):
             continue
@@ -160,7 +190,13 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
                 f"{_cell(row.output, 50)} | {_cell(mode.judge_said(row), 60)} |"
             )
         out.append("")
-    out += [
+    return out
+
+
+def _throughput_markdown(s: RunSummary) -> list[str]:
+    """Each generation shard's and the judge's seconds and where their answers came from."""
+    j = s.judge
+    out = [
         "## Throughput",
         "",
         "Set-up and load are paid once per job; when they dominate, use fewer, larger shards (genjudge shards).",
@@ -193,7 +229,7 @@ def render_markdown(s: RunSummary, df: pd.DataFrame, n_examples: int = 3) -> str
         ),
         "",
     ]
-    return "\n".join(out)
+    return out
 
 
 def _measure(v) -> str:

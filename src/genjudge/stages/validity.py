@@ -179,96 +179,116 @@ def render(v: dict) -> list[str]:
     criteria = [(k, n, h) for k, n, h in labelled if h.get("kind") == "criterion"]
     labelled = [(k, n, h) for k, n, h in labelled if h.get("kind") != "criterion"]
     out += criteria_markdown(criteria)
-    if labelled:
+    out += _agreement_markdown(v, labelled)
+    out += _bias_markdown(v)
+    out += _panels_markdown(v)
+    return out
+
+
+def _agreement_markdown(v: dict, labelled: list) -> list[str]:
+    """The judges and panels against human labels: (kind, name, agreement) each."""
+    if not labelled:
+        return []
+    out = [
+        "### Agreement with human labels",
+        "",
+        "| | labelled answers | judged | unparsed (not counted) | agreement | Cohen's kappa | Spearman | Pearson |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for k, n, h in labelled:
+        c = h.get("correlation")
+        out.append(
+            f"| {k} {md_text(n)} | {labelled_text(h)} | "
+            f"{h['n_judged']} | {h['n_unparsed']} | {rate_text(h['agreement'])} | "
+            f"{kappa_text(h, 'cohen_kappa') if 'cohen_kappa' in h else '-'} | "
+            f"{corr_text(c, 'spearman') if c else '-'} | {corr_text(c, 'pearson') if c else '-'} |"
+        )
+    out += [
+        "",
+        "Over the items with a label; labelled items whose verdict was unparsed (for a panel: no judge parsed, "
+        "or no majority) are counted apart, never as disagreement. Agreement has a 95% Wilson interval.",
+        "",
+    ]
+    for k, n, h in labelled:
+        if h.get("labels_on_differing_answers"):
+            out += [f"> **Warning:** {md_line(differing_text(k, n, h))}", ""]
+    out += corrected.markdown({n: e["corrected"] for n, e in v["judges"].items() if e.get("corrected")})
+    for k, n, h in labelled:
+        if not h["confusion"]:
+            continue
         out += [
-            "### Agreement with human labels",
+            f"Confusion matrix, {k} {md_text(n)} (rows: the judge's verdicts, columns: human labels):",
             "",
-            "| | labelled answers | judged | unparsed (not counted) | agreement | Cohen's kappa | Spearman | Pearson |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for k, n, h in labelled:
-            c = h.get("correlation")
-            out.append(
-                f"| {k} {md_text(n)} | {labelled_text(h)} | "
-                f"{h['n_judged']} | {h['n_unparsed']} | {rate_text(h['agreement'])} | "
-                f"{kappa_text(h, 'cohen_kappa') if 'cohen_kappa' in h else '-'} | "
-                f"{corr_text(c, 'spearman') if c else '-'} | {corr_text(c, 'pearson') if c else '-'} |"
-            )
-        out += [
-            "",
-            "Over the items with a label; labelled items whose verdict was unparsed (for a panel: no judge parsed, "
-            "or no majority) are counted apart, never as disagreement. Agreement has a 95% Wilson interval.",
+            *_confusion(h["confusion"]),
             "",
         ]
-        for k, n, h in labelled:
-            if h.get("labels_on_differing_answers"):
-                out += [f"> **Warning:** {md_line(differing_text(k, n, h))}", ""]
-        out += corrected.markdown({n: e["corrected"] for n, e in v["judges"].items() if e.get("corrected")})
-        for k, n, h in labelled:
-            if not h["confusion"]:
-                continue
-            out += [
-                f"Confusion matrix, {k} {md_text(n)} (rows: the judge's verdicts, columns: human labels):",
-                "",
-                *_confusion(h["confusion"]),
-                "",
-            ]
+    return out
+
+
+def _bias_markdown(v: dict) -> list[str]:
+    """Position and length bias of each judge that has diagnostics."""
     bias_rows = [(n, e["bias"]) for n, e in v["judges"].items() if e["bias"]]
-    if bias_rows:
-        out += ["### Bias diagnostics", ""]
-        pw = [(n, b) for n, b in bias_rows if "flip_rate" in b]
-        single = [(n, b) for n, b in bias_rows if "length_correlation" in b]
-        if pw:
-            out += [
-                "| judge | flip rate when swapped | first position wins | P(prefer longer) |",
-                "|---|---|---|---|",
-            ]
-            out += [
-                f"| {md_text(n)} | {rate_text(b['flip_rate'])} | {rate_text(b['first_position_win_rate'])} | "
-                f"{rate_text(b['prefer_longer']) if 'prefer_longer' in b else 'n/a'} |"
-                for n, b in pw
-            ]
-            out += [
-                "",
-                "Flip rate: pairs whose outcome changes when the answers swap places. First position: over every "
-                "single judgment that named a winner, the share won by the answer shown first (50% is none). "
-                "P(prefer longer): over decided pairs of answers of different lengths.",
-                "",
-            ]
-        if single:
-            out += ["| judge | Pearson (verdict, length) | Spearman | n |", "|---|---|---|---|"]
-            out += [
-                f"| {md_text(n)} | {corr_text(b['length_correlation'], 'pearson')} | {corr_text(b['length_correlation'], 'spearman')} "
-                f"| {b['length_correlation']['n']} |"
-                for n, b in single
-            ]
-            out += ["", "Verdicts as numbers: scores as given; correct 1, partial 0.5, incorrect 0.", ""]
-        out += [f"Length: {v['length_measure']}.", ""]
-    if v["panels"]:
-        out += ["### Panels of judges", ""]
-        for name, p in v["panels"].items():
-            ij = p["inter_judge"]
-            measures = ", ".join(
-                f"{md_text(k)} {rate_text(m) if m.get('kind') != 'mean' else _mean(m)}"
-                for k, m in p["measures"].items()
-            )
-            per_item = ", ".join(f"{k} judges: {c}" for k, c in p["parsed_votes_per_item"].items())
-            out += [
-                f"**{md_text(name)}** ({md_text(p['rule'])} of {md_text(', '.join(p['judges']))}; "
-                f"mode {md_text(p['mode'])}): {measures or 'n/a'}.",
-                "",
-                f"- items: {p['n_items']}; decided: {p['n_decided']}; no majority: {p['no_majority']}"
-                + f" (counted as {md_text(p['no_majority_is'])})"
-                + f"; no judge parsed: {p['none_parsed']}",
-                f"- judges parsed per item: {per_item}",
-                f"- Fleiss' kappa {kappa_text(ij, 'fleiss_kappa')} over the {ij['n_all_parsed']} items every judge parsed; "
-                "Cohen's kappa "
-                + ", ".join(
-                    f"{md_text(pair)} {kappa_text(x, 'cohen_kappa')} (n {x['n']})" for pair, x in ij["pairs"].items()
-                ),
-                "",
-            ]
-        out += ["An unparsed vote is never a vote; a panel's majority is a strict majority of the parsed votes.", ""]
+    if not bias_rows:
+        return []
+    out = ["### Bias diagnostics", ""]
+    pw = [(n, b) for n, b in bias_rows if "flip_rate" in b]
+    single = [(n, b) for n, b in bias_rows if "length_correlation" in b]
+    if pw:
+        out += [
+            "| judge | flip rate when swapped | first position wins | P(prefer longer) |",
+            "|---|---|---|---|",
+        ]
+        out += [
+            f"| {md_text(n)} | {rate_text(b['flip_rate'])} | {rate_text(b['first_position_win_rate'])} | "
+            f"{rate_text(b['prefer_longer']) if 'prefer_longer' in b else 'n/a'} |"
+            for n, b in pw
+        ]
+        out += [
+            "",
+            "Flip rate: pairs whose outcome changes when the answers swap places. First position: over every "
+            "single judgment that named a winner, the share won by the answer shown first (50% is none). "
+            "P(prefer longer): over decided pairs of answers of different lengths.",
+            "",
+        ]
+    if single:
+        out += ["| judge | Pearson (verdict, length) | Spearman | n |", "|---|---|---|---|"]
+        out += [
+            f"| {md_text(n)} | {corr_text(b['length_correlation'], 'pearson')} | {corr_text(b['length_correlation'], 'spearman')} "
+            f"| {b['length_correlation']['n']} |"
+            for n, b in single
+        ]
+        out += ["", "Verdicts as numbers: scores as given; correct 1, partial 0.5, incorrect 0.", ""]
+    out += [f"Length: {v['length_measure']}.", ""]
+    return out
+
+
+def _panels_markdown(v: dict) -> list[str]:
+    """Each panel's measures, its votes and how far its judges agree with each other."""
+    if not v["panels"]:
+        return []
+    out = ["### Panels of judges", ""]
+    for name, p in v["panels"].items():
+        ij = p["inter_judge"]
+        measures = ", ".join(
+            f"{md_text(k)} {rate_text(m) if m.get('kind') != 'mean' else _mean(m)}" for k, m in p["measures"].items()
+        )
+        per_item = ", ".join(f"{k} judges: {c}" for k, c in p["parsed_votes_per_item"].items())
+        out += [
+            f"**{md_text(name)}** ({md_text(p['rule'])} of {md_text(', '.join(p['judges']))}; "
+            f"mode {md_text(p['mode'])}): {measures or 'n/a'}.",
+            "",
+            f"- items: {p['n_items']}; decided: {p['n_decided']}; no majority: {p['no_majority']}"
+            + f" (counted as {md_text(p['no_majority_is'])})"
+            + f"; no judge parsed: {p['none_parsed']}",
+            f"- judges parsed per item: {per_item}",
+            f"- Fleiss' kappa {kappa_text(ij, 'fleiss_kappa')} over the {ij['n_all_parsed']} items every judge parsed; "
+            "Cohen's kappa "
+            + ", ".join(
+                f"{md_text(pair)} {kappa_text(x, 'cohen_kappa')} (n {x['n']})" for pair, x in ij["pairs"].items()
+            ),
+            "",
+        ]
+    out += ["An unparsed vote is never a vote; a panel's majority is a strict majority of the parsed votes.", ""]
     return out
 
 

@@ -263,86 +263,32 @@ class Sender:
             try:
                 res = await send_once(self.client, body, self.verdict, self.endpoint.prefill, self.reasoning)
             except policy.Retry as exc:
-                if exc.usage is not None or exc.cause == "incomplete":  # billed though not kept: spent all the same
-                    charge(self.budget, token, body, exc.usage, r, self.on_unkept)
-                    self.tries.settled(tid)
-                elif exc.unknown:  # may have been billed: its worst case stays counted, here and in later attempts
-                    self.budget.unknown(token)
-                    r.unknown += 1
-                else:
-                    self.budget.release(token)
-                    self.tries.settled(tid)
-                self._settled()
-                await self.concurrency.release()
-                if exc.cause == "429":
-                    self.concurrency.rate_limited(sent_at)
+                await self._failed_try(exc, token, body, tid, sent_at)
                 if policy.says_not_now(exc):
                     limited += 1
-                message = redact(str(exc))
-                if exc.cause in NON_TRANSIENT:
-                    self._breaker(i, exc.cause, message)
-                # A rate limit says "not now": its tries are bounded by max_wait alone, the others' by max_attempts.
-                if tries - limited >= self.endpoint.max_attempts:
-                    self._give_up(
-                        i, exc.cause, f"gave up after {tries} tries ({waited:.0f} s of waiting): last {message}"
-                    )
+                wait = self._retry_wait(i, exc, tries, limited, waited)
+                if wait is None:
                     return
-                wait = policy.wait_for(exc, tries - 1, self.rng)
-                if waited + wait > self.endpoint.max_wait:
-                    self._give_up(
-                        i,
-                        exc.cause,
-                        f"gave up after {tries} tries: the next wait ({wait:.0f} s) would pass endpoint.max_wait "
-                        f"({self.endpoint.max_wait:g} s, {waited:.0f} s waited); last {message}",
-                    )
-                    return
-                if self.stop.is_set():
-                    r.unsent.append(i)
-                    return
-                r.retries[exc.cause] += 1
-                log.info(
-                    "%s: try %d failed (%s); retry in %.1f s (retries so far: %s)",
-                    self._name(i),
-                    tries,
-                    message[:300],
-                    wait,
-                    dict(r.retries),
-                )
                 waited += wait
-                r.wait_seconds += wait
-                self.waiting += 1
-                try:
-                    await asyncio.wait_for(self.stop.wait(), timeout=wait)
-                except asyncio.TimeoutError:
-                    pass
-                self.waiting -= 1
+                await self._wait_before_retry(wait)
                 continue
             except FilteredAnswer as exc:
                 await self._filtered(i, exc, token, body, tid)
                 return
             except policy.TooLong as exc:
-                self.budget.release(token)
-                self.tries.settled(tid)
-                self._settled()
-                await self.concurrency.release()
+                await self._free(token, tid)
                 r.too_long[i] = redact(str(exc))[:500]
                 return
             except policy.Filtered as exc:
                 # This prompt's own text: the same request would be refused again, the other items may pass.
-                self.budget.release(token)
-                self.tries.settled(tid)
-                self._settled()
-                await self.concurrency.release()
+                await self._free(token, tid)
                 why = f"refused by the provider's content filter (not retried): {redact(str(exc))[:500]}"
                 r.filtered += 1
                 self._give_up(i, "content_filter", why)
                 self._breaker(i, "content_filter", why)
                 return
             except policy.Refused as exc:
-                self.budget.release(token)
-                self.tries.settled(tid)
-                self._settled()
-                await self.concurrency.release()
+                await self._free(token, tid)
                 if r.refused is None:
                     r.refused = redact(str(exc))
                     log.error("%s: %s refused: %s; no more requests are sent", self.desc, self._name(i), r.refused)
@@ -361,6 +307,74 @@ class Sender:
             self._settled()
             await self._store(i, res, tid)
             return
+
+    async def _free(self, token, tid) -> None:
+        """A try that cost nothing: its budget and slot are free again."""
+        self.budget.release(token)
+        self.tries.settled(tid)
+        self._settled()
+        await self.concurrency.release()
+
+    async def _failed_try(self, exc: policy.Retry, token, body: dict, tid, sent_at: float) -> None:
+        """Settle a try that may be tried again: what it cost, its slot, a rate limit's cut."""
+        r = self.report
+        if exc.usage is not None or exc.cause == "incomplete":  # billed though not kept: spent all the same
+            charge(self.budget, token, body, exc.usage, r, self.on_unkept)
+            self.tries.settled(tid)
+        elif exc.unknown:  # may have been billed: its worst case stays counted, here and in later attempts
+            self.budget.unknown(token)
+            r.unknown += 1
+        else:
+            self.budget.release(token)
+            self.tries.settled(tid)
+        self._settled()
+        await self.concurrency.release()
+        if exc.cause == "429":
+            self.concurrency.rate_limited(sent_at)
+
+    def _retry_wait(self, i: int, exc: policy.Retry, tries: int, limited: int, waited: float) -> float | None:
+        """The seconds to wait before the next try, or None where the item stops here (given up, or the job
+        stopping)."""
+        r = self.report
+        message = redact(str(exc))
+        if exc.cause in NON_TRANSIENT:
+            self._breaker(i, exc.cause, message)
+        # A rate limit says "not now": its tries are bounded by max_wait alone, the others' by max_attempts.
+        if tries - limited >= self.endpoint.max_attempts:
+            self._give_up(i, exc.cause, f"gave up after {tries} tries ({waited:.0f} s of waiting): last {message}")
+            return None
+        wait = policy.wait_for(exc, tries - 1, self.rng)
+        if waited + wait > self.endpoint.max_wait:
+            self._give_up(
+                i,
+                exc.cause,
+                f"gave up after {tries} tries: the next wait ({wait:.0f} s) would pass endpoint.max_wait "
+                f"({self.endpoint.max_wait:g} s, {waited:.0f} s waited); last {message}",
+            )
+            return None
+        if self.stop.is_set():
+            r.unsent.append(i)
+            return None
+        r.retries[exc.cause] += 1
+        log.info(
+            "%s: try %d failed (%s); retry in %.1f s (retries so far: %s)",
+            self._name(i),
+            tries,
+            message[:300],
+            wait,
+            dict(r.retries),
+        )
+        return wait
+
+    async def _wait_before_retry(self, wait: float) -> None:
+        """Sleep `wait` seconds, or less where the job stops meanwhile."""
+        self.report.wait_seconds += wait
+        self.waiting += 1
+        try:
+            await asyncio.wait_for(self.stop.wait(), timeout=wait)
+        except asyncio.TimeoutError:
+            pass
+        self.waiting -= 1
 
     async def _store(self, i: int, res: dict, tid) -> None:
         """Store a result durably, then settle its try: a kill between the two counts it twice, never not at
