@@ -27,7 +27,18 @@ def test_gsm8k_style_jsonl_loads_with_field_mapping_and_derived_ids(tmp_path):
         ],
     )
     items = load_items(p, {"id": None, "prompt": "question", "reference": "answer", "category": None})
-    assert list(items.columns) == ["id", "prompt", "reference", "category", "messages", "turns"]
+    assert list(items.columns) == [
+        "id",
+        "prompt",
+        "reference",
+        "category",
+        "messages",
+        "turns",
+        "rubric",
+        "tags",
+        "checklist",
+    ]
+    assert items[["rubric", "tags", "checklist"]].isna().all().all()  # no such field named: none
     assert items["prompt"][0].startswith("Natalia")
     assert items["reference"][1] == "#### 10"
     assert items["id"].is_unique and len(items["id"][0]) == 16

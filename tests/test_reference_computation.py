@@ -57,7 +57,16 @@ def test_the_check_fails_on_a_free_rank_and_an_interval_over_answers():
 
 # --- the example configs -------------------------------------------------------------------------
 
-EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
+# The reference computation covers the modes reference, score and pairwise; a rubric study's figures are
+# checked against tests/reference.py's own rubric computation in tests/test_rubric.py and
+# tests/test_rubric_workflow.py. Named here, so that no other example is left out unseen.
+RUBRIC_EXAMPLES = {"healthbench"}
+EXAMPLES = sorted(p for p in (ROOT / "config" / "examples").glob("*.yaml") if p.stem not in RUBRIC_EXAMPLES)
+
+
+def test_the_examples_left_to_the_rubric_tests_are_exactly_the_rubric_ones():
+    rubric = {p.stem for p in (ROOT / "config" / "examples").glob("*.yaml") if "mode: rubric" in p.read_text()}
+    assert rubric == RUBRIC_EXAMPLES
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])

@@ -335,7 +335,7 @@ def combined(cs: list[Completion]) -> Completion:
     first = cs[0]
     info = next((c.info for c in cs if c.info), {})
     if info.get("engine") == "openai":
-        from genjudge.engine.endpoint.run import merged_stats
+        from genjudge.engine.endpoint.stats import merged_stats
 
         info = {**info, "endpoint": merged_stats([c.info.get("endpoint") for c in cs])}
     return Completion(
