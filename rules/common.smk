@@ -15,6 +15,7 @@ from genjudge.cluster.gpu_lease import resolve_inventory
 from genjudge.config.checks import endpoint_warnings
 from genjudge.config.export import FORMATS as EXPORT_FORMATS
 from genjudge.config.experiment import entry_key, judge_inputs, resolve
+from genjudge.config.rule_params import job_settings
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.data.dataset import OPTIONAL_COLUMNS
 from genjudge.engine import judge_parallel
@@ -146,48 +147,19 @@ def with_chat_date(params, spec):
     return {**params, "chat_date": config["chat_date"]}
 
 
-def with_failures(params, role, job):
-    """A job that recorded a failure (genjudge.store.failures) reruns on the next run: its count of
-    recorded failures is a parameter (absent while there are none)."""
-    n = failures.attempts(failures.history_path(RESULTS, role, job))
-    return {**params, "failed_attempts": n} if n else params
+# A job that recorded a failure (genjudge.store.failures) reruns on the next run: its count of recorded
+# failures is a parameter (absent while there are none), read for every job of a role in one walk.
+FAILED = {role: failures.recorded_attempts(RESULTS, role) for role in ("generate", "judge")}
 
 
 def generate_params(wildcards):
-    job = f"{wildcards.generator}/{wildcards.dataset}/{wildcards.shard}"
     params = with_chat_date(GENERATOR_PARAMS[wildcards.generator], GENERATORS[wildcards.generator])
     if EXP.datasets[wildcards.dataset]["on_too_long"] != "fail":  # absent at the default: no rerun of old runs
         params = {**params, "on_too_long": EXP.datasets[wildcards.dataset]["on_too_long"]}
-    return with_failures(params, "generate", job)
+    return params
 
 
 ANSWERS = {name: answer_rules.as_param(ds["answer"]) for name, ds in EXP.datasets.items()}
-
-
-def settings(params, keys, *, name):
-    """One rule param per key of `params(wildcards)` (static `keys`), each written `key=value` (None
-    where the job has no such setting): a rerun's reason then names only the settings that changed,
-    on one line, rather than printing the whole dictionary before and after. `params` runs once per job."""
-    cache = {}
-
-    def one(key):
-        def value(wildcards):
-            job = tuple(sorted(wildcards.items()))
-            if job not in cache:
-                cache.clear()  # jobs are expanded one after the other: keep only the current one
-                cache[job] = params(wildcards)
-                unknown = sorted(set(cache[job]) - set(keys))
-                if unknown:  # a setting no param carries would never trigger a rerun
-                    raise WorkflowError(f"the {name} jobs' settings {unknown} are not among their rerun params")
-            v = cache[job].get(key)
-            if v is None:
-                return None
-            return f"{key}={v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)}"
-
-        value.__name__ = f"{name}_{key}"
-        return value
-
-    return {key: one(key) for key in keys}
 
 
 # Every setting that may decide a generation or judge job's rerun (GENERATORS' and JUDGES' rerun_params).
@@ -217,7 +189,26 @@ def judge_params(wildcards):
     if not modes.get(spec.mode).needs_baseline:  # settings a single-answer judge never reads
         params.pop("baseline", None)
         params.pop("pairs", None)
-    return with_failures(params, "judge", f"{wildcards.judge}/{wildcards.jshard}-of-{wildcards.nj}")
+    return params
+
+
+# One rule param per setting, computed once per generator x dataset and per judge (genjudge.config.rule_params).
+GENERATE_SETTINGS = job_settings(
+    generate_params,
+    GENERATE_KEYS,
+    [{"generator": g, "dataset": d} for g in EXP.generators for d in EXP.datasets],
+    name="generate",
+    failed=FAILED["generate"],
+    job_id=lambda w: f"{w.generator}/{w.dataset}/{w.shard}",
+)
+JUDGE_SETTINGS = job_settings(
+    judge_params,
+    JUDGE_KEYS,
+    [{"judge": j} for j in EXP.judges],
+    name="judge",
+    failed=FAILED["judge"],
+    job_id=lambda w: f"{w.judge}/{w.jshard}-of-{w.nj}",
+)
 
 
 def config_digest(wildcards):
