@@ -88,7 +88,7 @@ def shards_of(dataset):
 
 def judge_jobs(judge):
     """judge.shards, times the GPUs of one for judge.parallel: replicas."""
-    return judge_parallel.judge_jobs(JUDGES[judge], config, GPU_INVENTORY, on_slurm())
+    return once(judge_parallel.judge_jobs, judge, on_slurm())
 
 
 def judge_generations(wildcards):
@@ -271,11 +271,20 @@ def submission_settings(wildcards):
 
 
 def generate_gpus(generator):
-    return job_resources.generate_gpus(EXP, config, generator, GPU_INVENTORY, on_slurm())
+    return once(job_resources.generate_gpus, generator, on_slurm())
 
 
 def judge_gpus(judge):
-    return judge_parallel.judge_gpus(JUDGES[judge], config, GPU_INVENTORY, on_slurm())
+    return once(judge_parallel.judge_gpus, judge, on_slurm())
+
+
+@functools.cache
+def once(func, name, slurm):
+    """What a job of generator or judge `name` asks for depends on the config and the executor only:
+    computed once per invocation, not once per job (docs/performance.md)."""
+    if func is job_resources.generate_gpus:
+        return func(EXP, config, name, GPU_INVENTORY, slurm)
+    return func(JUDGES[name], config, GPU_INVENTORY, slurm)
 
 
 def generate_gpu_resource(wildcards):
@@ -296,11 +305,17 @@ def model_input(spec):
 
 
 def demo_generator(wildcards):
-    return model_input(GENERATORS[wildcards.generator])
+    return demo_input("generator", wildcards.generator)
 
 
 def demo_judge(wildcards):
-    return model_input(JUDGES[wildcards.judge])
+    return demo_input("judge", wildcards.judge)
+
+
+@functools.cache
+def demo_input(kind, name):
+    """A model's model_input, once per invocation."""
+    return model_input((GENERATORS if kind == "generator" else JUDGES)[name])
 
 
 def check_models_loadable():
@@ -419,37 +434,45 @@ def all_judge_metas():
     return {j: f"{RESULTS}/judge/{j}/raw.meta.json" for j in EXP.judges}
 
 
+# The config's answers for a job's resources, each computed once per invocation (docs/performance.md).
+step_of = functools.cache(job_resources.step)
+scaled = functools.cache(functools.partial(job_resources.scaled, config))
+threads_of = functools.cache(functools.partial(job_resources.threads, config))
+gpu_model_of = functools.cache(functools.partial(job_resources.gpu_model, config))
+slurm_setting_of = functools.cache(functools.partial(job_resources.job_slurm_setting, config))
+
+
 def gen_step(wildcards):
     """The resources section of a generation job: `endpoint` for a model behind one."""
-    return job_resources.step("generate", GENERATORS[wildcards.generator].engine)
+    return step_of("generate", GENERATORS[wildcards.generator].engine)
 
 
 def judge_step(wildcards):
-    return job_resources.step("judge", JUDGES[wildcards.judge].engine)
+    return step_of("judge", JUDGES[wildcards.judge].engine)
 
 
 def gen_mem_mb(wildcards, attempt):
-    return job_resources.scaled(config, gen_step(wildcards), "mem_mb", attempt)
+    return scaled(gen_step(wildcards), "mem_mb", attempt)
 
 
 def gen_runtime(wildcards, attempt):
-    return job_resources.scaled(config, gen_step(wildcards), "runtime", attempt)
+    return scaled(gen_step(wildcards), "runtime", attempt)
 
 
 def judge_mem_mb(wildcards, attempt):
-    return job_resources.scaled(config, judge_step(wildcards), "mem_mb", attempt)
+    return scaled(judge_step(wildcards), "mem_mb", attempt)
 
 
 def judge_runtime(wildcards, attempt):
-    return job_resources.scaled(config, judge_step(wildcards), "runtime", attempt)
+    return scaled(judge_step(wildcards), "runtime", attempt)
 
 
 def gen_cpus(wildcards):
-    return job_resources.threads(config, gen_step(wildcards), generate_gpus(wildcards.generator), on_slurm())
+    return threads_of(gen_step(wildcards), generate_gpus(wildcards.generator), on_slurm())
 
 
 def judge_cpus(wildcards):
-    return job_resources.threads(config, judge_step(wildcards), judge_gpus(wildcards.judge), on_slurm())
+    return threads_of(judge_step(wildcards), judge_gpus(wildcards.judge), on_slurm())
 
 
 def slurm_resources(role):
@@ -470,18 +493,18 @@ def placement(role, key):
 
     def value(wildcards):
         spec = GENERATORS[wildcards.generator] if role == "generate" else JUDGES[wildcards.judge]
-        return job_resources.job_slurm_setting(config, key, role, spec.engine) or None
+        return slurm_setting_of(key, role, spec.engine) or None
 
     value.__name__ = f"{role}_{key}"
     return value
 
 
 def generate_gpu_model(wildcards):
-    return job_resources.gpu_model(config, "generate", generate_gpus(wildcards.generator))
+    return gpu_model_of("generate", generate_gpus(wildcards.generator))
 
 
 def judge_gpu_model(wildcards):
-    return job_resources.gpu_model(config, "judge", judge_gpus(wildcards.judge))
+    return gpu_model_of("judge", judge_gpus(wildcards.judge))
 
 
 def label_files():

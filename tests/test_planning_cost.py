@@ -1,12 +1,51 @@
-"""What planning costs per job: the rules' settings are computed once per cell, not once per job."""
+"""What planning costs per job, counted rather than timed (timings drift with the machine's load).
+
+Snakemake calls the rules' input, params and resource functions once per job while it plans, so what
+the workflow does in them is paid once per shard: at 10,000 shards a file read or a config lookup per
+job is 10,000 of them. The config is resolved, the checks run, the digests are computed and the
+failure records read a fixed number of times per invocation: a dry run at 1 shard and at 100 shards
+makes the same calls into the package, function by function (cProfile on the real command line)."""
 
 from __future__ import annotations
 
+import json
+import pstats
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
+from conftest import clean_env, copy_workflow
 
 from genjudge.config.rule_params import job_settings
+
+
+def package_calls(wd, shards: int) -> dict[str, int]:
+    """Calls of each function of the genjudge package in one `snakemake -n` of `shards` shards."""
+    prof = wd / f"{shards}.prof"
+    cmd = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "snakemake", "-n", "--quiet", "all"]
+    cmd += ["--config", f"shards={shards}", "dataset={'path': 'items.jsonl'}", "gpu_inventory=[]"]
+    proc = subprocess.run(cmd, cwd=wd, env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    stats = pstats.Stats(str(prof)).stats  # (file, line, function) -> (primitive calls, calls, ...)
+    return {
+        f"{path.split('/genjudge/', 1)[1]}:{line} {name}": calls
+        for (path, line, name), (_, calls, *_) in stats.items()
+        if "/genjudge/" in path
+    }
+
+
+@pytest.mark.workflow
+def test_planning_calls_the_package_as_often_at_100_shards_as_at_1(tmp_path):
+    copy_workflow(tmp_path)
+    items = [{"id": f"q{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(100)]
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
+    one, hundred = package_calls(tmp_path, 1), package_calls(tmp_path, 100)
+    # what the counts cover: the config resolved, the datasets checked, the models' digests, the failure records
+    for what in ("experiment.py:", "checks.py:", "modelref.py:", "failures.py:"):
+        assert any(what in f for f in one), f"no call into {what} counted"
+    grew = {f: (one.get(f, 0), n) for f, n in hundred.items() if n != one.get(f, 0)}
+    assert not grew, f"called per job (calls at 1 shard, at 100): {grew}"
 
 
 def settings_of(failed=None, **temperatures):
