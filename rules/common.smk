@@ -15,7 +15,7 @@ from genjudge.cluster.gpu_lease import resolve_inventory
 from genjudge.config.checks import endpoint_warnings
 from genjudge.config.export import FORMATS as EXPORT_FORMATS
 from genjudge.config.experiment import entry_key, judge_inputs, resolve
-from genjudge.config.rule_params import job_settings
+from genjudge.config.rule_params import job_settings, remember_signatures
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.data.dataset import OPTIONAL_COLUMNS
 from genjudge.engine import judge_parallel

@@ -3,8 +3,10 @@
 Snakemake calls the rules' input, params and resource functions once per job while it plans, so what
 the workflow does in them is paid once per shard: at 10,000 shards a file read or a config lookup per
 job is 10,000 of them. The config is resolved, the checks run, the digests are computed and the
-failure records read a fixed number of times per invocation: a dry run at 1 shard and at 100 shards
-makes the same calls into the package, function by function (cProfile on the real command line)."""
+failure records read a fixed number of times per invocation, and Snakemake computes the rules'
+functions' signatures once (genjudge.config.rule_params.remember_signatures): a dry run at 1 shard
+and at 100 shards makes the same calls into the package, function by function, and to
+`inspect.signature` (cProfile on the real command line)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from genjudge.config.rule_params import job_settings
 
 
 def package_calls(wd, shards: int) -> dict[str, int]:
-    """Calls of each function of the genjudge package in one `snakemake -n` of `shards` shards."""
+    """Calls of each function of the genjudge package, and of `inspect.signature` (Snakemake inspects
+    the rules' functions with it), in one `snakemake -n` of `shards` shards."""
     prof = wd / f"{shards}.prof"
     cmd = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "snakemake", "-n", "--quiet", "all"]
     cmd += ["--config", f"shards={shards}", "dataset={'path': 'items.jsonl'}", "gpu_inventory=[]"]
@@ -29,9 +32,9 @@ def package_calls(wd, shards: int) -> dict[str, int]:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stats = pstats.Stats(str(prof)).stats  # (file, line, function) -> (primitive calls, calls, ...)
     return {
-        f"{path.split('/genjudge/', 1)[1]}:{line} {name}": calls
+        f"{path.split('/genjudge/', 1)[-1]}:{line} {name}": calls
         for (path, line, name), (_, calls, *_) in stats.items()
-        if "/genjudge/" in path
+        if "/genjudge/" in path or (path.endswith("inspect.py") and name == "signature")
     }
 
 

@@ -12,6 +12,7 @@ of the rule recorded one.
 
 from __future__ import annotations
 
+import inspect
 import json
 
 FAILED = "failed_attempts"
@@ -68,3 +69,36 @@ def job_settings(params, keys, cells: list[dict], *, name: str, failed: dict, jo
             constant = len(seen) == 1 and plain(next(iter(seen)))
         out[key] = next(iter(seen)) if constant else varying(key)
     return out
+
+
+def remember_signatures(rules) -> int:
+    """Give each function a rule's input, params or resources call its signature's parameters once
+    (Snakemake's `_overwrite_params`, which `snakemake.common.overwrite_function_params` sets):
+    Snakemake otherwise computes `inspect.signature` of every such function two to four times per
+    job, and of its own `Resource.evaluate` once per resource of every job. Returns how many of the
+    rules' functions it saw; where Snakemake keeps its rules otherwise, it sees none and changes
+    nothing."""
+    from snakemake.resources import Resource
+
+    if not hasattr(Resource.evaluate, "_overwrite_params"):  # the same for every resource: its bound form's
+        Resource.evaluate._overwrite_params = inspect.signature(Resource("cores", 1).evaluate).parameters
+    seen = 0
+    for rule in rules:
+        funcs = [item for part in (rule.input, rule.params) for _, item in _items(part)]
+        funcs += [getattr(res, "_evaluator", None) for res in _resources(rule)]
+        for func in funcs:
+            func = getattr(getattr(func, "_file", None), "callable", None) or getattr(func, "callable", None) or func
+            if inspect.isfunction(func) and not hasattr(func, "_overwrite_params"):
+                func._overwrite_params = inspect.signature(func).parameters
+                seen += 1
+    return seen
+
+
+def _items(part):
+    items = getattr(part, "_allitems", None)
+    return list(items()) if items else []
+
+
+def _resources(rule) -> list:
+    values = getattr(getattr(rule, "resources", None), "values", None)
+    return list(values()) if callable(values) else []
