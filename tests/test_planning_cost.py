@@ -11,13 +11,14 @@ and at 100 shards makes the same calls into the package, function by function, a
 from __future__ import annotations
 
 import json
+import os
 import pstats
 import subprocess
 import sys
 from types import SimpleNamespace
 
 import pytest
-from conftest import clean_env, copy_workflow
+from conftest import clean_env, copy_workflow, snakemake
 
 from genjudge.config.rule_params import job_settings
 
@@ -49,6 +50,27 @@ def test_planning_calls_the_package_as_often_at_100_shards_as_at_1(tmp_path):
         assert any(what in f for f in one), f"no call into {what} counted"
     grew = {f: (one.get(f, 0), n) for f, n in hundred.items() if n != one.get(f, 0)}
     assert not grew, f"called per job (calls at 1 shard, at 100): {grew}"
+
+
+@pytest.mark.workflow
+def test_a_local_dry_run_runs_no_slurm_tool_beyond_what_the_plugins_import_runs(tmp_path):
+    """Snakemake imports the SLURM plugin in every command, and the plugin runs SLURM's tools as it is
+    imported (docs/slurm.md): a local dry run runs those and no other, so it waits on no controller
+    beyond what Snakemake's own start-up waits for. The tools here record their calls and fail."""
+    tools, log = tmp_path / "bin", tmp_path / "calls.log"
+    tools.mkdir()
+    for tool in ("sinfo", "scontrol", "squeue", "sacct", "sbatch", "srun", "scancel"):
+        (tools / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{log}"\nexit 1\n')
+        (tools / tool).chmod(0o755)
+    env = clean_env(PATH=f"{tools}:{os.environ['PATH']}")
+    subprocess.run([sys.executable, "-c", "import snakemake_executor_plugin_slurm"], env=env, check=True)
+    plugin = log.read_text().splitlines()
+    log.unlink()
+    (tmp_path / "wf").mkdir()
+    copy_workflow(tmp_path / "wf")
+    snakemake(tmp_path / "wf", "-n", "--config", "shards=2", env=env)
+    assert "scontrol show config" in plugin, plugin
+    assert log.read_text().splitlines() == plugin
 
 
 def settings_of(failed=None, **temperatures):
