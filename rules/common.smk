@@ -93,7 +93,12 @@ def judge_jobs(judge):
 
 def judge_generations(wildcards):
     """Every merged generation a judge reads: its cells' answers and, pairwise, their opponents'."""
-    return sorted(set(judge_inputs(EXP, wildcards.judge, RESULTS).values()))
+    return generations_of(wildcards.judge)
+
+
+@functools.cache  # each judge's answer once per invocation, not once per judge job
+def generations_of(judge):
+    return sorted(set(judge_inputs(EXP, judge, RESULTS).values()))
 
 
 def judge_cells(judge):
@@ -106,6 +111,7 @@ def judge_template(wildcards):
     return templates_of(wildcards.judge)
 
 
+@functools.cache
 def templates_of(judge):
     section = EXP.judges[judge]
     return template_paths(wfconfig.judge_template({**config, "judge": section}), section["templates"])
@@ -113,12 +119,22 @@ def templates_of(judge):
 
 def plugin_files(wildcards):
     """The plugins' files: a judge's mode may come from one, so editing it reruns its judge and parse."""
+    return all_plugin_files()
+
+
+@functools.cache
+def all_plugin_files():
     return wfconfig.plugin_files(config)
 
 
 def judge_baseline(wildcards):
     """An outside baseline file (pairwise against a parquet file rather than a generator)."""
-    j = JUDGES[wildcards.judge]
+    return baseline_of(wildcards.judge)
+
+
+@functools.cache
+def baseline_of(judge):
+    j = JUDGES[judge]
     outside = j.baseline and j.baseline not in EXP.generators and modes.get(j.mode).needs_baseline
     return [j.baseline] if outside else []
 

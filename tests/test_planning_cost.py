@@ -4,9 +4,9 @@ Snakemake calls the rules' input, params and resource functions once per job whi
 the workflow does in them is paid once per shard: at 10,000 shards a file read or a config lookup per
 job is 10,000 of them. The config is resolved, the checks run, the digests are computed and the
 failure records read a fixed number of times per invocation, and Snakemake computes the rules'
-functions' signatures once (genjudge.config.rule_params.remember_signatures): a dry run at 1 shard
-and at 100 shards makes the same calls into the package, function by function, and to
-`inspect.signature` (cProfile on the real command line)."""
+functions' signatures once (genjudge.config.rule_params.remember_signatures): a dry run of 1 shard and
+1 judge job and one of 100 shards and 20 judge jobs make the same calls into the package, function by
+function, and to `inspect.signature` (cProfile on the real command line)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,13 @@ from conftest import clean_env, copy_workflow, snakemake
 from genjudge.config.rule_params import job_settings
 
 
-def package_calls(wd, shards: int) -> dict[str, int]:
+def package_calls(wd, shards: int, judge_shards: int) -> dict[str, int]:
     """Calls of each function of the genjudge package, and of `inspect.signature` (Snakemake inspects
-    the rules' functions with it), in one `snakemake -n` of `shards` shards."""
+    the rules' functions with it), in one `snakemake -n` of `shards` shards and `judge_shards` judge jobs."""
     prof = wd / f"{shards}.prof"
     cmd = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "snakemake", "-n", "--quiet", "all"]
     cmd += ["--config", f"shards={shards}", "dataset={'path': 'items.jsonl'}", "gpu_inventory=[]"]
+    cmd += [f"judge={{'shards': {judge_shards}}}"]
     proc = subprocess.run(cmd, cwd=wd, env=clean_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stats = pstats.Stats(str(prof)).stats  # (file, line, function) -> (primitive calls, calls, ...)
@@ -40,11 +41,11 @@ def package_calls(wd, shards: int) -> dict[str, int]:
 
 
 @pytest.mark.workflow
-def test_planning_calls_the_package_as_often_at_100_shards_as_at_1(tmp_path):
+def test_planning_calls_the_package_as_often_at_100_shards_and_20_judge_jobs_as_at_1(tmp_path):
     copy_workflow(tmp_path)
     items = [{"id": f"q{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(100)]
     (tmp_path / "items.jsonl").write_text("".join(json.dumps(item) + "\n" for item in items))
-    one, hundred = package_calls(tmp_path, 1), package_calls(tmp_path, 100)
+    one, hundred = package_calls(tmp_path, 1, 1), package_calls(tmp_path, 100, 20)
     # what the counts cover: the config resolved, the datasets checked, the models' digests, the failure records
     for what in ("experiment.py:", "checks.py:", "modelref.py:", "failures.py:"):
         assert any(what in f for f in one), f"no call into {what} counted"
