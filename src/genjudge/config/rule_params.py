@@ -35,9 +35,10 @@ def plain(value) -> bool:
 
 def job_settings(params, keys, cells: list[dict], *, name: str, failed: dict, job_id) -> dict:
     """One rule param per key (static `keys`): a plain value where every cell has the same one, else a
-    function of the job's wildcards. `params(cell)` gives a cell's settings, its wildcards as attributes (it runs once per cell);
-    `cells` are every combination of the wildcards the settings depend on; `failed` maps a job's id
-    (`job_id(wildcards)`) to its recorded failures (genjudge.store.failures.recorded_attempts)."""
+    function of the job's wildcards. `params(cell)` gives a cell's settings, the cell's wildcards as
+    attributes (it runs once per cell); `cells` are every combination of the wildcards the settings
+    depend on; `failed` maps a job's id (`job_id(wildcards)`) to its recorded failures
+    (genjudge.store.failures.recorded_attempts)."""
     from types import SimpleNamespace
 
     from snakemake.exceptions import WorkflowError
