@@ -25,6 +25,10 @@ include: "rules/export.smk"
 include: "rules/plan.smk"
 
 
+# Snakemake inspects each input, params and resource function's signature several times per job.
+remember_signatures(workflow.rules)
+
+
 # Light steps run in the main snakemake process, not as cluster jobs.
 localrules:
     all,

@@ -16,6 +16,7 @@ from genjudge.config import job_settings
 from genjudge.config.checks import endpoint_warnings
 from genjudge.config.export import FORMATS as EXPORT_FORMATS
 from genjudge.config.experiment import entry_key, judge_inputs, resolve
+from genjudge.config.rule_params import remember_signatures, rerun_settings
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.data.dataset import OPTIONAL_COLUMNS
 from genjudge.engine import judge_parallel
@@ -91,12 +92,17 @@ def shards_of(dataset):
 
 def judge_jobs(judge):
     """judge.shards, times the GPUs of one for judge.parallel: replicas."""
-    return judge_parallel.judge_jobs(JUDGES[judge], SLURM, GPU_INVENTORY, on_slurm())
+    return once(judge_parallel.judge_jobs, judge, on_slurm())
 
 
 def judge_generations(wildcards):
     """Every merged generation a judge reads: its cells' answers and, pairwise, their opponents'."""
-    return sorted(set(judge_inputs(EXP, wildcards.judge, RESULTS).values()))
+    return generations_of(wildcards.judge)
+
+
+@functools.cache  # each judge's answer once per invocation, not once per judge job
+def generations_of(judge):
+    return sorted(set(judge_inputs(EXP, judge, RESULTS).values()))
 
 
 def judge_cells(judge):
@@ -109,6 +115,7 @@ def judge_template(wildcards):
     return templates_of(wildcards.judge)
 
 
+@functools.cache
 def templates_of(judge):
     section = EXP.judges[judge]
     return template_paths(wfconfig.judge_template({**config, "judge": section}), section["templates"])
@@ -116,12 +123,22 @@ def templates_of(judge):
 
 def plugin_files(wildcards):
     """The plugins' files: a judge's mode may come from one, so editing it reruns its judge and parse."""
+    return all_plugin_files()
+
+
+@functools.cache
+def all_plugin_files():
     return wfconfig.plugin_files(config)
 
 
 def judge_baseline(wildcards):
     """An outside baseline file (pairwise against a parquet file rather than a generator)."""
-    j = JUDGES[wildcards.judge]
+    return baseline_of(wildcards.judge)
+
+
+@functools.cache
+def baseline_of(judge):
+    j = JUDGES[judge]
     outside = j.baseline and j.baseline not in EXP.generators and modes.get(j.mode).needs_baseline
     return [j.baseline] if outside else []
 
@@ -150,48 +167,19 @@ def with_chat_date(params, spec):
     return {**params, "chat_date": config["chat_date"]}
 
 
-def with_failures(params, role, job):
-    """A job that recorded a failure (genjudge.store.failures) reruns on the next run: its count of
-    recorded failures is a parameter (absent while there are none)."""
-    n = failures.attempts(failures.history_path(RESULTS, role, job))
-    return {**params, "failed_attempts": n} if n else params
+# A job that recorded a failure (genjudge.store.failures) reruns on the next run: its count of recorded
+# failures is a parameter (absent while there are none), read for every job of a role in one walk.
+FAILED = {role: failures.recorded_attempts(RESULTS, role) for role in ("generate", "judge")}
 
 
 def generate_params(wildcards):
-    job = f"{wildcards.generator}/{wildcards.dataset}/{wildcards.shard}"
     params = with_chat_date(GENERATOR_PARAMS[wildcards.generator], GENERATORS[wildcards.generator])
     if EXP.datasets[wildcards.dataset]["on_too_long"] != "fail":  # absent at the default: no rerun of old runs
         params = {**params, "on_too_long": EXP.datasets[wildcards.dataset]["on_too_long"]}
-    return with_failures(params, "generate", job)
+    return params
 
 
 ANSWERS = {name: answer_rules.as_param(ds["answer"]) for name, ds in EXP.datasets.items()}
-
-
-def settings(params, keys, *, name):
-    """One rule param per key of `params(wildcards)` (static `keys`), each written `key=value` (None
-    where the job has no such setting): a rerun's reason then names only the settings that changed,
-    on one line, rather than printing the whole dictionary before and after. `params` runs once per job."""
-    cache = {}
-
-    def one(key):
-        def value(wildcards):
-            job = tuple(sorted(wildcards.items()))
-            if job not in cache:
-                cache.clear()  # jobs are expanded one after the other: keep only the current one
-                cache[job] = params(wildcards)
-                unknown = sorted(set(cache[job]) - set(keys))
-                if unknown:  # a setting no param carries would never trigger a rerun
-                    raise WorkflowError(f"the {name} jobs' settings {unknown} are not among their rerun params")
-            v = cache[job].get(key)
-            if v is None:
-                return None
-            return f"{key}={v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)}"
-
-        value.__name__ = f"{name}_{key}"
-        return value
-
-    return {key: one(key) for key in keys}
 
 
 # Every setting that may decide a generation or judge job's rerun (GENERATORS' and JUDGES' rerun_params).
@@ -221,7 +209,26 @@ def judge_params(wildcards):
     if not modes.get(spec.mode).needs_baseline:  # settings a single-answer judge never reads
         params.pop("baseline", None)
         params.pop("pairs", None)
-    return with_failures(params, "judge", f"{wildcards.judge}/{wildcards.jshard}-of-{wildcards.nj}")
+    return params
+
+
+# One rule param per setting, computed once per generator x dataset and per judge (genjudge.config.rule_params).
+GENERATE_SETTINGS = rerun_settings(
+    generate_params,
+    GENERATE_KEYS,
+    [{"generator": g, "dataset": d} for g in EXP.generators for d in EXP.datasets],
+    name="generate",
+    failed=FAILED["generate"],
+    job_id=lambda w: f"{w.generator}/{w.dataset}/{w.shard}",
+)
+JUDGE_SETTINGS = rerun_settings(
+    judge_params,
+    JUDGE_KEYS,
+    [{"judge": j} for j in EXP.judges],
+    name="judge",
+    failed=FAILED["judge"],
+    job_id=lambda w: f"{w.judge}/{w.jshard}-of-{w.nj}",
+)
 
 
 def config_digest(wildcards):
@@ -284,13 +291,20 @@ def submission_settings(wildcards):
 
 
 def generate_gpus(generator):
-    return job_resources.generate_gpus(
-        GENERATORS[generator].engine, EXP.gpus_per_job(generator, config), GPU_INVENTORY, on_slurm()
-    )
+    return once(job_resources.generate_gpus, generator, on_slurm())
 
 
 def judge_gpus(judge):
-    return judge_parallel.judge_gpus(JUDGES[judge], SLURM, GPU_INVENTORY, on_slurm())
+    return once(judge_parallel.judge_gpus, judge, on_slurm())
+
+
+@functools.cache
+def once(func, name, slurm):
+    """What a job of generator or judge `name` asks for depends on the config and the executor only:
+    computed once per invocation, not once per job (docs/performance.md)."""
+    if func is job_resources.generate_gpus:
+        return func(GENERATORS[name].engine, EXP.gpus_per_job(name, config), GPU_INVENTORY, slurm)
+    return func(JUDGES[name], SLURM, GPU_INVENTORY, slurm)
 
 
 def generate_gpu_resource(wildcards):
@@ -311,11 +325,17 @@ def model_input(spec):
 
 
 def demo_generator(wildcards):
-    return model_input(GENERATORS[wildcards.generator])
+    return demo_input("generator", wildcards.generator)
 
 
 def demo_judge(wildcards):
-    return model_input(JUDGES[wildcards.judge])
+    return demo_input("judge", wildcards.judge)
+
+
+@functools.cache
+def demo_input(kind, name):
+    """A model's model_input, once per invocation."""
+    return model_input((GENERATORS if kind == "generator" else JUDGES)[name])
 
 
 def check_models_loadable():
@@ -434,37 +454,45 @@ def all_judge_metas():
     return {j: f"{RESULTS}/judge/{j}/raw.meta.json" for j in EXP.judges}
 
 
+# The config's answers for a job's resources, each computed once per invocation (docs/performance.md).
+step_of = functools.cache(job_resources.step)
+scaled = functools.cache(functools.partial(job_resources.scaled, JOB_SETTINGS))
+threads_of = functools.cache(functools.partial(job_resources.threads, JOB_SETTINGS))
+gpu_model_of = functools.cache(functools.partial(job_resources.gpu_model, SLURM))
+slurm_setting_of = functools.cache(SLURM.job_setting)
+
+
 def gen_step(wildcards):
     """The resources section of a generation job: `endpoint` for a model behind one."""
-    return job_resources.step("generate", GENERATORS[wildcards.generator].engine)
+    return step_of("generate", GENERATORS[wildcards.generator].engine)
 
 
 def judge_step(wildcards):
-    return job_resources.step("judge", JUDGES[wildcards.judge].engine)
+    return step_of("judge", JUDGES[wildcards.judge].engine)
 
 
 def gen_mem_mb(wildcards, attempt):
-    return job_resources.scaled(JOB_SETTINGS, gen_step(wildcards), "mem_mb", attempt)
+    return scaled(gen_step(wildcards), "mem_mb", attempt)
 
 
 def gen_runtime(wildcards, attempt):
-    return job_resources.scaled(JOB_SETTINGS, gen_step(wildcards), "runtime", attempt)
+    return scaled(gen_step(wildcards), "runtime", attempt)
 
 
 def judge_mem_mb(wildcards, attempt):
-    return job_resources.scaled(JOB_SETTINGS, judge_step(wildcards), "mem_mb", attempt)
+    return scaled(judge_step(wildcards), "mem_mb", attempt)
 
 
 def judge_runtime(wildcards, attempt):
-    return job_resources.scaled(JOB_SETTINGS, judge_step(wildcards), "runtime", attempt)
+    return scaled(judge_step(wildcards), "runtime", attempt)
 
 
 def gen_cpus(wildcards):
-    return job_resources.threads(JOB_SETTINGS, gen_step(wildcards), generate_gpus(wildcards.generator), on_slurm())
+    return threads_of(gen_step(wildcards), generate_gpus(wildcards.generator), on_slurm())
 
 
 def judge_cpus(wildcards):
-    return job_resources.threads(JOB_SETTINGS, judge_step(wildcards), judge_gpus(wildcards.judge), on_slurm())
+    return threads_of(judge_step(wildcards), judge_gpus(wildcards.judge), on_slurm())
 
 
 def slurm_resources(role):
@@ -485,18 +513,18 @@ def placement(role, key):
 
     def value(wildcards):
         spec = GENERATORS[wildcards.generator] if role == "generate" else JUDGES[wildcards.judge]
-        return SLURM.job_setting(key, role, spec.engine) or None
+        return slurm_setting_of(key, role, spec.engine) or None
 
     value.__name__ = f"{role}_{key}"
     return value
 
 
 def generate_gpu_model(wildcards):
-    return job_resources.gpu_model(SLURM, "generate", generate_gpus(wildcards.generator))
+    return gpu_model_of("generate", generate_gpus(wildcards.generator))
 
 
 def judge_gpu_model(wildcards):
-    return job_resources.gpu_model(SLURM, "judge", judge_gpus(wildcards.judge))
+    return gpu_model_of("judge", judge_gpus(wildcards.judge))
 
 
 def label_files():

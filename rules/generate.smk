@@ -19,7 +19,7 @@ rule generate:
         runtime=gen_runtime,
     params:
         # Only what changes the outputs: Snakemake reruns a job when its params change.
-        **settings(generate_params, GENERATE_KEYS, name="generate"),
+        **GENERATE_SETTINGS,
     script:
         "../scripts/generate.py"
 

@@ -24,7 +24,7 @@ rule judge:
         runtime=judge_runtime,
     params:
         # The verdict pattern is not here: changing it re-parses only.
-        **settings(judge_params, JUDGE_KEYS, name="judge"),
+        **JUDGE_SETTINGS,
     script:
         "../scripts/judge.py"
 

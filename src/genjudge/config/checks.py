@@ -149,10 +149,12 @@ def check(config: dict, data: bool = True, loadable: bool = True) -> None:
             }
             report: dict = {}
             items = load_items(ds.path, ds.fields, ds.format, ds.hf, keys=keys, report=report)
-            ids[name] = set(items["id"])
+            item_ids, item_turns = items["id"].tolist(), n_turns(items)  # lists: iterating the columns is slower
+            ids[name] = set(item_ids)
             warn_repeated(config, name, items)
-            turns[name] = dict(zip(items["id"], n_turns(items)))
-            conversations[name] = set(zip((None if is_missing(c) else c for c in items["category"]), n_turns(items)))
+            turns[name] = dict(zip(item_ids, item_turns))
+            categories = (None if is_missing(c) else c for c in items["category"].tolist())
+            conversations[name] = set(zip(categories, item_turns))
             n_items[name], with_reference[name] = len(items), any_reference(items)
             lacking[name] = {c: items["id"][items[c].isna()].tolist() for c in ("rubric",)}
             if "category" in report["in_no_row"]:
@@ -208,13 +210,11 @@ SHOWN_REPEATS = 3  # pairs of a repeated question named in the warning (all are 
 def warn_repeated(config: dict, name: str, items) -> None:
     """Say, while planning, which items repeat another item's question (the same prompt, the same turns):
     each is asked once and its answer shared, so a run reports them as shared, never as resumed."""
-    import json
-
     seen: dict = {}
     repeats = []
-    extra = [items[c] if c in items else [None] * len(items) for c in ("messages", "turns")]
-    for item_id, prompt, messages, turns in zip(items["id"], items["prompt"], *extra):
-        key = json.dumps([prompt, messages, turns], default=str, sort_keys=True)
+    extra = [items[c].tolist() if c in items else [None] * len(items) for c in ("messages", "turns")]
+    for item_id, prompt, messages, turns in zip(items["id"].tolist(), items["prompt"].tolist(), *extra):
+        key = (prompt, messages, turns)  # texts (messages and turns as JSON) or None
         if key in seen:
             repeats.append((item_id, seen[key]))
         else:

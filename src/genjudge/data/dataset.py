@@ -29,6 +29,7 @@ import csv
 import hashlib
 import io
 import json
+import json.scanner
 import math
 import re
 import sys
@@ -119,18 +120,29 @@ def _object_or_error(obj, where: str) -> dict:
     return obj
 
 
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # json.loads' own scanner, without its per-call wrapping
+
+
 def _read_jsonl(path: Path, text: str) -> list[tuple[str, dict]]:
     rows = []
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if not rows:
-                _explain_single_object(path, text)
-            raise InputError(f"{path}, line {lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-        rows.append((f"line {lineno}", _object_or_error(obj, f"{path}, line {lineno}")))
+        try:  # a line of one object, as json.loads reads it: whitespace either side, nothing else
+            start = 0 if line[:1] == "{" else len(line) - len(line.lstrip(" \t\r"))
+            obj, end = _SCAN(line, start)
+            if end != len(line) and line[end:].strip(" \t\r"):
+                raise StopIteration(end)
+        except (StopIteration, json.JSONDecodeError):
+            try:
+                obj = json.loads(line)  # for json's own message
+            except json.JSONDecodeError as exc:
+                if not rows:
+                    _explain_single_object(path, text)
+                raise InputError(f"{path}, line {lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+        if type(obj) is not dict:
+            _object_or_error(obj, f"{path}, line {lineno}")
+        rows.append((f"line {lineno}", obj))
     return rows
 
 
@@ -351,7 +363,8 @@ def load_items(
         raise InputError(f"{keys['prompt']}: not set; it names the field holding the prompt")
 
     prompt_fields = fields["prompt"] if isinstance(fields["prompt"], list) else [fields["prompt"]]
-    items = []
+    columns: dict[str, list] = {c: [] for c in ITEM_COLUMNS}  # a list per column: a dict per item took twice the memory
+    rubric = any(fields.get(c) for c in OPTIONAL_COLUMNS)
     seen: dict[str, str] = {}
     present: set = set()  # prompt fields some row has
     optional = {k: fields[k] for k in ("reference", "category") if fields.get(k)}
@@ -374,17 +387,17 @@ def load_items(
                 f"first seen at {seen[item_id]}"
             )
         seen[item_id] = pos
-        items.append(
-            {
-                "id": item_id,
-                "prompt": prompt,
-                "reference": reference,
-                "category": category,
-                "messages": json.dumps(messages, ensure_ascii=False) if messages else None,
-                "turns": json.dumps(turns, ensure_ascii=False) if turns else None,
-                **item_rubric(obj, fields, where),
-            }
-        )
+        item = {
+            "id": item_id,
+            "prompt": prompt,
+            "reference": reference,
+            "category": category,
+            "messages": json.dumps(messages, ensure_ascii=False) if messages else None,
+            "turns": json.dumps(turns, ensure_ascii=False) if turns else None,
+            **(item_rubric(obj, fields, where) if rubric else dict.fromkeys(OPTIONAL_COLUMNS)),
+        }
+        for column, value in item.items():
+            columns[column].append(value)
     absent = [n for n in prompt_fields if n not in present]
     if absent:  # in no row at all: a misspelt name, not a field some rows leave out
         first = rows[0][1]
@@ -393,7 +406,7 @@ def load_items(
             f"{source}: the prompt field(s) {absent} of {keys['prompt']} {prompt_fields} are in no row "
             f"(the first row's fields: {have})"
         )
-    table = _item_table(items)
+    table = _item_table(columns)
     if report is not None:
         first = rows[0][1]
         report["in_no_row"] = {k: name for k, name in optional.items() if k not in seen_optional}
@@ -453,11 +466,7 @@ def _item_id(obj, fields: dict, keys: dict, where: str, content: tuple) -> str:
     return stable_id(text, reference)
 
 
-def _item_table(items: list[dict]) -> pd.DataFrame:
-    table = pd.DataFrame(items, columns=ITEM_COLUMNS)
-    # None (not NaN) for an item without messages, so shard files write null.
-    table["messages"] = pd.Series([item["messages"] for item in items], dtype=object)
-    table["turns"] = pd.Series([item["turns"] for item in items], dtype=object)
-    for name in OPTIONAL_COLUMNS:
-        table[name] = pd.Series([item[name] for item in items], dtype=object)
-    return table
+def _item_table(columns: dict[str, list]) -> pd.DataFrame:
+    # None (not NaN) for an item without messages, turns or a rubric, so shard files write null.
+    plain = {"id", "prompt", "reference", "category"}
+    return pd.DataFrame({c: v if c in plain else pd.Series(v, dtype=object) for c, v in columns.items()})

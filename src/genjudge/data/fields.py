@@ -19,6 +19,8 @@ _MISSING = object()
 
 def _plain(value):
     """Python lists, dicts and scalars for the numpy arrays and scalars Parquet gives."""
+    if type(value) is str:  # most values: the checks below cost more than the rest of an item's reading
+        return value
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -46,6 +48,8 @@ def _lookup(obj, dotted: str):
 
 
 def _is_null(value) -> bool:
+    if type(value) is str:
+        return False
     if value is None or value is _MISSING:
         return True
     try:
@@ -64,6 +68,8 @@ def _as_text(value) -> str:
 
 def _text_of(value, where: str, name: str) -> str:
     """A scalar field's text; an object or an array is an error (its Python repr is no question)."""
+    if type(value) is str:
+        return value
     plain = _plain(value)
     if isinstance(plain, (dict, list)):
         raise InputError(f"{where}: field {name!r} holds {_json_type(plain)}, not text")

@@ -49,6 +49,14 @@ def attempts(path) -> int:
         return 0
 
 
+def recorded_attempts(results: str, role: str) -> dict[str, int]:
+    """Job -> its count of recorded failures, for every job of `role` that recorded one: one walk of
+    the run's failures directory while planning, rather than a file opened per job."""
+    root = Path(results) / "failures" / role
+    counts = {str(p.relative_to(root).with_suffix("")): attempts(p) for p in root.glob("**/*.jsonl")}
+    return {job: n for job, n in counts.items() if n}
+
+
 def describe(exc: BaseException, log: str) -> dict:
     message = str(exc).strip() or type(exc).__name__
     return {"type": type(exc).__name__, "message": message[:4000], "log": str(log), "at": round(time.time(), 3)}
