@@ -235,7 +235,9 @@ def test_an_unknown_mode_is_refused_while_planning(workflow):
     cfg = workflow.write_config("bad.yaml", judge={"mode": "yesno", "template": None})
     proc = workflow.run("-n", "--configfile", cfg, check=False)
     assert proc.returncode != 0
-    assert "judge.mode: unknown mode 'yesno'; known modes: pairwise, reference, rubric, score" in proc.stdout + proc.stderr
+    assert (
+        "judge.mode: unknown mode 'yesno'; known modes: pairwise, reference, rubric, score" in proc.stdout + proc.stderr
+    )
 
 
 def test_changing_only_the_judge_precision_rejudges_every_item(base):
