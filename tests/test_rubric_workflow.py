@@ -169,3 +169,53 @@ def test_labels_of_criteria_check_the_judge_without_judging_again(run, tmp_path)
     assert h["balanced_f1"]["value"] < 1.0 and h["labellers"]["n_pairs"] == len(labels) // 2
     md = (wf.results("rubric") / "report" / "report.md").read_text()
     assert "### The judge on labelled criteria" in md
+
+
+@pytest.mark.vllm
+@pytest.mark.servers
+def test_an_endpoint_judge_on_vllms_server_asks_each_criterion_and_bounds_its_tries(tmp_path, built_models):
+    """The demo judge behind vLLM's OpenAI server grades the physicians' answers of four items, one request
+    a criterion (counted by a proxy in front of the server). It was not trained on the rubric template and
+    never replies with a verdict: each criterion is asked once more (max_parse_attempts 2), never more,
+    nothing is guessed, and the cell fails saying why; the judge rerun asks the server nothing."""
+    from endpoints import FaultProxy, shared_servers
+
+    (server,) = shared_servers("models/demo-judge")
+    proxy = FaultProxy(server.url)
+    wf = new_workflow(tmp_path, built_models)
+    rows = [r for r in ROWS if r["ideal_completions_data"]][:4]
+    criteria = sum(len(r["rubrics"]) for r in rows)
+    data = wf.path / "rubric_four.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = wf.write_config(
+        "endpoint.yaml",
+        run="endpoint",
+        shards=1,
+        dataset={"path": str(data), "fields": FIELDS},
+        generators={"physicians": PHYSICIANS},
+        judge={
+            "model": "models/demo-judge",
+            "engine": "openai",
+            "mode": "rubric",
+            "template": str(RUBRIC_TEMPLATE),
+            "max_new_tokens": 24,
+            "rubric": {"max_parse_attempts": 2},
+            "endpoint": {"base_url": proxy.url, "check_capabilities": False},
+        },
+    )
+    try:
+        out = wf.run("--cores", "2", "--configfile", cfg, check=False)
+        assert out.returncode != 0 and "1 cell(s) failed" in out.stdout + out.stderr
+        raw = pd.read_parquet(wf.results("endpoint") / "judge" / "demo-judge" / "raw.parquet")
+        assert len(raw) == criteria and raw.groupby("id")["order"].nunique().sum() == criteria
+        # One request body per criterion, each asked exactly twice: the reply gave no verdict both times.
+        assert len(proxy.requests) == criteria and set(proxy.requests.values()) == {2}
+        summary = json.loads((wf.results("endpoint") / "report" / "summary.json").read_text())
+        (failed,) = summary["failed_cells"]
+        assert failed["stage"] == "parse" and "a criterion's reply gave no verdict" in failed["errors"][0]["message"]
+        assert summary["rubric_score"]["value"] is None
+        proxy.reset()
+        out = wf.run("--cores", "2", "--configfile", cfg, "--forcerun", "judge", check=False)
+        assert "rule judge:" in out.stdout + out.stderr and sum(proxy.requests.values()) == 0
+    finally:
+        proxy.stop()
