@@ -124,7 +124,7 @@ def make_plan(
     lines += notes + model_file_notes(exp)
     from genjudge.stages.plan_dates import chat_date_notes
 
-    lines += chat_date_notes(config, exp)
+    lines += chat_date_notes(exp, config["run"], config["chat_date"])
     run_dir = Path(calibrate) if calibrate else Path("results") / str(config.get("run"))
     cal = from_run(run_dir, measure_cpu) if calibrate or run_dir.is_dir() else None
     if calibrate and cal is None:
