@@ -256,14 +256,14 @@ def summary_of(config: dict, judgments: dict, gen_metas: list, judge_metas: dict
     from genjudge.config.experiment import resolve
     from genjudge.stages.validity import summarise_validity
 
-    study = Study.of(resolve(config), config, gen_metas, judge_metas)  # failed cells set apart
+    study = Study.of(resolve(config), config.get("panels") or {}, gen_metas, judge_metas)  # failed cells set apart
     exp = study.exp
     parts = {j: split_skipped(df) for j, df in judgments.items() if j in exp.judges}
     judgments = {j: kept for j, (kept, _) in parts.items()}
     run, cells = summarise_experiment(
         exp, config, judgments, study.gen_metas, study.judge_metas, {j: gone for j, (_, gone) in parts.items()}
     )
-    run.validity = summarise_validity(exp, study.config, judgments)
+    run.validity = summarise_validity(exp, {**config, "panels": study.panels}, judgments)
     unparsed_failed, run.warnings = unparsed_checks(config, cells)
     study.failed = [*study.failed, *unparsed_failed]
     study.add_to(run)
