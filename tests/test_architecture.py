@@ -149,7 +149,6 @@ CONFIG_READS_ALLOWED = {
     "stages/plan_endpoint.py": "being moved to typed job plans",
     "stages/plan_roles.py": "being moved to typed job plans",
     "stages/report.py": "being moved to typed job plans",
-    "stages/validity.py": "being moved to typed job plans",
 }
 
 

@@ -253,7 +253,7 @@ def summary_of(config: dict, judgments: dict, gen_metas: list, judge_metas: dict
     """summary.json's figures from the judgments frames (as read from judgments/<judge>.parquet) and
     the jobs' metas, without the time model and provenance: (run summary, cells, study). Failed cells
     are set apart; skipped answers are counted and listed, and left out of every measure."""
-    from genjudge.config.experiment import resolve
+    from genjudge.config.experiment import entry_keys, resolve
     from genjudge.stages.validity import summarise_validity
 
     study = Study.of(resolve(config), config.get("panels") or {}, gen_metas, judge_metas)  # failed cells set apart
@@ -263,7 +263,9 @@ def summary_of(config: dict, judgments: dict, gen_metas: list, judge_metas: dict
     run, cells = summarise_experiment(
         exp, config, judgments, study.gen_metas, study.judge_metas, {j: gone for j, (_, gone) in parts.items()}
     )
-    run.validity = summarise_validity(exp, {**config, "panels": study.panels}, judgments)
+    run.validity = summarise_validity(
+        exp, judgments, panels=study.panels, labels_keys=entry_keys(config, "judge", exp.judges, "labels")
+    )
     unparsed_failed, run.warnings = unparsed_checks(config, cells)
     study.failed = [*study.failed, *unparsed_failed]
     study.add_to(run)
