@@ -146,7 +146,6 @@ CONFIG_NAMES = {"config", "cfg"}
 CONFIG_READS_ALLOWED = {
     "stages/plan.py": "being moved to typed job plans",
     "stages/plan_advice.py": "being moved to typed job plans",
-    "stages/plan_endpoint.py": "being moved to typed job plans",
     "stages/plan_roles.py": "being moved to typed job plans",
     "stages/report.py": "being moved to typed job plans",
 }

@@ -143,7 +143,10 @@ def make_plan(
     check_vllm_layouts(vllm_models(config, exp), slurm_from_config(config), judge_gpus, on_slurm=bool(slurm_nodes))
     read_rate = config["plan"]["load_gb_per_s"] * GB
     entries = []
+    from genjudge.config.jobs import PlanJob
     from genjudge.stages.plan_endpoint import plan_endpoint
+
+    job = PlanJob.from_config(config, exp)
 
     if "generator" in roles:
         for name in exp.generators:
@@ -152,7 +155,7 @@ def make_plan(
                 lines.append(f"generator {name}: answers read from the dataset's field {field!r}: no model, no job")
                 continue
             if exp.generators[name]["engine"] == "openai":  # no model here: requests, tokens, cost
-                entries.append(plan_endpoint(config, exp, "generator", name, items, cal, workflow_dir))
+                entries.append(plan_endpoint(job, "generator", name, items, cal, workflow_dir))
                 continue
             entries.append(
                 plan_generator(
@@ -162,7 +165,7 @@ def make_plan(
     if "judge" in roles:
         for name in exp.judges:
             if exp.judges[name]["engine"] == "openai":
-                entries.append(plan_endpoint(config, exp, "judge", name, items, cal, workflow_dir))
+                entries.append(plan_endpoint(job, "judge", name, items, cal, workflow_dir))
                 continue
             entries.append(
                 plan_judge(

@@ -3,22 +3,23 @@ weights, no GPU; its requests, tokens, cost and time, each said as the estimate 
 
 from __future__ import annotations
 
+from genjudge.config.jobs import PlanJob
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.stages.plan_roles import Entry, runtime_line
 
 STEP = "endpoint"  # the resources section of endpoint jobs
 
 
-def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=None) -> Entry:
+def plan_endpoint(planned: PlanJob, role: str, name: str, items, cal, workflow_dir=None) -> Entry:
     from dataclasses import replace
 
-    from genjudge.config import judge_template
     from genjudge.judging import modes
     from genjudge.models.endpoints import moving_alias, public_url
     from genjudge.planning.endpoints import estimate, money
     from genjudge.planning.time_model import duration
     from genjudge.planning.workload import CHARS_PER_TOKEN, generator_workload, judge_workload
 
+    exp = planned.exp
     section = (exp.generators if role == "generator" else exp.judges)[name]
     spec = (GeneratorSpec if role == "generator" else JudgeSpec).from_config(section)
     e_cfg, price = section["endpoint"], section["price"]
@@ -29,7 +30,6 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
         wl = generator_workload({d: items[d] for d in exp.datasets_of(name)}, section, answers)
         inputs: list = []
     else:
-        view = {**config, "judge": section}
         answers = {
             g: cal.answer_tokens[s["model"]]
             for g, s in exp.generators.items()
@@ -41,7 +41,7 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
             section,
             exp.cells(name),
             exp.generators,
-            judge_template(view),
+            planned.templates[name],
             mode,
             answers,
             workflow_dir,
@@ -53,7 +53,7 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
     bound, sized = output_words(1 if prefilled else spec.max_new_tokens, e_cfg["extra_body"], prefilled)
     wl.requests = {d: [replace(r, new_tokens=bound) for r in reqs] for d, reqs in wl.requests.items()}
     if role == "generator":
-        groups = {d: (reqs, exp.shards(d, config)) for d, reqs in wl.requests.items()}
+        groups = {d: (reqs, planned.shards[d]) for d, reqs in wl.requests.items()}
     else:
         groups = {"all": (wl.all(), spec.shards)}
     entry = Entry(role, name, spec, {}, 0, None, requests=wl.requests)
@@ -147,7 +147,7 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
                 f"latency: {e_cfg['latency_seconds']:g} s a request assumed (endpoint.latency_seconds), never measured"
             ]
         )
-        lines.append(runtime_line(config, STEP, longest, entry.assumptions))
+        lines.append(runtime_line(planned.settings, STEP, longest, entry.assumptions))
     entry.lines = lines
     entry.plan = {
         "name": name,
