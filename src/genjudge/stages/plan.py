@@ -187,22 +187,24 @@ def make_plan(
         lines += e.lines
         plans.append(e.plan)
     if entries:
-        lines += wall_clock(config, exp, entries, role_gpus, slurm_nodes, roles)
-        from genjudge.stages.plan_advice import advice, overlay
-
-        pools, _ = role_pools(config, role_gpus, slurm_nodes)
-        advised, chosen = advice(
-            config, exp, entries, role_gpus, {r: p.nodes for r, p in pools.items()}, bool(slurm_nodes)
-        )
-        lines += advised
-        from genjudge.stages.plan_advice import result_change_lines
-
-        lines += result_change_lines(chosen, entries, allow_result_changes and bool(write))
-        if write:
-            layer = overlay(config, exp, chosen, entries, allow_result_changes)
-            write_overlay(write, layer, config, entries)
-            lines.append(f"written to {write}: pass it after your config files, e.g. --configfile CONFIG {write}")
+        lines += _run_lines(config, exp, entries, role_gpus, slurm_nodes, roles, write, allow_result_changes)
     return lines, plans
+
+
+def _run_lines(config, exp, entries, role_gpus, slurm_nodes, roles, write, allow_result_changes) -> list[str]:
+    """The whole run's wall-clock and the advice on it; with `write`, the overlay of that advice written."""
+    from genjudge.stages.plan_advice import advice, overlay, result_change_lines
+
+    lines = wall_clock(config, exp, entries, role_gpus, slurm_nodes, roles)
+    pools, _ = role_pools(config, role_gpus, slurm_nodes)
+    advised, chosen = advice(config, exp, entries, role_gpus, {r: p.nodes for r, p in pools.items()}, bool(slurm_nodes))
+    lines += advised
+    lines += result_change_lines(chosen, entries, allow_result_changes and bool(write))
+    if write:
+        layer = overlay(config, exp, chosen, entries, allow_result_changes)
+        write_overlay(write, layer, config, entries)
+        lines.append(f"written to {write}: pass it after your config files, e.g. --configfile CONFIG {write}")
+    return lines
 
 
 def write_overlay(path, layer: dict, config: dict, entries=()) -> None:
