@@ -65,7 +65,7 @@ if workflow.is_main_process:
     for warning in endpoint_warnings(config, EXP):
         logger.warning(f"warning: {warning}")
     try:
-        for note in chat_date_notes(config, EXP):
+        for note in chat_date_notes(EXP, RUN, config["chat_date"]):
             logger.info(note)
     except InputError as exc:
         raise WorkflowError(f"bad input: {exc}") from None

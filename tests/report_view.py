@@ -21,9 +21,9 @@ def report_view(results: Path) -> PageView:
     exp = resolve(config)
     gen_metas = [GenerateMeta.read(p) for p in sorted((results / "generations").glob("*/*/*.meta.json"))]
     judge_metas = {j: JudgeMeta.read(results / "judge" / j / "raw.meta.json") for j in exp.judges}
-    study = Study.of(exp, config, gen_metas, judge_metas)
+    study = Study.of(exp, config.get("panels") or {}, gen_metas, judge_metas)
     judgments = {j: read_judgments(results / "judgments" / f"{j}.parquet") for j in study.exp.judges}
-    run, cells = summarise_experiment(study.exp, study.config, judgments, study.gen_metas, study.judge_metas)
+    run, cells = summarise_experiment(study.exp, config, judgments, study.gen_metas, study.judge_metas)
     study.add_to(run)
     page = Page(
         run.to_dict(),

@@ -498,7 +498,7 @@ def test_labels_naming_no_generator_applied_to_differing_answers_are_warned_abou
 
 def test_a_labels_error_at_report_time_names_the_key_as_written(tmp_path):
     from genjudge import config as wfconfig
-    from genjudge.config.experiment import resolve
+    from genjudge.config.experiment import entry_keys, resolve
     from genjudge.stages.validity import summarise_validity
 
     bad = write_labels(tmp_path / "bad.jsonl", [{"id": "nope-9", "label": "correct"}])
@@ -514,8 +514,9 @@ def test_a_labels_error_at_report_time_names_the_key_as_written(tmp_path):
         }
     )
     df = judged(["correct", "incorrect"])
+    exp = resolve(cfg)
     with pytest.raises(InputError, match=r"^judges\.only\.labels: "):
-        summarise_validity(resolve(cfg), cfg, {"only": df})
+        summarise_validity(exp, {"only": df}, panels={}, labels_keys=entry_keys(cfg, "judge", exp.judges, "labels"))
 
 
 def test_labels_of_one_generator_are_a_share_of_its_answers_not_of_every_generators(tmp_path):

@@ -295,6 +295,7 @@ def test_on_slurm_the_plan_lays_the_judge_out_as_the_run_will(scenario):
     """On SLURM the run knows a GPU's size only from judge.gpu_memory: without it `parallel: auto`
     spreads the 4-bit judge over a node (one job), and the plan says so, times it so, and says
     what to set; the sbatch preview agrees."""
+    from genjudge.config.job_settings import ModelJobs
     from genjudge.stages.plan import make_plan
     from genjudge.stages.plan_slurm import sbatch_preview
 
@@ -305,13 +306,15 @@ def test_on_slurm_the_plan_lays_the_judge_out_as_the_run_will(scenario):
         plans[0]["parallel"]["choice"] == "device_map" and "requests (item, turn, sample): 2,958, 2,958 per job" in out
     )
     assert "recommendation: set judge.gpu_memory: 80GiB and judge.parallel: auto chooses replicas (4 job(s)" in out
-    assert "judge (Llama-3.1-70B-Instruct, 1 job(s)): sbatch" in "\n".join(sbatch_preview(config))
+    assert "judge (Llama-3.1-70B-Instruct, 1 job(s)): sbatch" in "\n".join(
+        sbatch_preview(ModelJobs.from_config(config))
+    )
     raw = json.loads(json.dumps(scenario["raw"]))
     raw["judge"]["gpu_memory"] = "80GiB"
     known = wfconfig.validate(raw, ROOT)
     lines, plans = make_plan(known, "4xA100-80GB", roles=["judge"], nodes=["1"], workflow_dir=ROOT)
     assert plans[0]["parallel"]["choice"] == "replicas" and "740 per job" in "\n".join(lines)
-    assert "judge (Llama-3.1-70B-Instruct, 4 job(s)): sbatch" in "\n".join(sbatch_preview(known))
+    assert "judge (Llama-3.1-70B-Instruct, 4 job(s)): sbatch" in "\n".join(sbatch_preview(ModelJobs.from_config(known)))
 
 
 def test_each_role_gets_its_own_gpus_and_nodes():

@@ -160,9 +160,10 @@ def cmd_plan(args) -> int:
     try:
         config = wfconfig.load(args.configfile, args.config, args.directory)
         if args.slurm:
+            from genjudge.config.job_settings import ModelJobs
             from genjudge.stages.plan_slurm import sbatch_preview
 
-            print("\n".join(sbatch_preview(config)))
+            print("\n".join(sbatch_preview(ModelJobs.from_config(config))))
             return 0
         lines, plans = make_plan(
             config,

@@ -212,6 +212,11 @@ def entry_key(config: dict, section: str, name: str, key: str) -> str:
     return f"{section}s.{name}.{key}"
 
 
+def entry_keys(config: dict, section: str, names, key: str) -> dict[str, str]:
+    """name -> `entry_key` of each of `names`: the keys as written, for the errors of code below the config."""
+    return {name: entry_key(config, section, name, key) for name in names}
+
+
 def entry_where(config: dict, section: str, name: str) -> str:
     """Where a setting the entry lacks belongs: `judges.b` when the config names its judges, else `judge`."""
     return f"{section}s.{name}" if (config.get(f"{section}s") or {}).get(name) is not None else section

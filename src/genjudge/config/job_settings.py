@@ -88,3 +88,45 @@ def vllm_models(config: dict, exp) -> list[VllmModel]:
                 )
             )
     return out
+
+
+@dataclass(frozen=True)
+class GenerateJobs:
+    """One generator's jobs as the scheduler sees them (`genjudge plan --slurm`)."""
+
+    name: str
+    engine: str
+    gpus_per_job: int
+    jobs: int  # the shards of every dataset it answers
+
+
+@dataclass(frozen=True)
+class ModelJobs:
+    """A run's model jobs as the SLURM preview reads them (genjudge.stages.plan_slurm): the scheduler
+    settings, the GPUs each job asks for, each generator's jobs and each judge's spec, in config order."""
+
+    settings: JobSettings
+    gpu_requests: tuple[GpuRequest, ...]
+    generators: tuple[GenerateJobs, ...]
+    judges: dict  # name -> JudgeSpec
+
+    @classmethod
+    def from_config(cls, config: dict) -> ModelJobs:
+        from genjudge.config.experiment import resolve
+
+        exp = resolve(config)
+        settings = from_config(config)
+        return cls(
+            settings=settings,
+            gpu_requests=tuple(gpu_requests(config, exp)),
+            generators=tuple(
+                GenerateJobs(
+                    name,
+                    exp.generators[name]["engine"],
+                    exp.gpus_per_job(name, config),
+                    sum(exp.shards(d, config) for d in exp.datasets_of(name)),
+                )
+                for name in exp.generators
+            ),
+            judges={name: JudgeSpec.from_config(section) for name, section in exp.judges.items()},
+        )

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from genjudge.config.experiment import Cell, entry_where, judge_inputs, resolve
+from genjudge.cluster.job_resources import JobSettings
+from genjudge.config.experiment import Cell, Experiment, entry_where, judge_inputs, resolve
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 
 
@@ -166,3 +167,28 @@ class ReportJob:
     html_path: str | None = None
     plots_dir: str | None = None
     attempts: tuple = ()  # the run's recorded failed attempts (store.failures.attempts_of)
+
+
+@dataclass(frozen=True)
+class PlanJob:
+    """What `genjudge plan` reads of a run's config beside the items and the GPUs: the resolved
+    experiment, the scheduler settings, each dataset's shards and each judge's template. Built by
+    `from_config` where the plan starts (genjudge.stages.plan.make_plan)."""
+
+    exp: Experiment
+    settings: JobSettings
+    shards: dict  # dataset -> the jobs of each generator on it
+    templates: dict  # judge -> the template of every item no rule of its templates chooses one for
+
+    @classmethod
+    def from_config(cls, config: dict, exp: Experiment | None = None) -> PlanJob:
+        from genjudge.config import job_settings
+        from genjudge.config.checks import judge_template
+
+        exp = resolve(config) if exp is None else exp
+        return cls(
+            exp=exp,
+            settings=job_settings.from_config(config),
+            shards={d: exp.shards(d, config) for d in exp.datasets},
+            templates={j: judge_template({**config, "judge": s}) for j, s in exp.judges.items()},
+        )

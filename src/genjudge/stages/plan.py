@@ -124,7 +124,7 @@ def make_plan(
     lines += notes + model_file_notes(exp)
     from genjudge.stages.plan_dates import chat_date_notes
 
-    lines += chat_date_notes(config, exp)
+    lines += chat_date_notes(exp, config["run"], config["chat_date"])
     run_dir = Path(calibrate) if calibrate else Path("results") / str(config.get("run"))
     cal = from_run(run_dir, measure_cpu) if calibrate or run_dir.is_dir() else None
     if calibrate and cal is None:
@@ -143,7 +143,10 @@ def make_plan(
     check_vllm_layouts(vllm_models(config, exp), slurm_from_config(config), judge_gpus, on_slurm=bool(slurm_nodes))
     read_rate = config["plan"]["load_gb_per_s"] * GB
     entries = []
+    from genjudge.config.jobs import PlanJob
     from genjudge.stages.plan_endpoint import plan_endpoint
+
+    job = PlanJob.from_config(config, exp)
 
     if "generator" in roles:
         for name in exp.generators:
@@ -152,7 +155,7 @@ def make_plan(
                 lines.append(f"generator {name}: answers read from the dataset's field {field!r}: no model, no job")
                 continue
             if exp.generators[name]["engine"] == "openai":  # no model here: requests, tokens, cost
-                entries.append(plan_endpoint(config, exp, "generator", name, items, cal, workflow_dir))
+                entries.append(plan_endpoint(job, "generator", name, items, cal, workflow_dir))
                 continue
             entries.append(
                 plan_generator(
@@ -162,7 +165,7 @@ def make_plan(
     if "judge" in roles:
         for name in exp.judges:
             if exp.judges[name]["engine"] == "openai":
-                entries.append(plan_endpoint(config, exp, "judge", name, items, cal, workflow_dir))
+                entries.append(plan_endpoint(job, "judge", name, items, cal, workflow_dir))
                 continue
             entries.append(
                 plan_judge(
@@ -184,22 +187,24 @@ def make_plan(
         lines += e.lines
         plans.append(e.plan)
     if entries:
-        lines += wall_clock(config, exp, entries, role_gpus, slurm_nodes, roles)
-        from genjudge.stages.plan_advice import advice, overlay
-
-        pools, _ = role_pools(config, role_gpus, slurm_nodes)
-        advised, chosen = advice(
-            config, exp, entries, role_gpus, {r: p.nodes for r, p in pools.items()}, bool(slurm_nodes)
-        )
-        lines += advised
-        from genjudge.stages.plan_advice import result_change_lines
-
-        lines += result_change_lines(chosen, entries, allow_result_changes and bool(write))
-        if write:
-            layer = overlay(config, exp, chosen, entries, allow_result_changes)
-            write_overlay(write, layer, config, entries)
-            lines.append(f"written to {write}: pass it after your config files, e.g. --configfile CONFIG {write}")
+        lines += _run_lines(config, exp, entries, role_gpus, slurm_nodes, roles, write, allow_result_changes)
     return lines, plans
+
+
+def _run_lines(config, exp, entries, role_gpus, slurm_nodes, roles, write, allow_result_changes) -> list[str]:
+    """The whole run's wall-clock and the advice on it; with `write`, the overlay of that advice written."""
+    from genjudge.stages.plan_advice import advice, overlay, result_change_lines
+
+    lines = wall_clock(config, exp, entries, role_gpus, slurm_nodes, roles)
+    pools, _ = role_pools(config, role_gpus, slurm_nodes)
+    advised, chosen = advice(config, exp, entries, role_gpus, {r: p.nodes for r, p in pools.items()}, bool(slurm_nodes))
+    lines += advised
+    lines += result_change_lines(chosen, entries, allow_result_changes and bool(write))
+    if write:
+        layer = overlay(config, exp, chosen, entries, allow_result_changes)
+        write_overlay(write, layer, config, entries)
+        lines.append(f"written to {write}: pass it after your config files, e.g. --configfile CONFIG {write}")
+    return lines
 
 
 def write_overlay(path, layer: dict, config: dict, entries=()) -> None:

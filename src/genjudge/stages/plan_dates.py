@@ -8,9 +8,10 @@ from genjudge.models.chat_templates import stamps_date
 from genjudge.store import chat_date
 
 
-def chat_date_notes(config: dict, exp) -> list[str]:
+def chat_date_notes(exp, run: str, configured: str | None) -> list[str]:
     """A note naming the local models whose chat template stamps today's date, with the date this run
-    renders them with; one naming the endpoint models, whose server renders (and dates) their prompts."""
+    renders them with (`configured`: the config's chat_date; else the one pinned in results/<run>); one
+    naming the endpoint models, whose server renders (and dates) their prompts."""
     stamping, served = [], []
     for kind, entries in (("generator", exp.generators), ("judge", exp.judges)):
         for name, section in entries.items():
@@ -23,8 +24,8 @@ def chat_date_notes(config: dict, exp) -> list[str]:
                 stamping.append(model)
     lines = []
     if stamping:
-        results = Path("results") / str(config["run"])
-        pinned = chat_date.peek(results, config["chat_date"])
+        results = Path("results") / str(run)
+        pinned = chat_date.peek(results, configured)
         when = (
             f"{pinned.date} ({pinned.source})"
             if pinned

@@ -3,57 +3,33 @@ weights, no GPU; its requests, tokens, cost and time, each said as the estimate 
 
 from __future__ import annotations
 
+from genjudge.config.jobs import PlanJob
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.stages.plan_roles import Entry, runtime_line
 
 STEP = "endpoint"  # the resources section of endpoint jobs
 
 
-def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=None) -> Entry:
+def plan_endpoint(planned: PlanJob, role: str, name: str, items, cal, workflow_dir=None) -> Entry:
     from dataclasses import replace
 
-    from genjudge.config import judge_template
-    from genjudge.judging import modes
     from genjudge.models.endpoints import moving_alias, public_url
-    from genjudge.planning.endpoints import estimate, money
-    from genjudge.planning.time_model import duration
-    from genjudge.planning.workload import CHARS_PER_TOKEN, generator_workload, judge_workload
+    from genjudge.planning.endpoints import money
 
+    exp = planned.exp
     section = (exp.generators if role == "generator" else exp.judges)[name]
     spec = (GeneratorSpec if role == "generator" else JudgeSpec).from_config(section)
     e_cfg, price = section["endpoint"], section["price"]
     url = public_url(e_cfg["base_url"] or "")
     batch = bool(e_cfg["batch"])
-    if role == "generator":
-        answers = cal.answer_tokens.get(spec.model) if cal else None
-        wl = generator_workload({d: items[d] for d in exp.datasets_of(name)}, section, answers)
-        inputs: list = []
-    else:
-        view = {**config, "judge": section}
-        answers = {
-            g: cal.answer_tokens[s["model"]]
-            for g, s in exp.generators.items()
-            if cal and s["model"] in cal.answer_tokens
-        }
-        mode = modes.get(spec.mode)
-        wl = judge_workload(
-            items,
-            section,
-            exp.cells(name),
-            exp.generators,
-            judge_template(view),
-            mode,
-            answers,
-            workflow_dir,
-        )
-        inputs = sorted({(g, c.dataset) for c in exp.cells(name) for g in (c.generator, c.opponent) if g})
+    wl, inputs = _workload(planned, role, name, spec, items, cal, workflow_dir)
     # Each answer at the bound its request carries, the one the budget reserves: extra_body's
     # max_completion_tokens where it leaves max_tokens out, one token for a prefilled logprob verdict.
     prefilled = role == "judge" and spec.verdict == "logprob" and e_cfg["prefill"]
     bound, sized = output_words(1 if prefilled else spec.max_new_tokens, e_cfg["extra_body"], prefilled)
     wl.requests = {d: [replace(r, new_tokens=bound) for r in reqs] for d, reqs in wl.requests.items()}
     if role == "generator":
-        groups = {d: (reqs, exp.shards(d, config)) for d, reqs in wl.requests.items()}
+        groups = {d: (reqs, planned.shards[d]) for d, reqs in wl.requests.items()}
     else:
         groups = {"all": (wl.all(), spec.shards)}
     entry = Entry(role, name, spec, {}, 0, None, requests=wl.requests)
@@ -69,8 +45,6 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
     lines.append(
         f"  key: ${key} in the jobs' environment (not needed to plan)" if key else "  key: none (a local server)"
     )
-    total_cost, total_requests, longest = 0.0, 0.0, 0.0
-    plan_time: dict = {}
     speed = cal.for_endpoint(spec.model, role) if cal else None
     latency = speed.latency() if speed else float(e_cfg["latency_seconds"])
     if not speed:  # the chat template's tokens around each message (role, separators), as the budget counts them
@@ -87,6 +61,93 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
             for d, reqs in wl.requests.items()
         }
         sized = "as the measured run's answers were billed on average"
+    plan_time, job_lines, total_cost, total_requests, longest = _per_job(
+        role, name, groups, wl, e_cfg, price, latency, speed, sized, entry, inputs
+    )
+    lines += job_lines
+    known = price["input_per_mtok"] is not None and price["output_per_mtok"] is not None
+    budget = section["max_cost_usd"]
+    if known:
+        lines.append(
+            f"  cost of {role} {name}: about {money(total_cost)} for {total_requests:,.0f} requests (answers: {sized})"
+        )
+    else:
+        lines.append(f"  cost: unknown: set {role}.price.input_per_mtok and .output_per_mtok to see it here")
+    if budget is not None:
+        per_job = max((t["cost_usd_per_job"] or 0.0) for t in plan_time.values()) if plan_time else 0.0
+        verdict = "enough" if per_job <= budget else "LESS than the costliest job's estimate: it would stop part-way"
+        lines.append(f"  max_cost_usd: {budget:g} per job: {verdict}")
+    if not batch:
+        # The time rests on a latency the plan assumes unless a run measured it: a widened margin.
+        entry.assumptions = (
+            []
+            if speed
+            else [
+                f"latency: {e_cfg['latency_seconds']:g} s a request assumed (endpoint.latency_seconds), never measured"
+            ]
+        )
+        lines.append(runtime_line(planned.settings, STEP, longest, entry.assumptions))
+    entry.lines = lines
+    entry.plan = {
+        "name": name,
+        "role": role,
+        "engine": "openai",
+        "model": spec.model,
+        "endpoint": {"base_url": url, "max_connections": e_cfg["max_connections"], "batch": batch},
+        "time": plan_time,
+        "cost_usd": round(total_cost, 6) if known else None,
+        "requests": round(total_requests, 1),
+        "gpus_per_job": 0,
+    }
+    return entry
+
+
+def _workload(planned: PlanJob, role: str, name: str, spec, items, cal, workflow_dir):
+    """(the requests of an endpoint generator's or judge's jobs, the answers a judge reads: (generator, dataset))."""
+    from genjudge.judging import modes
+    from genjudge.planning.workload import generator_workload, judge_workload
+
+    exp = planned.exp
+    section = (exp.generators if role == "generator" else exp.judges)[name]
+    if role == "generator":
+        answers = cal.answer_tokens.get(spec.model) if cal else None
+        wl = generator_workload({d: items[d] for d in exp.datasets_of(name)}, section, answers)
+        inputs: list = []
+    else:
+        answers = {
+            g: cal.answer_tokens[s["model"]]
+            for g, s in exp.generators.items()
+            if cal and s["model"] in cal.answer_tokens
+        }
+        mode = modes.get(spec.mode)
+        wl = judge_workload(
+            items,
+            section,
+            exp.cells(name),
+            exp.generators,
+            planned.templates[name],
+            mode,
+            answers,
+            workflow_dir,
+        )
+        inputs = sorted({(g, c.dataset) for c in exp.cells(name) for g in (c.generator, c.opponent) if g})
+    return wl, inputs
+
+
+def _per_job(
+    role: str, name: str, groups: dict, wl, e_cfg: dict, price: dict, latency: float, speed, sized: str, entry, inputs
+):
+    """Each group's jobs (a generator's: one group per dataset; a judge's: one) as the plan says them:
+    (their figures by group, the lines, total cost, total requests, the longest job's seconds); adds
+    the jobs to `entry`."""
+    from genjudge.planning.endpoints import estimate, money
+    from genjudge.planning.time_model import duration
+    from genjudge.planning.workload import CHARS_PER_TOKEN
+
+    batch = bool(e_cfg["batch"])
+    total_cost, total_requests, longest = 0.0, 0.0, 0.0
+    plan_time: dict = {}
+    lines: list[str] = []
     for label, (reqs, jobs) in groups.items():
         reqs = wl.requests.get(label, reqs) if role == "generator" else wl.all()
         per_job = [r.share(1 / jobs) for r in reqs]
@@ -126,41 +187,7 @@ def plan_endpoint(config, exp, role: str, name: str, items, cal, workflow_dir=No
             "cost_usd_per_job": None if est.cost_usd is None else round(est.cost_usd, 6),
             "jobs": jobs,
         }
-    known = price["input_per_mtok"] is not None and price["output_per_mtok"] is not None
-    budget = section["max_cost_usd"]
-    if known:
-        lines.append(
-            f"  cost of {role} {name}: about {money(total_cost)} for {total_requests:,.0f} requests (answers: {sized})"
-        )
-    else:
-        lines.append(f"  cost: unknown: set {role}.price.input_per_mtok and .output_per_mtok to see it here")
-    if budget is not None:
-        per_job = max((t["cost_usd_per_job"] or 0.0) for t in plan_time.values()) if plan_time else 0.0
-        verdict = "enough" if per_job <= budget else "LESS than the costliest job's estimate: it would stop part-way"
-        lines.append(f"  max_cost_usd: {budget:g} per job: {verdict}")
-    if not batch:
-        # The time rests on a latency the plan assumes unless a run measured it: a widened margin.
-        entry.assumptions = (
-            []
-            if speed
-            else [
-                f"latency: {e_cfg['latency_seconds']:g} s a request assumed (endpoint.latency_seconds), never measured"
-            ]
-        )
-        lines.append(runtime_line(config, STEP, longest, entry.assumptions))
-    entry.lines = lines
-    entry.plan = {
-        "name": name,
-        "role": role,
-        "engine": "openai",
-        "model": spec.model,
-        "endpoint": {"base_url": url, "max_connections": e_cfg["max_connections"], "batch": batch},
-        "time": plan_time,
-        "cost_usd": round(total_cost, 6) if known else None,
-        "requests": round(total_requests, 1),
-        "gpus_per_job": 0,
-    }
-    return entry
+    return plan_time, lines, total_cost, total_requests, longest
 
 
 def output_words(max_tokens: int, extra_body: dict, prefilled: bool = False) -> tuple[int, str]:

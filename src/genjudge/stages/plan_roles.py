@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from genjudge.cluster.job_resources import JobSettings
+from genjudge.config import job_settings
 from genjudge.config.specs import GeneratorSpec, JudgeSpec
 from genjudge.stages.plan_batch import (  # noqa: F401 - importable from here, as before
     planned_batch,
@@ -115,9 +117,9 @@ def assumptions(e) -> list[str]:
     return out
 
 
-def runtime_line(config: dict, step: str, seconds: float, assumed: list[str] = ()) -> str:
+def runtime_line(settings: JobSettings, step: str, seconds: float, assumed: list[str] = ()) -> str:
     want = runtime_minutes(seconds, len(assumed))
-    have = config["resources"][step]["runtime"]
+    have = settings.resources[step].runtime
     verdict = "" if have >= want else f"; the configured {have} min is LESS: raise resources.{step}.runtime"
     return (
         f"  resources.{step}.runtime: about {want} min (the longest job's {seconds / 60:.1f} min "
@@ -246,7 +248,11 @@ def plan_generator(config, exp, name, items, gpus, batch_size, prompt_override, 
     e.lines += _time_lines(e, device, layout, e.calibration)
     e.assumptions = assumptions(e)
     if e.times:
-        e.lines.append(runtime_line(config, "generate", max(t.seconds for t in e.times.values()), e.assumptions))
+        e.lines.append(
+            runtime_line(
+                job_settings.from_config(config), "generate", max(t.seconds for t in e.times.values()), e.assumptions
+            )
+        )
     return e
 
 
@@ -342,7 +348,7 @@ def plan_judge(config, exp, name, items, gpus, batch_size, prompt_override, cal,
     e.lines.append(host_memory_line(p, "judge"))
     e.lines += _time_lines(e, device, layout, e.calibration)
     e.assumptions = assumptions(e)
-    e.lines.append(runtime_line(config, "judge", t.seconds, e.assumptions))
+    e.lines.append(runtime_line(job_settings.from_config(config), "judge", t.seconds, e.assumptions))
     return e
 
 

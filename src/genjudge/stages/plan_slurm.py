@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 
-from genjudge.config.specs import JudgeSpec
+from genjudge.config.job_settings import ModelJobs
 
 # Options of the sbatch line that name the submission rather than what it asks for.
 _BOOKKEEPING = re.compile(r"\s--(parsable|export=ALL)\b|\s--(job-name|output|comment)\s+\S+")
@@ -40,7 +40,7 @@ def default_partition() -> str | None:
     return next((p.rstrip("*") for p in out.split() if p.endswith("*")), None)
 
 
-def sbatch_preview(config: dict) -> list[str]:
+def sbatch_preview(run: ModelJobs) -> list[str]:
     """The sbatch options each model job gets under the SLURM executor, built by the plugin's own
     code from the resources the rules declare (first attempt), each role with its own `slurm.<role>`
     settings; then how the generation jobs are submitted (arrays, requeue). The light rules run locally."""
@@ -52,26 +52,20 @@ def sbatch_preview(config: dict) -> list[str]:
 
     from genjudge.cluster import job_resources as jr
     from genjudge.cluster.slurm_submission import decide
-    from genjudge.config import job_settings
-    from genjudge.config.experiment import resolve
     from genjudge.engine import judge_parallel
 
-    exp = resolve(config)
-    settings = job_settings.from_config(config)
-    jr.check_node_gpus(settings.slurm, job_settings.gpu_requests(config, exp))
+    settings = run.settings
+    jr.check_node_gpus(settings.slurm, list(run.gpu_requests))
     jobs = []
     n_generate = 0
     gpu_counts = set()
-    for name in exp.generators:
-        engine = exp.generators[name]["engine"]
-        gpus = jr.generate_gpus(engine, exp.gpus_per_job(name, config), [], on_slurm=True)
+    for g in run.generators:
+        gpus = jr.generate_gpus(g.engine, g.gpus_per_job, [], on_slurm=True)
         gpu_counts.add(gpus)
-        n = sum(exp.shards(d, config) for d in exp.datasets_of(name))
-        n_generate += n
-        res = jr.job_resources(settings, "generate", gpus, engine)
-        jobs.append(("generate", name, n, res, jr.threads(settings, jr.step("generate", engine), gpus)))
-    for name, section in exp.judges.items():
-        spec = JudgeSpec.from_config(section)
+        n_generate += g.jobs
+        res = jr.job_resources(settings, "generate", gpus, g.engine)
+        jobs.append(("generate", g.name, g.jobs, res, jr.threads(settings, jr.step("generate", g.engine), gpus)))
+    for name, spec in run.judges.items():
         gpus = judge_parallel.judge_gpus(spec, settings.slurm, [], on_slurm=True)
         n_jobs = judge_parallel.judge_jobs(spec, settings.slurm, [], on_slurm=True)
         res = jr.job_resources(settings, "judge", gpus, spec.engine)

@@ -253,17 +253,19 @@ def summary_of(config: dict, judgments: dict, gen_metas: list, judge_metas: dict
     """summary.json's figures from the judgments frames (as read from judgments/<judge>.parquet) and
     the jobs' metas, without the time model and provenance: (run summary, cells, study). Failed cells
     are set apart; skipped answers are counted and listed, and left out of every measure."""
-    from genjudge.config.experiment import resolve
+    from genjudge.config.experiment import entry_keys, resolve
     from genjudge.stages.validity import summarise_validity
 
-    study = Study.of(resolve(config), config, gen_metas, judge_metas)  # failed cells set apart
+    study = Study.of(resolve(config), config.get("panels") or {}, gen_metas, judge_metas)  # failed cells set apart
     exp = study.exp
     parts = {j: split_skipped(df) for j, df in judgments.items() if j in exp.judges}
     judgments = {j: kept for j, (kept, _) in parts.items()}
     run, cells = summarise_experiment(
         exp, config, judgments, study.gen_metas, study.judge_metas, {j: gone for j, (_, gone) in parts.items()}
     )
-    run.validity = summarise_validity(exp, study.config, judgments)
+    run.validity = summarise_validity(
+        exp, judgments, panels=study.panels, labels_keys=entry_keys(config, "judge", exp.judges, "labels")
+    )
     unparsed_failed, run.warnings = unparsed_checks(config, cells)
     study.failed = [*study.failed, *unparsed_failed]
     study.add_to(run)

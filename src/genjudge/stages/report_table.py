@@ -222,18 +222,19 @@ class Study:
     """The report stage's view of an experiment with failures: `of` sets the failed cells apart
     (genjudge.store.failures.surviving); `add_to` puts the table and the failures in the summary."""
 
-    def __init__(self, full, survived, config: dict):
+    def __init__(self, full, survived):
         self.full = full
-        self.exp, self.config = survived.exp, {**config, "panels": survived.panels}
+        self.exp, self.panels = survived.exp, survived.panels
         self.gen_metas, self.judge_metas, self.failed = survived.gen_metas, survived.judge_metas, survived.failed
         self.table: dict = {}
         self.warnings: list[str] = []
 
     @classmethod
-    def of(cls, exp, config: dict, gen_metas, judge_metas: dict) -> Study:
+    def of(cls, exp, panels: dict, gen_metas, judge_metas: dict) -> Study:
+        """`panels`: the config's `panels` section; `self.panels` keeps those whose judges survived."""
         from genjudge.store.failures import surviving
 
-        return cls(exp, surviving(exp, config.get("panels") or {}, gen_metas, judge_metas), config)
+        return cls(exp, surviving(exp, panels, gen_metas, judge_metas))
 
     def add_to(self, run) -> None:
         self.table = build(self.full, run.leaderboard, run.across_cells, self.failed)

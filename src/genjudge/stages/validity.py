@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from genjudge.config.experiment import entry_key
 from genjudge.judging import agreement, bias, modes
 from genjudge.judging import labels as human
 from genjudge.judging.headline import corr_text, differing_text, kappa_text, labelled_text
@@ -88,7 +87,9 @@ def with_baseline_answers(df: pd.DataFrame, judge: dict) -> pd.DataFrame:
     return df.assign(opponent_output=theirs)
 
 
-def summarise_validity(exp, config: dict, judgments: dict) -> dict:
+def summarise_validity(exp, judgments: dict, *, panels: dict, labels_keys: dict) -> dict:
+    """`panels`: the config's `panels` section (the report's: those whose judges survived);
+    `labels_keys`: judge -> the config key of its labels as written (config.experiment.entry_keys), for errors."""
     out: dict = {
         "length_measure": bias.LENGTH_MEASURE,
         "self_preference": bias.self_preference(exp.generators, exp.judges),
@@ -103,13 +104,11 @@ def summarise_validity(exp, config: dict, judgments: dict) -> dict:
         entry = {"mode": mode.name, "bias": bias.diagnostics(df, mode)}
         lab = section.get("labels") or {}
         if lab.get("path"):
-            entry["human"] = label_agreement(df, lab, mode, entry_key(config, "judge", judge, "labels"))
+            entry["human"] = label_agreement(df, lab, mode, labels_keys[judge])
             if human.kind(mode) != "criterion":  # labels of criteria correct no answer's score
-                entry["corrected"] = corrected.corrected_figures(
-                    df, lab, mode, entry_key(config, "judge", judge, "labels")
-                )
+                entry["corrected"] = corrected.corrected_figures(df, lab, mode, labels_keys[judge])
         out["judges"][judge] = entry
-    for name, panel in resolve_panels(config.get("panels") or {}, exp).items():
+    for name, panel in resolve_panels(panels, exp).items():
         pdf = panel_judgments(panel, judgments)
         s = panel_summary(panel, pdf)
         sections = [exp.judges[j].get("labels") or {} for j in panel["judges"]]
