@@ -6,12 +6,11 @@ extraction in the judge job's cascade and in the parse stage, and the report's c
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pandas as pd
 import pytest
 from conftest import new_workflow
+from provider_standin import Provider, Reply, prompt_of, usage
 
 pytestmark = pytest.mark.workflow
 
@@ -41,48 +40,22 @@ ITEMS = {
 }
 
 
-class StandIn:
-    """A loopback chat completions API without a model: a question of ITEMS gets its answer (the 1 MB one
-    cut off by the token limit), anything else (a judge prompt) `VERDICT: INCORRECT`. Counts the judge
-    prompts and their sizes."""
+def stand_in(answers: dict) -> tuple[Provider, list[int]]:
+    """A loopback chat completions API without a model (tests/provider_standin.py): a question of ITEMS
+    gets its answer (the 1 MB one cut off by the token limit), anything else (a judge prompt)
+    `VERDICT: INCORRECT`. The list holds the judge prompts' sizes."""
+    judged: list[int] = []
 
-    def __init__(self, answers: dict):
-        self.judged: list[int] = []
-        standin = self
+    def answer(body, headers):
+        prompt = prompt_of(body)
+        text = answers.get(prompt)
+        if text is None:
+            judged.append(len(prompt))
+            text = "VERDICT: INCORRECT"
+        tokens = usage(len(prompt) // 4, max(1, len(text) // 4))
+        return Reply(content=text, finish="length" if text is LONG else "stop", usage=tokens)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                req = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                prompt = req["messages"][-1]["content"]
-                text = answers.get(prompt)
-                if text is None:
-                    standin.judged.append(len(prompt))
-                    text = "VERDICT: INCORRECT"
-                choice = {"message": {"role": "assistant", "content": text}}
-                choice.update(index=0, finish_reason="length" if text is LONG else "stop")
-                usage = {"prompt_tokens": len(prompt) // 4, "completion_tokens": max(1, len(text) // 4)}
-                data = json.dumps(
-                    {"id": "c", "object": "chat.completion", "created": 0, "model": req["model"], "choices": [choice]}
-                    | {"usage": usage | {"total_tokens": sum(usage.values())}}
-                ).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+    return Provider(answer), judged
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +65,7 @@ def study(tmp_path_factory, built_models):
     questions = {i: f"Question {i}?" for i in ITEMS}
     rows = [{"id": i, "category": c, "question": questions[i], "answer": ref} for i, (c, ref, *_) in ITEMS.items()]
     (wf.path / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    standin = StandIn({questions[i]: answer for i, (_, _, answer, *_) in ITEMS.items()})
+    standin, judged = stand_in({questions[i]: answer for i, (_, _, answer, *_) in ITEMS.items()})
     endpoint = {"engine": "openai", "endpoint": {"base_url": standin.url, "check_capabilities": False}}
     rules = [{"categories": ["gsm8k"], **GSM}, {"categories": ["math"], **MATH}]
     cfg = wf.write_config(
@@ -104,12 +77,12 @@ def study(tmp_path_factory, built_models):
         judge={"model": "stand-in-judge", "template": None, "cascade": True, **endpoint},
     )
     wf.run("--cores", "2", "--configfile", cfg)
-    yield wf, standin
+    yield wf, judged
     standin.stop()
 
 
 def test_the_judge_and_parse_jobs_read_every_separator_and_the_long_answer(study):
-    wf, standin = study
+    wf, judge_prompts = study
     df = pd.read_parquet(wf.results("answers") / "judgments" / "stand-in-judge.parquet").set_index("id")
     assert sorted(df.index) == sorted(ITEMS)
     assert df.loc["g-long", "output"] == LONG and df.loc["g-long", "answer_extracted"] == "3"
@@ -121,7 +94,7 @@ def test_the_judge_and_parse_jobs_read_every_separator_and_the_long_answer(study
     assert df.loc["g-joined", "answer_reason"].startswith("no answer extracted: digits grouped in no known way")
     # The judge was asked about the 8 answers the rule did not decide, the 1 MB one among them.
     judged = sorted(i for i, (*_, decided, _) in ITEMS.items() if decided == "judge")
-    assert len(standin.judged) == len(judged) == 8 and max(standin.judged) > len(LONG)
+    assert len(judge_prompts) == len(judged) == 8 and max(judge_prompts) > len(LONG)
     assert (df.loc[judged, "verdict"] == "incorrect").all()
 
 
