@@ -50,6 +50,15 @@ def judge_with(*, lease, log_stream, parallel: str = "device_map", judge_name: s
 
 RUBRIC_TEMPLATE = ROOT / "tests/data/rubric_judge_template.txt"
 RUBRIC_DATA = ROOT / "tests/data/rubric_demo.jsonl"
+# HealthBench's field names, as its jsonl is published (tests/data/rubric_demo.jsonl has its shape).
+HEALTHBENCH_FIELDS = {
+    "id": "prompt_id",
+    "prompt": "prompt",
+    "reference": None,
+    "category": None,
+    "rubric": "rubrics",
+    "tags": "example_tags",
+}
 UNSURE = "Checks the result"  # criteria the rubric judge answers with no JSON: unparsed, asked again
 
 

@@ -4,32 +4,12 @@ hold within Math-Verify's numeric tolerance. Each case with both outcomes: the r
 decided by rule where it is certain), the misreading never matches, or never decides by rule.
 """
 
-import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_answers_math import BOXED_BOTH, cascade
 
-from genjudge.config.specs import spec_for
-from genjudge.judging import modes
 from genjudge.judging.extraction import check_answer, extract, parse_number
-
-BOXED_BOTH = {"reference": "boxed", "candidate": "boxed"}
-TEMPLATE = "Question: {question}\nReference: {reference}\nAnswer: {candidate}\nVERDICT:"
-CASCADE_SPEC = spec_for("judge", model="m", cascade=True)
-
-
-def cascade(rows: list[tuple[str, str]], answer: dict) -> list[str]:
-    """decided_by of each (output, reference) under `cascade: true`."""
-    gens = pd.DataFrame(
-        {
-            "id": [f"q{i}" for i in range(len(rows))],
-            "prompt": ["?"] * len(rows),
-            "output": [o for o, _ in rows],
-            "reference": [r for _, r in rows],
-        }
-    )
-    return [r.decided_by for r in modes.get("reference").requests(gens, CASCADE_SPEC, TEMPLATE, answer=answer)]
-
 
 # --- LaTeX's separators between groups of digits ---------------------------------------------------
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import reference
-from judges import ROOT, RUBRIC_DATA
+from judges import HEALTHBENCH_FIELDS, ROOT, RUBRIC_DATA
 from provider_standin import Provider, Reply, prompt_of
 
 from genjudge import config as wfconfig
@@ -21,14 +21,6 @@ from genjudge.judging import modes
 from genjudge.judging.modes.rubric import read_reply
 from genjudge.judging.rubric_scores import answer_score, rubric_tag_scores, score_measure
 
-HB_FIELDS = {
-    "id": "prompt_id",
-    "prompt": "prompt",
-    "reference": None,
-    "category": None,
-    "rubric": "rubrics",
-    "tags": "example_tags",
-}
 RUBRIC = modes.get("rubric")
 
 # Made-up rows in exactly HealthBench's published shape: a multi-turn prompt with a system message and an
@@ -76,7 +68,7 @@ def write_jsonl(path, rows):
 
 
 def test_healthbench_rows_read_as_published(tmp_path):
-    items = load_items(write_jsonl(tmp_path / "hb.jsonl", HEALTHBENCH_ROWS), HB_FIELDS)
+    items = load_items(write_jsonl(tmp_path / "hb.jsonl", HEALTHBENCH_ROWS), HEALTHBENCH_FIELDS)
     assert items["id"].tolist() == ["0f7c-made-up-1", "0f7c-made-up-2"]
     first = items.iloc[0]
     assert [m["role"] for m in json.loads(first["messages"])] == ["system", "user", "assistant", "user"]
@@ -84,7 +76,7 @@ def test_healthbench_rows_read_as_published(tmp_path):
     assert [c["points"] for c in json.loads(first["rubric"])] == [9.0, -8.0, 3.0]
     assert json.loads(first["tags"]) == ["theme:emergency_referrals", "physician_agreed_category:emergent"]
     # The fields left out of the config are not read: a dataset without rubrics reads as it did.
-    plain = load_items(write_jsonl(tmp_path / "hb2.jsonl", HEALTHBENCH_ROWS), {**HB_FIELDS, "rubric": None})
+    plain = load_items(write_jsonl(tmp_path / "hb2.jsonl", HEALTHBENCH_ROWS), {**HEALTHBENCH_FIELDS, "rubric": None})
     assert plain["rubric"].isna().all()
 
 
@@ -105,21 +97,21 @@ def test_a_malformed_criterion_stops_reading_naming_file_line_and_field(change, 
     rows[1]["rubrics"][0].update(change)
     path = write_jsonl(tmp_path / "bad.jsonl", rows)
     with pytest.raises(InputError, match=rf"bad.jsonl, line 2: field 'rubrics', {message}"):
-        load_items(path, HB_FIELDS)
+        load_items(path, HEALTHBENCH_FIELDS)
 
 
 def test_a_rubric_needs_a_positive_criterion_and_a_list(tmp_path):
     rows = json.loads(json.dumps(HEALTHBENCH_ROWS))
     rows[1]["rubrics"] = [{"criterion": "Is rude.", "points": -2, "tags": []}]
     with pytest.raises(InputError, match=r"line 2: field 'rubrics' has no criterion with positive points"):
-        load_items(write_jsonl(tmp_path / "neg.jsonl", rows), HB_FIELDS)
+        load_items(write_jsonl(tmp_path / "neg.jsonl", rows), HEALTHBENCH_FIELDS)
     rows[1]["rubrics"] = "be kind"
     with pytest.raises(InputError, match=r"line 2: field 'rubrics' is text, not a list of criteria"):
-        load_items(write_jsonl(tmp_path / "text.jsonl", rows), HB_FIELDS)
+        load_items(write_jsonl(tmp_path / "text.jsonl", rows), HEALTHBENCH_FIELDS)
     rows[1]["rubrics"] = HEALTHBENCH_ROWS[1]["rubrics"]
     rows[1]["example_tags"] = ["theme:a", "theme:a"]
     with pytest.raises(InputError, match=r"line 2: field 'example_tags' names \['theme:a'\] more than once"):
-        load_items(write_jsonl(tmp_path / "tags.jsonl", rows), HB_FIELDS)
+        load_items(write_jsonl(tmp_path / "tags.jsonl", rows), HEALTHBENCH_FIELDS)
 
 
 def planned(tmp_path, rows, fields, **judge):
@@ -140,14 +132,14 @@ def planned(tmp_path, rows, fields, **judge):
 
 def test_planning_refuses_a_rubric_judge_without_rubrics(tmp_path):
     with pytest.raises(InputError, match=r"dataset.fields.rubric: not set, and judge .* \(mode rubric\) grades each"):
-        planned(tmp_path, HEALTHBENCH_ROWS, {**HB_FIELDS, "rubric": None})
+        planned(tmp_path, HEALTHBENCH_ROWS, {**HEALTHBENCH_FIELDS, "rubric": None})
     rows = json.loads(json.dumps(HEALTHBENCH_ROWS))
     del rows[1]["rubrics"]
     with pytest.raises(InputError, match=r"d.jsonl: 1 item\(s\) have no rubric .*\['0f7c-made-up-2'\]"):
-        planned(tmp_path, rows, HB_FIELDS)
+        planned(tmp_path, rows, HEALTHBENCH_FIELDS)
     with pytest.raises(InputError, match=r"judge.cascade: mode 'rubric' has nothing for a rule to decide"):
-        planned(tmp_path, HEALTHBENCH_ROWS, HB_FIELDS, cascade=True)
-    planned(tmp_path, HEALTHBENCH_ROWS, HB_FIELDS)
+        planned(tmp_path, HEALTHBENCH_ROWS, HEALTHBENCH_FIELDS, cascade=True)
+    planned(tmp_path, HEALTHBENCH_ROWS, HEALTHBENCH_FIELDS)
 
 
 def gens_of(rows, outputs) -> pd.DataFrame:
@@ -160,7 +152,7 @@ def load_items_from(rows):
     from pathlib import Path
 
     with tempfile.TemporaryDirectory() as d:
-        return load_items(write_jsonl(Path(d) / "x.jsonl", rows), HB_FIELDS)
+        return load_items(write_jsonl(Path(d) / "x.jsonl", rows), HEALTHBENCH_FIELDS)
 
 
 def test_each_request_shows_the_conversation_first_and_its_criterion_last():
@@ -276,7 +268,7 @@ def test_the_plan_counts_a_request_per_criterion(tmp_path):
         {
             "run": "r",
             "shards": 1,
-            "dataset": {"path": str(RUBRIC_DATA), "fields": HB_FIELDS},
+            "dataset": {"path": str(RUBRIC_DATA), "fields": HEALTHBENCH_FIELDS},
             "generator": {"model": str(ROOT / "models/demo-generator")},
             "judge": {"model": str(ROOT / "models/demo-judge"), "mode": "rubric"},
         },

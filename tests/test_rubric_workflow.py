@@ -12,7 +12,7 @@ import pytest
 import reference
 import yaml
 from conftest import new_workflow
-from judges import RUBRIC_DATA, RUBRIC_TEMPLATE, UNSURE, rubric_judge
+from judges import HEALTHBENCH_FIELDS, RUBRIC_DATA, RUBRIC_TEMPLATE, UNSURE, rubric_judge
 from test_resume import complete_lines, kill_job_when, start
 
 from genjudge.store.item_store import ItemStore
@@ -21,14 +21,6 @@ pytestmark = pytest.mark.workflow
 
 ROWS = [json.loads(line) for line in RUBRIC_DATA.read_text().splitlines()]
 CRITERIA = sum(len(r["rubrics"]) for r in ROWS)  # 102
-FIELDS = {
-    "id": "prompt_id",
-    "prompt": "prompt",
-    "reference": None,
-    "category": None,
-    "rubric": "rubrics",
-    "tags": "example_tags",
-}
 
 
 def config(wf, name="rubric", **generators):
@@ -36,7 +28,7 @@ def config(wf, name="rubric", **generators):
         f"{name}.yaml",
         run=name,
         shards=2,
-        dataset={"path": str(RUBRIC_DATA), "fields": FIELDS},
+        dataset={"path": str(RUBRIC_DATA), "fields": HEALTHBENCH_FIELDS},
         generator={"max_new_tokens": 16, "batch_size": 4},
         generators=generators or {"demo-generator": {"model": "models/demo-generator"}},
         judge={
@@ -191,7 +183,7 @@ def test_an_endpoint_judge_on_vllms_server_asks_each_criterion_and_bounds_its_tr
         "endpoint.yaml",
         run="endpoint",
         shards=1,
-        dataset={"path": str(data), "fields": FIELDS},
+        dataset={"path": str(data), "fields": HEALTHBENCH_FIELDS},
         generators={"physicians": PHYSICIANS},
         judge={
             "model": "models/demo-judge",
