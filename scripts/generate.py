@@ -7,7 +7,7 @@ import os
 from genjudge.cluster import job_resources
 from genjudge.cluster.gpu_lease import acquire, resolve_inventory
 from genjudge.engine import collector
-from genjudge.store import failures
+from genjudge.store import chat_date, failures
 from genjudge.store.job_log import end, job_log
 
 
@@ -50,14 +50,8 @@ def main():
                     sm.output.meta,
                     threads=threads,
                 )
-                run_generate(replace(job, chat_date=run_chat_date(cfg, job.spec)), lease, stream)
-
-
-def run_chat_date(cfg, spec):
-    """The date this run's chat templates stamp (genjudge.store.chat_date); an endpoint renders its own."""
-    from genjudge.store import chat_date
-
-    return None if spec.engine == "openai" else chat_date.pin(f"results/{cfg['run']}", cfg["chat_date"]).date
+                stamp = chat_date.stamped(f"results/{cfg['run']}", cfg["chat_date"], job.spec.engine)
+                run_generate(replace(job, chat_date=stamp), lease, stream)
 
 
 def write_failure(sm, error):

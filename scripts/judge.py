@@ -51,9 +51,9 @@ def run(sm, lease, stream):
         threads=threads,
         log_path=sm.log[0],
     )
-    if job.spec.engine != "openai":  # the date chat templates stamp, pinned once per run (a server renders its own)
-        job = replace(job, chat_date=chat_date.pin(job.results, cfg["chat_date"]).date)
-    run_judge_job(job, lease, stream)
+    run_judge_job(
+        replace(job, chat_date=chat_date.stamped(job.results, cfg["chat_date"], job.spec.engine)), lease, stream
+    )
 
 
 def write_failure(sm, error):

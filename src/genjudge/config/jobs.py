@@ -65,7 +65,6 @@ def judge_job(
     n_gpus: int = 0,
     threads: int = 1,
     log_path: str | None = None,
-    chat_date: str | None = None,
 ) -> JudgeJob:
     """The judge rule's job for one slice (`shard` of `n_shards`) of every cell `judge` grades."""
     from genjudge.config.checks import judge_template
@@ -94,7 +93,6 @@ def judge_job(
         on_too_long={d: exp.datasets[d]["on_too_long"] for d in exp.datasets},
         where=entry_where(config, "judge", judge),
         log_path=log_path,
-        chat_date=None if spec.engine == "openai" else chat_date,
         n_gpus=int(n_gpus),
         threads=int(threads),
         plugins=tuple(config.get("plugins") or ()),

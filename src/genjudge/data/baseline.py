@@ -27,8 +27,8 @@ def dataset_answers(section: dict, field: str, what: str, missing: str = "skip")
     """Each item's answer from a field of its row (dotted: `ideal_completions_data.ideal_completion`), as
     the dataset section reads it: id, turn 1, output, and `skipped` saying why where the row has none
     (`missing`: skip it, or fail naming the line). A value that is there and not text is an error."""
-    items = load_items(section["path"], section["fields"], section["format"], section["hf"])
     source, rows = read_rows(section["path"], section["format"], section["hf"])
+    items = load_items(section["path"], section["fields"], section["format"], section["hf"], read=(source, rows))
     outputs, skipped = [], []
     for pos, obj in rows:  # load_items keeps every row, in order
         value = _lookup(obj, field)

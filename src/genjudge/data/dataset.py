@@ -342,6 +342,7 @@ def load_items(
     hf: dict | None = None,
     keys: dict | None = None,
     report: dict | None = None,
+    read: tuple[str, list] | None = None,
 ) -> pd.DataFrame:
     """Read and validate a dataset; raise InputError naming file, line/item/row and field.
 
@@ -353,10 +354,12 @@ def load_items(
     `report`, when given, is filled in: `in_no_row` maps each optional field (`reference`,
     `category`) whose configured name is in no row at all to that name (a misspelt name, or a
     dataset without it), `first_row_fields` lists the first row's fields, for the caller's errors.
+    `read`: the (source, rows) read_rows gave for this path already, so a caller that reads the rows
+    too reads the file once.
     """
     fields = dict(fields or {})
     keys = {k: (keys or {}).get(k, f"dataset.fields.{k}") for k in ("id", "prompt", "reference", "category")}
-    source, rows = read_rows(path, fmt, hf)
+    source, rows = read if read is not None else read_rows(path, fmt, hf)
     if not rows:
         raise InputError(f"{source}: the dataset is empty")
     if not fields.get("prompt"):

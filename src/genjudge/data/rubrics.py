@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 
+from genjudge.data.fields import _plain
 from genjudge.errors import InputError
 
 
@@ -95,17 +96,6 @@ def read_checklist(value, where: str, field: str) -> list[str]:
     if isinstance(value, str):
         return [value] if value.strip() else []
     return [t for t in _texts(value, where, f"field {field!r}") if t.strip()]
-
-
-def _plain(value):
-    """numpy arrays (parquet lists) and tuples as lists, recursively, for the checks above."""
-    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
-        value = value.tolist()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
 
 
 def rubric_of(text) -> list[dict] | None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 
-from genjudge.data.dataset import ITEM_COLUMNS, OPTIONAL_COLUMNS
+from genjudge.data.dataset import ITEM_COLUMNS, OPTIONAL_COLUMNS, is_missing
 from genjudge.errors import InputError
 from genjudge.store import atomic
 
@@ -15,16 +14,12 @@ from genjudge.store import atomic
 def write_shard(path, items: pd.DataFrame) -> None:
     lines = [
         json.dumps(
-            {c: row.get(c) for c in ITEM_COLUMNS if c not in OPTIONAL_COLUMNS or not _null(row.get(c))},
+            {c: row.get(c) for c in ITEM_COLUMNS if c not in OPTIONAL_COLUMNS or not is_missing(row.get(c))},
             ensure_ascii=False,
         )
         for row in items.to_dict(orient="records")
     ]
     atomic.write_text(path, "".join(line + "\n" for line in lines))
-
-
-def _null(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def read_shard(path) -> pd.DataFrame:

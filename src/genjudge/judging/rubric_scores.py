@@ -22,7 +22,6 @@ import numpy as np
 
 N_RESAMPLES = 1000
 BOOTSTRAP = "percentile bootstrap over items (1,000 resamples), of the mean clipped to [0, 1]"
-UNPARSED = ("leave_out", "not_met")
 
 
 def answer_score(criteria: list[dict], met: list, unparsed: str = "leave_out") -> float | None:
@@ -59,10 +58,6 @@ def rubric_tag_scores(criteria: list[dict], met: list, unparsed: str = "leave_ou
         if s is not None:
             out[tag] = s
     return out
-
-
-def clipped_mean(values) -> float:
-    return float(np.clip(np.mean(values), 0.0, 1.0))
 
 
 def _clipped_means(sums, counts, axis=-1):

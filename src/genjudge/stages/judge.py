@@ -78,9 +78,10 @@ def run_judge(job: JudgeJob, lease, log_stream, parallel: str = "device_map") ->
     asked = build_requests(job, mode, items, templates)
     c, pset = _complete(job, mode, asked, log_stream)
     _ask_again(job, mode, asked, c, log_stream)
-    results = {j: x for j, x in zip(asked.to_judge, zip(c.prompts, c.results, c.keys)) if x[1] is not None}
+    to_judge = asked.to_judge  # a list built on each read: once here
+    results = {j: x for j, x in zip(to_judge, zip(c.prompts, c.results, c.keys)) if x[1] is not None}
     cell_errors = _too_long_for_the_judge(
-        {asked.to_judge[p]: reason for p, reason in c.too_long.items()},
+        {to_judge[p]: reason for p, reason in c.too_long.items()},
         asked.requests,
         asked.owners,
         asked.why,
@@ -88,7 +89,7 @@ def run_judge(job: JudgeJob, lease, log_stream, parallel: str = "device_map") ->
         job.log_path,
         spec,
     )
-    missing = {asked.to_judge[p]: w for p, w in c.incomplete.items()}
+    missing = {to_judge[p]: w for p, w in c.incomplete.items()}
     for key, errors in _incomplete(missing, asked.requests, asked.owners, job.log_path, c.info.get("endpoint")).items():
         cell_errors.setdefault(key, errors)
     rows, per_cell = judge_rows(asked, results, cell_errors, c)
@@ -214,8 +215,10 @@ def _ask_again(job: JudgeJob, mode, asked: Asked, c, log_stream) -> None:
 
     log = logging.getLogger("judge")
     to_judge, parts = asked.to_judge, [c.info.get("endpoint")]
+    bad = list(range(len(c.results)))
     for attempt in range(2, attempts + 1):
-        bad = [p for p, r in enumerate(c.results) if r is not None and not parses(r["output"])]
+        # only the replies asked again in the last try can have changed: the others stay as read
+        bad = [p for p in bad if c.results[p] is not None and not parses(c.results[p]["output"])]
         if not bad:
             break
         log.info("%d repl(ies) give no verdict: asking again (try %d of %d)", len(bad), attempt, attempts)

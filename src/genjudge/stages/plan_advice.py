@@ -171,7 +171,7 @@ def judge_options(config: dict, exp, e, gpus: list, pool: list[int], on_slurm: b
     if not gpus:
         return []
     out = []
-    view = {**config, "judge": exp.judges[e.name]}
+    slurm = slurm_from_config({**config, "judge": exp.judges[e.name]})
     wants = list(e.requests["all"])
     if e.spec.verdict == "logprob":
         wants = [replace(r, new_tokens=1) for r in wants]
@@ -184,7 +184,7 @@ def judge_options(config: dict, exp, e, gpus: list, pool: list[int], on_slurm: b
                 if engine_name == "vllm":
                     spec = replace(spec, batch_size="auto")
                 try:
-                    lay = judge_layout(spec, slurm_from_config(view), list(range(len(gpus))), on_slurm=False, gpus=gpus)
+                    lay = judge_layout(spec, slurm, list(range(len(gpus))), on_slurm=False, gpus=gpus)
                 except InputError:
                     continue
                 n = lay.gpus_per_job

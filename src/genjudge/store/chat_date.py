@@ -62,6 +62,12 @@ def peek(results_dir, configured=None) -> Pin | None:
     return Pin(_read(path), f"pinned in {path}") if path.exists() else None
 
 
+def stamped(results_dir, configured, engine: str) -> str | None:
+    """The date a model job's chat templates stamp, pinned once per run; None for a model behind an
+    endpoint, whose server renders its own template."""
+    return None if engine == "openai" else pin(results_dir, configured).date
+
+
 def pin(results_dir, configured=None) -> Pin:
     """The run's date: the configured one, the one pinned before, or today's, pinned now. Jobs that
     start together agree: the file is linked into place only where none is, and a job that finds one
