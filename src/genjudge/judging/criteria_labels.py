@@ -81,26 +81,38 @@ def join(df: pd.DataFrame, labels: pd.DataFrame, source: str, where: str) -> pd.
 
 def balanced_f1(human: list, judge: list) -> float | None:
     """The mean of the F1 of each class (met, not met); None where neither class occurs."""
-    scores = []
-    for cls in (True, False):
-        tp = sum(h == cls and j == cls for h, j in zip(human, judge))
-        fp = sum(h != cls and j == cls for h, j in zip(human, judge))
-        fn = sum(h == cls and j != cls for h, j in zip(human, judge))
-        if tp + fp + fn:
-            scores.append(2 * tp / (2 * tp + fp + fn))
+    h, j = np.asarray(human, dtype=bool), np.asarray(judge, dtype=bool)
+    return _balanced_f1_of(*(int(np.sum(c)) for c in _cells(h, j)))
+
+
+def _cells(h: np.ndarray, j: np.ndarray) -> tuple:
+    """(both met, human met only, judge met only, neither) of paired verdicts."""
+    return h & j, h & ~j, ~h & j, ~h & ~j
+
+
+def _balanced_f1_of(both: int, human_only: int, judge_only: int, neither: int) -> float | None:
+    # met: tp both, fp judge_only, fn human_only; not met: tp neither, fp human_only, fn judge_only
+    scores = [
+        2 * tp / (2 * tp + fp + fn)
+        for tp, fp, fn in ((both, judge_only, human_only), (neither, human_only, judge_only))
+        if tp + fp + fn
+    ]
     return float(np.mean(scores)) if scores else None
 
 
 def _bootstrap_f1(frame: pd.DataFrame, seed: int = 0) -> list[float] | None:
-    """A 95% percentile interval of balanced F1, items resampled (their triples together)."""
-    groups = [g for _, g in frame.groupby("id", sort=True)]
-    if len(groups) < 2:
+    """A 95% percentile interval of balanced F1, items resampled (their triples together): each item's
+    four counts summed over the drawn items."""
+    codes, uniques = pd.factorize(frame["id"], sort=True)
+    if len(uniques) < 2:
         return None
+    h = np.asarray([bool(x) for x in frame["human"]])
+    j = np.asarray([bool(x) for x in frame["judge"]])
+    per_item = np.stack([np.bincount(codes, weights=c, minlength=len(uniques)) for c in _cells(h, j)], axis=1)
     rng = np.random.default_rng(seed)
     draws = []
     for _ in range(N_RESAMPLES):
-        pick = pd.concat([groups[i] for i in rng.integers(0, len(groups), len(groups))])
-        f = balanced_f1(list(pick["human"]), list(pick["judge"]))
+        f = _balanced_f1_of(*per_item[rng.integers(0, len(uniques), len(uniques))].sum(axis=0))
         if f is not None:
             draws.append(f)
     return [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))] if draws else None
