@@ -319,8 +319,7 @@ def model_input(spec):
     """The demo model's directory when the workflow must build it (it is missing), so it is built first.
     The committed models are no input: Snakemake has no record of how they were made and would say so
     on every run; the jobs' params hold the models' fingerprints, which rerun them when the files change."""
-    # An endpoint's model name is no directory here; a generator that reads its answers from the dataset has none.
-    local = spec.engine != "openai" and not getattr(spec, "answers_from", None) and spec.model
+    local = spec.model_files_here and spec.model
     return [spec.model] if local and wfconfig.builds_demo_model(spec.model) and not os.path.exists(spec.model) else []
 
 
@@ -343,7 +342,7 @@ def check_models_loadable():
     tokenizer and weights: checked before any job starts (onstart), naming the key."""
     for kind, specs in (("generator", GENERATORS), ("judge", JUDGES)):
         for name, spec in specs.items():
-            if spec.engine == "openai" or getattr(spec, "answers_from", None):  # no model files here
+            if not spec.model_files_here:
                 continue
             key = entry_key(config, kind, name, "model")
             try:

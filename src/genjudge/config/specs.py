@@ -172,6 +172,11 @@ class ModelSpec(Spec):
             return self.quantization
         return "bfloat16" if self.dtype == "auto" else self.dtype
 
+    @property
+    def model_files_here(self) -> bool:
+        """Whether the model runs from files on this machine: not one behind an endpoint."""
+        return self.engine != "openai"
+
 
 @dataclass(frozen=True)
 class GeneratorSpec(ModelSpec):
@@ -187,6 +192,10 @@ class GeneratorSpec(ModelSpec):
     gpus_per_job: int | None = _run()  # null: the top-level gpus_per_job
     # Answers read from this field of the dataset (physicians' completions), not generated: no model, no job.
     answers_from: str | None = _job()
+
+    @property
+    def model_files_here(self) -> bool:
+        return super().model_files_here and not self.answers_from  # answers read from the dataset: no model
 
     def idle_fields(self) -> set:
         # Greedy decoding reads no sampling parameter.
